@@ -1,0 +1,8 @@
+# Source this file: exports the locations scripts/setup.sh prepared.
+export TVMRT_CACHE="${TVMRT_CACHE:-$HOME/.cache/tvm-runtime-rs}"
+export TVMRT_REF_DIR="$TVMRT_CACHE/wheel/tvm"
+export TVMRT_REF_LIB="$TVMRT_REF_DIR/libtvm_runtime.so"
+export TVMRT_REF_INCLUDE="$TVMRT_REF_DIR/include"
+export TVMRT_REF_DLPACK_INCLUDE="$TVMRT_REF_DIR/dlpack/include"
+export TVMRT_PYTHON="$TVMRT_CACHE/venv/bin/python"
+export TVM_FFI=ctypes

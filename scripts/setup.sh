@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Prepares everything the tests need on a fresh machine, idempotently:
+#   - Debian packages (cmake, valgrind) when missing,
+#   - the reference runtime and compiler (PyPI wheel hhb-tvm==3.2.3, TVM 0.16.dev0) unpacked,
+#   - a Python virtual environment with TVM's Python package (ctypes FFI) and its needs.
+# Everything is cached under $TVMRT_CACHE (default ~/.cache/tvm-runtime-rs), outside the tree.
+# Prints nothing but progress; source scripts/env.sh afterwards for the variables.
+set -euo pipefail
+CACHE="${TVMRT_CACHE:-$HOME/.cache/tvm-runtime-rs}"
+mkdir -p "$CACHE"
+
+need_apt=()
+command -v cmake >/dev/null || need_apt+=(cmake)
+command -v valgrind >/dev/null || need_apt+=(valgrind)
+command -v g++ >/dev/null || need_apt+=(g++)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  echo "setup: installing ${need_apt[*]}"
+  SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+WHEEL_DIR="$CACHE/wheel"
+if [ ! -f "$WHEEL_DIR/tvm/libtvm_runtime.so" ]; then
+  echo "setup: fetching the reference wheel hhb-tvm==3.2.3"
+  mkdir -p "$WHEEL_DIR"
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.10 \
+    hhb-tvm==3.2.3 -d "$WHEEL_DIR"
+  unzip -q -o "$WHEEL_DIR"/hhb_tvm-3.2.3-*.whl 'tvm/*' -d "$WHEEL_DIR"
+  rm -f "$WHEEL_DIR"/hhb_tvm-3.2.3-*.whl
+fi
+
+VENV="$CACHE/venv"
+if [ ! -f "$VENV/.ready" ]; then
+  echo "setup: creating the Python environment"
+  rm -rf "$VENV"
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q "numpy<2" "ml_dtypes<0.5" decorator attrs psutil scipy \
+    typing_extensions cloudpickle tornado packaging tqdm pytest
+  site="$("$VENV/bin/python" -c 'import site;print(site.getsitepackages()[0])')"
+  cp -r "$WHEEL_DIR/tvm" "$site/"
+  rm -f "$site"/tvm/_ffi/_cy3/*.so
+  touch "$VENV/.ready"
+fi
+echo "setup: ready in $CACHE"

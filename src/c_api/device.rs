@@ -1,0 +1,171 @@
+//! Device entries: data space, copies, streams.
+
+use super::check_out;
+use crate::device;
+use crate::ffi::error::{guard, Error};
+use crate::ffi::types::{DLDataType, DLDevice, DLTensor};
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+/// Allocates device memory (`TVMDeviceAllocDataSpace`).
+///
+/// # Safety
+/// `out_data` valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
+    dev: DLDevice,
+    nbytes: usize,
+    alignment: usize,
+    type_hint: DLDataType,
+    out_data: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        check_out(out_data, "TVMDeviceAllocDataSpace: out_data")?;
+        if alignment != 0 && !alignment.is_power_of_two() {
+            return Err(Error::value(format!(
+                "TVMDeviceAllocDataSpace: alignment {alignment} is not a power of two"
+            )));
+        }
+        let p = device::api(dev)?.alloc_data_space(dev, nbytes, alignment, type_hint)?;
+        // SAFETY: checked non-null.
+        unsafe { *out_data = p };
+        Ok(())
+    })
+}
+
+/// Allocates device memory for a tensor in a memory scope
+/// (`TVMDeviceAllocDataSpaceWithScope`); NULL scope means global memory.
+///
+/// # Safety
+/// `shape` holds `ndim` entries; `mem_scope` NULL or a string; `out_data` valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
+    dev: DLDevice,
+    ndim: c_int,
+    shape: *const i64,
+    dtype: DLDataType,
+    mem_scope: *const c_char,
+    out_data: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        check_out(out_data, "TVMDeviceAllocDataSpaceWithScope: out_data")?;
+        if ndim < 0 || (ndim > 0 && shape.is_null()) {
+            return Err(Error::value(
+                "TVMDeviceAllocDataSpaceWithScope: invalid ndim or NULL shape",
+            ));
+        }
+        let shape = if ndim == 0 {
+            &[][..]
+        } else {
+            // SAFETY: caller contract.
+            unsafe { std::slice::from_raw_parts(shape, ndim as usize) }
+        };
+        let scope = if mem_scope.is_null() {
+            None
+        } else {
+            // SAFETY: caller contract.
+            Some(unsafe { CStr::from_ptr(mem_scope) }.to_str().map_err(|_| {
+                Error::value("TVMDeviceAllocDataSpaceWithScope: mem_scope is not UTF-8")
+            })?)
+        };
+        let p = device::api(dev)?.alloc_data_space_scope(dev, shape, dtype, scope)?;
+        // SAFETY: checked non-null.
+        unsafe { *out_data = p };
+        Ok(())
+    })
+}
+
+/// Frees device memory (`TVMDeviceFreeDataSpace`).
+///
+/// # Safety
+/// `ptr` from `TVMDeviceAllocDataSpace*` on the same device.
+#[no_mangle]
+pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void) -> c_int {
+    guard(|| {
+        if ptr.is_null() {
+            return Ok(());
+        }
+        device::api(dev)?.free_data_space(dev, ptr)
+    })
+}
+
+/// Copies between tensors on any devices (`TVMDeviceCopyDataFromTo`).
+///
+/// # Safety
+/// Both tensors valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
+    from: *mut DLTensor,
+    to: *mut DLTensor,
+    stream: *mut c_void,
+) -> c_int {
+    guard(|| {
+        check_out(from, "TVMDeviceCopyDataFromTo: from")?;
+        check_out(to, "TVMDeviceCopyDataFromTo: to")?;
+        // SAFETY: checked non-null; caller contract.
+        device::copy_tensor(unsafe { &*from }, unsafe { &*to }, stream)
+    })
+}
+
+/// Creates a stream (`TVMStreamCreate`); CPU and single-queue devices give NULL.
+///
+/// # Safety
+/// `out` valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMStreamCreate(device_type: c_int, device_id: c_int, out: *mut *mut c_void) -> c_int {
+    guard(|| {
+        check_out(out, "TVMStreamCreate: out")?;
+        let dev = DLDevice::new(device_type, device_id);
+        let s = device::api(dev)?.create_stream(dev)?;
+        // SAFETY: checked non-null.
+        unsafe { *out = s };
+        Ok(())
+    })
+}
+
+/// Frees a stream (`TVMStreamFree`).
+#[no_mangle]
+pub extern "C" fn TVMStreamFree(device_type: c_int, device_id: c_int, stream: *mut c_void) -> c_int {
+    guard(|| {
+        let dev = DLDevice::new(device_type, device_id);
+        device::api(dev)?.free_stream(dev, stream)
+    })
+}
+
+/// Sets this thread's current stream for a device (`TVMSetStream`).
+#[no_mangle]
+pub extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, handle: *mut c_void) -> c_int {
+    guard(|| {
+        let dev = DLDevice::new(device_type, device_id);
+        device::api(dev)?.set_stream(dev, handle)
+    })
+}
+
+/// Waits for a stream's work (`TVMSynchronize`).
+#[no_mangle]
+pub extern "C" fn TVMSynchronize(device_type: c_int, device_id: c_int, stream: *mut c_void) -> c_int {
+    guard(|| {
+        let dev = DLDevice::new(device_type, device_id);
+        device::api(dev)?.stream_sync(dev, stream)
+    })
+}
+
+/// `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
+/// export, not in the reference).
+#[no_mangle]
+pub extern "C" fn TVMStreamSync(device_type: c_int, device_id: c_int, stream: *mut c_void) -> c_int {
+    TVMSynchronize(device_type, device_id, stream)
+}
+
+/// Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
+#[no_mangle]
+pub extern "C" fn TVMStreamStreamSynchronize(
+    device_type: c_int,
+    device_id: c_int,
+    src: *mut c_void,
+    dst: *mut c_void,
+) -> c_int {
+    guard(|| {
+        let dev = DLDevice::new(device_type, device_id);
+        device::api(dev)?.sync_stream_from_to(dev, src, dst)
+    })
+}

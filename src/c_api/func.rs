@@ -1,0 +1,256 @@
+//! PackedFunc and the global registry.
+
+use super::{check_out, cstr};
+use crate::ffi::error::{guard, Error};
+use crate::ffi::function::{Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
+use crate::ffi::registry;
+use crate::ffi::types::{TVMByteArray, TVMValue};
+use crate::ffi::value::RetValue;
+use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CString};
+
+/// Frees a function handle (`TVMFuncFree`).
+///
+/// # Safety
+/// `func` must be NULL or a function handle the caller owns.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncFree(func: *mut c_void) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { super::object::TVMObjectFree(func) }
+}
+
+/// Calls a function (`TVMFuncCall`). Returned objects belong to the caller; returned strings
+/// and bytes stay valid until the next call on this thread.
+///
+/// # Safety
+/// `func` must be a live function handle; the argument arrays must hold `num_args` entries;
+/// the out-pointers must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncCall(
+    func: *mut c_void,
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    guard(|| {
+        let obj = func as *mut Object;
+        // SAFETY: a non-null handle is a live object by the caller's contract.
+        if obj.is_null() || unsafe { (*obj).type_index() } != TYPE_PACKED_FUNC {
+            return Err(Error::value("TVMFuncCall: the handle is not a PackedFunc"));
+        }
+        // SAFETY: the type index says the payload is a PackedFuncObj.
+        let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
+        let mut rv = RetValue::Null;
+        // SAFETY: forwarded contract on the argument arrays.
+        unsafe { pf.call_raw(arg_values, type_codes, num_args, &mut rv)? };
+        if ret_val.is_null() || ret_type_code.is_null() {
+            if matches!(rv, RetValue::Null) {
+                return Ok(());
+            }
+            return Err(Error::value("TVMFuncCall: ret_val or ret_type_code is NULL"));
+        }
+        let (v, c) = rv.into_c();
+        // SAFETY: checked non-null; caller provides valid slots.
+        unsafe {
+            *ret_val = v;
+            *ret_type_code = c;
+        }
+        Ok(())
+    })
+}
+
+/// Sets the return value from inside a C callback (`TVMCFuncSetReturn`); values are copied
+/// (objects gain a reference).
+///
+/// # Safety
+/// `ret` must be the handle passed to the callback; `value`/`type_code` hold `num_ret` entries.
+#[no_mangle]
+pub unsafe extern "C" fn TVMCFuncSetReturn(
+    ret: *mut c_void,
+    value: *mut TVMValue,
+    type_code: *mut c_int,
+    num_ret: c_int,
+) -> c_int {
+    guard(|| {
+        if num_ret != 1 {
+            return Err(Error::value(format!(
+                "TVMCFuncSetReturn: num_ret must be 1, got {num_ret}"
+            )));
+        }
+        check_out(ret, "TVMCFuncSetReturn: ret")?;
+        check_out(value, "TVMCFuncSetReturn: value")?;
+        check_out(type_code, "TVMCFuncSetReturn: type_code")?;
+        // SAFETY: checked non-null; caller contract on validity.
+        let rv = unsafe { RetValue::from_c_copy(*value, *type_code)? };
+        // SAFETY: `ret` is the RetValue slot TVMFuncCall handed to the callback.
+        unsafe { *(ret as *mut RetValue) = rv };
+        Ok(())
+    })
+}
+
+/// Turns a callback argument into a return value in place (`TVMCbArgToReturn`): objects gain a
+/// reference the caller then owns.
+///
+/// # Safety
+/// `value`/`code` must point to one valid argument.
+#[no_mangle]
+pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int) -> c_int {
+    guard(|| {
+        check_out(value, "TVMCbArgToReturn: value")?;
+        check_out(code, "TVMCbArgToReturn: code")?;
+        // SAFETY: checked non-null; caller contract on validity.
+        let rv = unsafe { RetValue::from_c_copy(*value, *code)? };
+        if matches!(rv, RetValue::Str(_) | RetValue::Bytes(_)) {
+            return Err(Error::type_error(
+                "TVMCbArgToReturn: strings and bytes cannot be moved to a return value",
+            ));
+        }
+        let (v, c) = rv.into_c();
+        // SAFETY: checked non-null.
+        unsafe {
+            *value = v;
+            *code = c;
+        }
+        Ok(())
+    })
+}
+
+/// Wraps a C callback as a function (`TVMFuncCreateFromCFunc`); `fin(resource_handle)` runs
+/// once when the last reference goes.
+///
+/// # Safety
+/// `func` must be callable with `resource_handle` from any thread; `out` must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
+    func: Option<PackedCFunc>,
+    resource_handle: *mut c_void,
+    fin: Option<PackedCFuncFinalizer>,
+    out: *mut *mut c_void,
+) -> c_int {
+    guard(|| {
+        check_out(out, "TVMFuncCreateFromCFunc: out")?;
+        let func = func.ok_or_else(|| Error::value("TVMFuncCreateFromCFunc: func is NULL"))?;
+        let f = Function::from_c(func, resource_handle, fin);
+        // SAFETY: checked non-null.
+        unsafe { *out = f.into_object().into_raw() as *mut c_void };
+        Ok(())
+    })
+}
+
+/// Registers a function globally (`TVMFuncRegisterGlobal`); an existing name fails unless
+/// `override` is non-zero. The registry keeps its own reference.
+///
+/// # Safety
+/// `name` must be a string; `f` a live function handle.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncRegisterGlobal(
+    name: *const c_char,
+    f: *mut c_void,
+    r#override: c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: caller contract.
+        let name = unsafe { cstr(name, "TVMFuncRegisterGlobal: name")? };
+        // SAFETY: a non-null handle is a live object.
+        let obj = unsafe { ObjectRef::from_borrowed(f as *mut Object) }
+            .ok_or_else(|| Error::value("TVMFuncRegisterGlobal: the function handle is NULL"))?;
+        let func = Function::from_object(obj).map_err(|e| e.context("TVMFuncRegisterGlobal"))?;
+        registry::register(name, func, r#override != 0)
+    })
+}
+
+/// Looks up a global function (`TVMFuncGetGlobal`): a new handle the caller frees, or NULL.
+///
+/// # Safety
+/// `name` must be a string; `out` valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncGetGlobal(name: *const c_char, out: *mut *mut c_void) -> c_int {
+    guard(|| {
+        // SAFETY: caller contract.
+        let name = unsafe { cstr(name, "TVMFuncGetGlobal: name")? };
+        check_out(out, "TVMFuncGetGlobal: out")?;
+        let p = match registry::get(name) {
+            Some(f) => f.into_object().into_raw() as *mut c_void,
+            None => std::ptr::null_mut(),
+        };
+        // SAFETY: checked non-null.
+        unsafe { *out = p };
+        Ok(())
+    })
+}
+
+struct NameList {
+    names: Vec<CString>,
+    ptrs: Vec<*const c_char>,
+}
+
+thread_local! {
+    static NAMES: RefCell<NameList> = const {
+        RefCell::new(NameList { names: Vec::new(), ptrs: Vec::new() })
+    };
+}
+
+/// Lists global function names (`TVMFuncListGlobalNames`); the array stays valid until the
+/// next call on this thread.
+///
+/// # Safety
+/// The out-pointers must be valid.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncListGlobalNames(
+    out_size: *mut c_int,
+    out_array: *mut *mut *const c_char,
+) -> c_int {
+    guard(|| {
+        check_out(out_size, "TVMFuncListGlobalNames: out_size")?;
+        check_out(out_array, "TVMFuncListGlobalNames: out_array")?;
+        NAMES.with(|n| {
+            let mut n = n.borrow_mut();
+            n.names = registry::list_names()
+                .into_iter()
+                .filter_map(|s| CString::new(s).ok())
+                .collect();
+            n.ptrs = n.names.iter().map(|s| s.as_ptr()).collect();
+            // SAFETY: checked non-null; the arrays live in thread-local storage.
+            unsafe {
+                *out_size = n.ptrs.len() as c_int;
+                *out_array = n.ptrs.as_mut_ptr();
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Removes a global function (`TVMFuncRemoveGlobal`); removing an absent name is not an error.
+///
+/// # Safety
+/// `name` must be a string.
+#[no_mangle]
+pub unsafe extern "C" fn TVMFuncRemoveGlobal(name: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: caller contract.
+        let name = unsafe { cstr(name, "TVMFuncRemoveGlobal: name")? };
+        registry::remove(name);
+        Ok(())
+    })
+}
+
+/// Frees a byte array returned by the runtime (`TVMByteArrayFree`). Bytes returned by
+/// `TVMFuncCall` live in thread-local storage, so freeing them is a no-op; the runtime hands
+/// out no other byte arrays, so any other pointer is refused rather than freed.
+///
+/// # Safety
+/// `arr` must be NULL or a byte array from this runtime.
+#[no_mangle]
+pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMByteArray) -> c_int {
+    guard(|| {
+        if arr.is_null() || crate::ffi::value::is_returned_bytes(arr) {
+            return Ok(());
+        }
+        Err(Error::value(
+            "TVMByteArrayFree: this byte array was not returned by the runtime",
+        ))
+    })
+}

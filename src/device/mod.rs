@@ -1,0 +1,302 @@
+//! Devices: the DeviceAPI contract as a trait, and the registry by device type.
+//!
+//! The contract follows TVM's DeviceAPI (see the seeds): attributes, set device, data space
+//! with and without memory scope, workspace, copies, streams and synchronisation. Backends
+//! register under their type code; the CPU is built in.
+
+pub mod cpu;
+
+use crate::ffi::error::{Error, Result};
+use crate::ffi::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
+use crate::ffi::value::RetValue;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, LazyLock, RwLock};
+
+/// Device attributes (`DeviceAttrKind`), same values as the reference.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(i32)]
+pub enum DeviceAttr {
+    /// Whether the device exists.
+    Exist = 0,
+    /// Max threads per block.
+    MaxThreadsPerBlock = 1,
+    /// Warp (subgroup) size.
+    WarpSize = 2,
+    /// Shared memory per block in bytes.
+    MaxSharedMemoryPerBlock = 3,
+    /// Compute version string.
+    ComputeVersion = 4,
+    /// Device name.
+    DeviceName = 5,
+    /// Max clock rate in kHz.
+    MaxClockRate = 6,
+    /// Number of multiprocessors.
+    MultiProcessorCount = 7,
+    /// Max thread dimensions (a JSON list string).
+    MaxThreadDimensions = 8,
+    /// Max registers per block.
+    MaxRegistersPerBlock = 9,
+    /// GCN architecture (ROCm).
+    GcnArch = 10,
+    /// API version.
+    ApiVersion = 11,
+    /// Driver version.
+    DriverVersion = 12,
+    /// L2 cache size in bytes.
+    L2CacheSizeBytes = 13,
+    /// Total global memory in bytes.
+    TotalGlobalMemory = 14,
+    /// Available global memory in bytes.
+    AvailableGlobalMemory = 15,
+    /// Image pitch alignment.
+    ImagePitchAlignment = 16,
+}
+
+impl DeviceAttr {
+    /// Converts the C integer.
+    pub fn from_i32(v: i32) -> Result<DeviceAttr> {
+        use DeviceAttr::*;
+        Ok(match v {
+            0 => Exist,
+            1 => MaxThreadsPerBlock,
+            2 => WarpSize,
+            3 => MaxSharedMemoryPerBlock,
+            4 => ComputeVersion,
+            5 => DeviceName,
+            6 => MaxClockRate,
+            7 => MultiProcessorCount,
+            8 => MaxThreadDimensions,
+            9 => MaxRegistersPerBlock,
+            10 => GcnArch,
+            11 => ApiVersion,
+            12 => DriverVersion,
+            13 => L2CacheSizeBytes,
+            14 => TotalGlobalMemory,
+            15 => AvailableGlobalMemory,
+            16 => ImagePitchAlignment,
+            _ => return Err(Error::value(format!("unknown device attribute kind {v}"))),
+        })
+    }
+}
+
+/// An opaque stream handle (NULL is the default stream).
+pub type Stream = *mut c_void;
+
+/// The contract a device backend implements.
+///
+/// Pointers are device pointers in the backend's own sense (for CPU, host addresses). A
+/// backend must be usable from any thread.
+pub trait DeviceApi: Send + Sync {
+    /// Makes `dev` current for this thread.
+    fn set_device(&self, dev: DLDevice) -> Result<()>;
+
+    /// Answers an attribute query; `RetValue::Null` where the device has no answer.
+    fn get_attr(&self, dev: DLDevice, kind: DeviceAttr) -> Result<RetValue>;
+
+    /// Allocates `nbytes` with at least `alignment`.
+    fn alloc_data_space(
+        &self,
+        dev: DLDevice,
+        nbytes: usize,
+        alignment: usize,
+        type_hint: DLDataType,
+    ) -> Result<*mut c_void>;
+
+    /// Allocates a tensor's storage in a memory scope (`None` or `"global"`: flat memory).
+    fn alloc_data_space_scope(
+        &self,
+        dev: DLDevice,
+        shape: &[i64],
+        dtype: DLDataType,
+        scope: Option<&str>,
+    ) -> Result<*mut c_void> {
+        match scope {
+            None | Some("global") | Some("") => {
+                let n = crate::ndarray::checked_nbytes(shape, dtype)?;
+                self.alloc_data_space(dev, n, crate::ndarray::ALLOC_ALIGNMENT, dtype)
+            }
+            Some(s) => Err(Error::value(format!(
+                "device {} does not support memory scope '{s}'",
+                describe(dev)
+            ))),
+        }
+    }
+
+    /// Frees what `alloc_data_space*` returned.
+    fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()>;
+
+    /// Copies `nbytes` between two places, at least one of which is on this backend's device.
+    ///
+    /// # Safety
+    /// The pointers plus offsets must address `nbytes` valid bytes on their devices.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn copy_data(
+        &self,
+        from: *const c_void,
+        from_offset: u64,
+        to: *mut c_void,
+        to_offset: u64,
+        nbytes: usize,
+        dev_from: DLDevice,
+        dev_to: DLDevice,
+        type_hint: DLDataType,
+        stream: Stream,
+    ) -> Result<()>;
+
+    /// Creates a stream (single-queue devices return NULL).
+    fn create_stream(&self, _dev: DLDevice) -> Result<Stream> {
+        Ok(std::ptr::null_mut())
+    }
+
+    /// Frees a stream.
+    fn free_stream(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
+        Ok(())
+    }
+
+    /// Sets this thread's current stream.
+    fn set_stream(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
+        Ok(())
+    }
+
+    /// This thread's current stream.
+    fn current_stream(&self, _dev: DLDevice) -> Stream {
+        std::ptr::null_mut()
+    }
+
+    /// Waits for a stream's work.
+    fn stream_sync(&self, dev: DLDevice, stream: Stream) -> Result<()>;
+
+    /// Makes `dst` wait for what is queued on `src` (default: synchronise `src`).
+    fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, _dst: Stream) -> Result<()> {
+        self.stream_sync(dev, src)
+    }
+
+    /// Allocates temporary memory (default: data space).
+    fn alloc_workspace(
+        &self,
+        dev: DLDevice,
+        nbytes: usize,
+        type_hint: DLDataType,
+    ) -> Result<*mut c_void> {
+        self.alloc_data_space(dev, nbytes, crate::ndarray::ALLOC_ALIGNMENT, type_hint)
+    }
+
+    /// Frees temporary memory.
+    fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+        self.free_data_space(dev, ptr)
+    }
+}
+
+static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+
+/// A printable device: `cpu(0)`, `cuda(1)`, or `device type 99(0)`.
+pub fn describe(dev: DLDevice) -> String {
+    let name = device_name(dev.device_type);
+    if name == "unknown" {
+        format!("device type {}({})", dev.device_type, dev.device_id)
+    } else {
+        format!("{name}({})", dev.device_id)
+    }
+}
+
+/// Registers (or replaces) the backend for a device type.
+pub fn register_backend(device_type: i32, api: Arc<dyn DeviceApi>) {
+    BACKENDS
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(device_type, api);
+}
+
+/// Whether a backend is registered for a device type.
+pub fn has_backend(device_type: i32) -> bool {
+    device_type == DL_CPU
+        || BACKENDS
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(&device_type)
+}
+
+/// A handle to a backend: the built-in CPU or a registered one.
+pub enum ApiRef {
+    /// The CPU.
+    Cpu(&'static cpu::CpuDeviceApi),
+    /// A registered backend.
+    Other(Arc<dyn DeviceApi>),
+}
+
+impl std::ops::Deref for ApiRef {
+    type Target = dyn DeviceApi;
+    #[inline(always)]
+    fn deref(&self) -> &Self::Target {
+        match self {
+            ApiRef::Cpu(c) => *c,
+            ApiRef::Other(a) => &**a,
+        }
+    }
+}
+
+/// The backend for a device; an error naming the device when none is available.
+#[inline]
+pub fn api(dev: DLDevice) -> Result<ApiRef> {
+    if dev.device_type == DL_CPU {
+        return Ok(ApiRef::Cpu(&cpu::CPU));
+    }
+    if let Some(a) = BACKENDS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&dev.device_type)
+    {
+        return Ok(ApiRef::Other(a.clone()));
+    }
+    Err(Error::value(format!(
+        "device {} is not available: no {} backend is built in or registered",
+        describe(dev),
+        match device_name(dev.device_type) {
+            "unknown" => "such",
+            n => n,
+        }
+    )))
+}
+
+/// Copies between two tensors of the same size through the right backend (the non-CPU side's
+/// backend when they differ).
+pub fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
+    let n_from = crate::ndarray::tensor_nbytes(from)?;
+    let n_to = crate::ndarray::tensor_nbytes(to)?;
+    if n_from != n_to {
+        return Err(Error::value(format!(
+            "copy between tensors of different sizes: {n_from} bytes to {n_to} bytes"
+        )));
+    }
+    if !crate::ndarray::is_contiguous(from) || !crate::ndarray::is_contiguous(to) {
+        return Err(Error::value(
+            "copy needs contiguous tensors (strides describe a non-compact layout)",
+        ));
+    }
+    if n_from == 0 {
+        return Ok(());
+    }
+    let dev = if from.device.device_type != DL_CPU {
+        from.device
+    } else {
+        to.device
+    };
+    let a = api(dev)?;
+    // SAFETY: both tensors describe `n_from` valid bytes (checked sizes, caller-supplied
+    // tensors are valid by the C API's contract).
+    unsafe {
+        a.copy_data(
+            from.data,
+            from.byte_offset,
+            to.data,
+            to.byte_offset,
+            n_from,
+            from.device,
+            to.device,
+            from.dtype,
+            stream,
+        )
+    }
+}

@@ -1,0 +1,322 @@
+//! Errors: the Rust error type and the thread-local "last error" the C API reports.
+//!
+//! Messages follow the `Kind: message` form that TVM's Python client parses from the first line
+//! (`ValueError`, `TypeError`, `AttributeError`, `IndexError`, `TVMError`, ...).
+
+use std::any::Any;
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CString};
+use std::fmt;
+
+/// The error kinds TVM's clients map to exception classes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Generic runtime failure (`TVMError`).
+    TVMError,
+    /// Bad argument value (`ValueError`).
+    ValueError,
+    /// Bad argument type (`TypeError`).
+    TypeError,
+    /// Unknown attribute or function (`AttributeError`).
+    AttributeError,
+    /// Index out of range (`IndexError`).
+    IndexError,
+    /// Invariant broken inside the runtime (`InternalError`).
+    InternalError,
+    /// Requested something not built in (`RuntimeError`).
+    RuntimeError,
+    /// A message taken verbatim from a callee (its first line names its own kind).
+    Verbatim,
+    /// A Python exception object raised in a callback, passed through untouched.
+    Python,
+}
+
+impl ErrorKind {
+    /// The name the Python client looks up.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::TVMError => "TVMError",
+            ErrorKind::ValueError => "ValueError",
+            ErrorKind::TypeError => "TypeError",
+            ErrorKind::AttributeError => "AttributeError",
+            ErrorKind::IndexError => "IndexError",
+            ErrorKind::InternalError => "InternalError",
+            ErrorKind::RuntimeError => "RuntimeError",
+            ErrorKind::Verbatim | ErrorKind::Python => "",
+        }
+    }
+}
+
+/// A runtime error: a kind and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Error {
+    /// What kind of error.
+    pub kind: ErrorKind,
+    /// The message, without the kind prefix.
+    pub message: String,
+    /// The Python exception object's address, for [`ErrorKind::Python`].
+    pub python_object: usize,
+}
+
+impl Error {
+    /// Builds an error of a kind.
+    pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
+        Error {
+            kind,
+            message: message.into(),
+            python_object: 0,
+        }
+    }
+
+    /// A `TVMError`.
+    pub fn tvm(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::TVMError, message)
+    }
+
+    /// A `ValueError`.
+    pub fn value(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::ValueError, message)
+    }
+
+    /// A `TypeError`.
+    pub fn type_error(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::TypeError, message)
+    }
+
+    /// An `IndexError`.
+    pub fn index(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::IndexError, message)
+    }
+
+    /// An `AttributeError`.
+    pub fn attribute(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::AttributeError, message)
+    }
+
+    /// An `InternalError`.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorKind::InternalError, message)
+    }
+
+    /// Captures this thread's last error, as a callee that returned non-zero left it.
+    pub fn from_last() -> Self {
+        let py = last_python_error();
+        if !py.is_null() {
+            let mut e = Error::new(ErrorKind::Python, "a Python exception was raised");
+            e.python_object = py as usize;
+            return e;
+        }
+        let msg = last_error_string();
+        if msg.is_empty() {
+            return Error::tvm("a callee failed without setting an error message");
+        }
+        Error::from_message(&msg)
+    }
+
+    /// Prefixes the message with where it happened: `"{context}: {message}"`.
+    pub fn context(mut self, context: impl fmt::Display) -> Self {
+        match self.kind {
+            ErrorKind::Python => {}
+            ErrorKind::Verbatim => {
+                // Keep the callee's "Kind: " first; put the context after it.
+                if let Some(pos) = self.message.find(": ") {
+                    let (k, m) = self.message.split_at(pos + 2);
+                    self.message = format!("{k}{context}: {m}");
+                }
+            }
+            _ => self.message = format!("{context}: {}", self.message),
+        }
+        self
+    }
+
+    /// Parses a message in `Kind: message` form (as set through `TVMAPISetLastError` by a
+    /// callee) back into an error; unknown kinds stay part of the message as a `TVMError`.
+    pub fn from_message(msg: &str) -> Self {
+        let first = msg.lines().next().unwrap_or("");
+        if let Some(pos) = first.find(": ") {
+            let kind = match &first[..pos] {
+                "ValueError" => Some(ErrorKind::ValueError),
+                "TypeError" => Some(ErrorKind::TypeError),
+                "AttributeError" => Some(ErrorKind::AttributeError),
+                "IndexError" => Some(ErrorKind::IndexError),
+                "InternalError" => Some(ErrorKind::InternalError),
+                "RuntimeError" => Some(ErrorKind::RuntimeError),
+                "TVMError" => Some(ErrorKind::TVMError),
+                _ => None,
+            };
+            if let Some(kind) = kind {
+                return Error::new(kind, &msg[pos + 2..]);
+            }
+            let name = &first[..pos];
+            if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+                return Error::new(ErrorKind::Verbatim, msg);
+            }
+        }
+        Error::tvm(msg)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            ErrorKind::Verbatim | ErrorKind::Python => f.write_str(&self.message),
+            k => write!(f, "{}: {}", k.name(), self.message),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// Result with the runtime's error.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Returns early with an error of the given kind and a formatted message.
+#[macro_export]
+macro_rules! bail {
+    ($kind:ident, $($arg:tt)*) => {
+        return Err($crate::ffi::error::Error::new(
+            $crate::ffi::error::ErrorKind::$kind,
+            format!($($arg)*),
+        ))
+    };
+}
+
+/// Returns early with an error unless the condition holds.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $kind:ident, $($arg:tt)*) => {
+        if !$cond {
+            $crate::bail!($kind, $($arg)*);
+        }
+    };
+}
+
+/// What the last failing call on this thread left behind.
+enum LastError {
+    None,
+    Message(CString),
+    Python(*mut c_void),
+}
+
+thread_local! {
+    static LAST_ERROR: RefCell<LastError> = const { RefCell::new(LastError::None) };
+}
+
+fn to_cstring(msg: String) -> CString {
+    CString::new(msg).unwrap_or_else(|e| {
+        let mut bytes = e.into_vec();
+        bytes.retain(|&b| b != 0);
+        CString::new(bytes).unwrap_or_default()
+    })
+}
+
+/// Records an error as this thread's last error.
+pub fn set_last_error(err: &Error) {
+    if err.kind == ErrorKind::Python {
+        set_last_python_error(err.python_object as *mut c_void);
+    } else {
+        set_last_error_message(err.to_string());
+    }
+}
+
+fn replace_last(new: LastError) {
+    let old = LAST_ERROR.with(|e| std::mem::replace(&mut *e.borrow_mut(), new));
+    if let LastError::Python(p) = old {
+        super::env_capi::py_dec_ref(p);
+    }
+}
+
+/// Records a message verbatim as this thread's last error.
+pub fn set_last_error_message(msg: String) {
+    replace_last(LastError::Message(to_cstring(msg)));
+}
+
+/// Records a Python exception object as this thread's last error, holding a reference to it
+/// (through the host's `Py_IncRef`) until it is replaced or dropped.
+pub fn set_last_python_error(obj: *mut c_void) {
+    let current = last_python_error();
+    if current == obj {
+        return;
+    }
+    super::env_capi::py_inc_ref(obj);
+    replace_last(LastError::Python(obj));
+}
+
+/// This thread's last error message; NULL when the last error is a Python object or none.
+/// The pointer stays valid until the next error is recorded on this thread.
+pub fn last_error_ptr() -> *const c_char {
+    LAST_ERROR.with(|e| match &*e.borrow() {
+        LastError::Message(c) => c.as_ptr(),
+        _ => std::ptr::null(),
+    })
+}
+
+/// This thread's last error as text (empty when none).
+pub fn last_error_string() -> String {
+    LAST_ERROR.with(|e| match &*e.borrow() {
+        LastError::Message(c) => c.to_string_lossy().into_owned(),
+        LastError::Python(_) => "TVMError: a Python exception was raised".to_string(),
+        LastError::None => String::new(),
+    })
+}
+
+/// The Python exception object recorded as last error, or NULL.
+pub fn last_python_error() -> *mut c_void {
+    LAST_ERROR.with(|e| match &*e.borrow() {
+        LastError::Python(p) => *p,
+        _ => std::ptr::null_mut(),
+    })
+}
+
+/// Forgets a recorded Python exception object (the Python side took it back).
+pub fn drop_last_python_error() {
+    if !last_python_error().is_null() {
+        replace_last(LastError::Message(CString::default()));
+    }
+}
+
+/// Turns a caught panic payload into an error.
+pub fn panic_to_error(payload: Box<dyn Any + Send>) -> Error {
+    let msg = if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "unknown panic".to_string()
+    };
+    Error::internal(format!("panic inside the runtime: {msg}"))
+}
+
+/// Runs `f` as the body of a C entry point: returns 0 on success; on error or panic records
+/// the last error and returns -1. No panic crosses this boundary.
+#[inline(always)]
+pub fn guard<F: FnOnce() -> Result<()>>(f: F) -> i32 {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            set_last_error(&e);
+            -1
+        }
+        Err(p) => {
+            set_last_error(&panic_to_error(p));
+            -1
+        }
+    }
+}
+
+/// Like [`guard`] for entry points that return a value rather than a status: on error the
+/// last error is recorded and `fallback` is returned.
+#[inline(always)]
+pub fn guard_value<T, F: FnOnce() -> Result<T>>(fallback: T, f: F) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(e)) => {
+            set_last_error(&e);
+            fallback
+        }
+        Err(p) => {
+            set_last_error(&panic_to_error(p));
+            fallback
+        }
+    }
+}

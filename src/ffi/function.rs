@@ -1,0 +1,250 @@
+//! PackedFunc: a type-erased function object (type index 7) backed by a C callback, a
+//! compiled TVM function, or a Rust closure.
+
+use super::error::{Error, Result};
+use super::types::{TVMByteArray, TVMValue};
+use super::value::{ArgValue, Args, RetValue};
+use crate::impl_object_type;
+use crate::object::{ObjectRef, TYPE_PACKED_FUNC};
+use std::ffi::{c_char, c_void};
+
+/// `TVMPackedCFunc`: a C callback in the frontend convention.
+pub type PackedCFunc = unsafe extern "C" fn(
+    args: *mut TVMValue,
+    type_codes: *mut i32,
+    num_args: i32,
+    ret: *mut c_void,
+    resource_handle: *mut c_void,
+) -> i32;
+
+/// `TVMPackedCFuncFinalizer`.
+pub type PackedCFuncFinalizer = unsafe extern "C" fn(resource_handle: *mut c_void);
+
+/// `TVMBackendPackedCFunc`: the convention of functions TVM compiles.
+pub type BackendPackedCFunc = unsafe extern "C" fn(
+    args: *mut TVMValue,
+    type_codes: *mut i32,
+    num_args: i32,
+    out_ret_value: *mut TVMValue,
+    out_ret_tcode: *mut i32,
+    resource_handle: *mut c_void,
+) -> i32;
+
+/// Something a compiled function keeps alive: its module object or its loaded library.
+pub enum Owner {
+    /// A module object.
+    Object(ObjectRef),
+    /// Any shared value (a loaded library).
+    Shared(std::sync::Arc<dyn std::any::Any + Send + Sync>),
+}
+
+/// A Rust function body.
+pub type RustFunc = dyn Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync;
+
+/// What a PackedFunc runs.
+pub enum FuncImpl {
+    /// A C callback with its resource handle and optional finalizer.
+    C {
+        /// The callback.
+        func: PackedCFunc,
+        /// Passed back to the callback and the finalizer.
+        resource: *mut c_void,
+        /// Run once when the function is freed.
+        finalizer: Option<PackedCFuncFinalizer>,
+    },
+    /// A compiled function; `owner` keeps its library loaded.
+    Backend {
+        /// The compiled function.
+        func: BackendPackedCFunc,
+        /// Passed as the resource handle.
+        resource: *mut c_void,
+        /// What keeps the code alive (the module, or the loaded library).
+        owner: Option<Owner>,
+    },
+    /// A Rust closure.
+    Rust(Box<RustFunc>),
+}
+
+/// The payload of a PackedFunc object.
+pub struct PackedFuncObj {
+    imp: FuncImpl,
+}
+
+// SAFETY: C callbacks and compiled functions are required by the TVM ABI to be callable from
+// any thread; the resource handle is theirs to synchronise.
+unsafe impl Send for PackedFuncObj {}
+// SAFETY: as above.
+unsafe impl Sync for PackedFuncObj {}
+
+impl_object_type!(PackedFuncObj, "runtime.PackedFunc", static TYPE_PACKED_FUNC);
+
+impl Drop for PackedFuncObj {
+    fn drop(&mut self) {
+        if let FuncImpl::C {
+            resource,
+            finalizer: Some(fin),
+            ..
+        } = self.imp
+        {
+            // SAFETY: the finalizer was given with this resource and runs exactly once, here.
+            unsafe { fin(resource) };
+        }
+    }
+}
+
+impl PackedFuncObj {
+    /// Calls with C arrays; the result lands in `rv`.
+    ///
+    /// # Safety
+    /// `values`/`codes` must hold `n` valid entries for the duration of the call.
+    #[inline(always)]
+    pub unsafe fn call_raw(
+        &self,
+        values: *mut TVMValue,
+        codes: *mut i32,
+        n: i32,
+        rv: &mut RetValue,
+    ) -> Result<()> {
+        match &self.imp {
+            FuncImpl::C { func, resource, .. } => {
+                // SAFETY: forwarded contract; `rv` outlives the call and is what
+                // TVMCFuncSetReturn expects behind the handle.
+                let r = unsafe {
+                    func(values, codes, n, rv as *mut RetValue as *mut c_void, *resource)
+                };
+                if r != 0 {
+                    return Err(Error::from_last());
+                }
+                Ok(())
+            }
+            FuncImpl::Backend { func, resource, .. } => {
+                let mut out = TVMValue::default();
+                let mut code = super::types::type_code::NULLPTR;
+                // SAFETY: forwarded contract; out slots are valid.
+                let r = unsafe { func(values, codes, n, &mut out, &mut code, *resource) };
+                if r != 0 {
+                    return Err(Error::from_last());
+                }
+                // SAFETY: compiled code returns a valid value for its code, owning objects.
+                *rv = unsafe { RetValue::from_c_take(out, code)? };
+                Ok(())
+            }
+            FuncImpl::Rust(f) => {
+                // SAFETY: forwarded contract.
+                let args = unsafe { Args::from_raw(values, codes, n) };
+                f(args, rv)
+            }
+        }
+    }
+}
+
+/// A reference to a PackedFunc object.
+#[derive(Clone, Debug)]
+pub struct Function(ObjectRef);
+
+impl Function {
+    /// A function running a Rust closure.
+    pub fn from_rust<F>(f: F) -> Function
+    where
+        F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
+    {
+        Function(ObjectRef::new(PackedFuncObj {
+            imp: FuncImpl::Rust(Box::new(f)),
+        }))
+    }
+
+    /// A function running a C callback.
+    pub fn from_c(
+        func: PackedCFunc,
+        resource: *mut c_void,
+        finalizer: Option<PackedCFuncFinalizer>,
+    ) -> Function {
+        Function(ObjectRef::new(PackedFuncObj {
+            imp: FuncImpl::C {
+                func,
+                resource,
+                finalizer,
+            },
+        }))
+    }
+
+    /// A function running compiled code kept alive by `owner`.
+    pub fn from_backend(
+        func: BackendPackedCFunc,
+        resource: *mut c_void,
+        owner: Option<Owner>,
+    ) -> Function {
+        Function(ObjectRef::new(PackedFuncObj {
+            imp: FuncImpl::Backend {
+                func,
+                resource,
+                owner,
+            },
+        }))
+    }
+
+    /// Wraps an object known to be a PackedFunc.
+    pub fn from_object(o: ObjectRef) -> Result<Function> {
+        if o.downcast_ref::<PackedFuncObj>().is_some() {
+            Ok(Function(o))
+        } else {
+            Err(Error::type_error(format!(
+                "expected a PackedFunc but got {}",
+                o.type_key()
+            )))
+        }
+    }
+
+    /// The object.
+    pub fn as_object(&self) -> &ObjectRef {
+        &self.0
+    }
+
+    /// The object, consumed.
+    pub fn into_object(self) -> ObjectRef {
+        self.0
+    }
+
+    /// The payload.
+    #[inline(always)]
+    pub fn obj(&self) -> &PackedFuncObj {
+        self.0.downcast_ref::<PackedFuncObj>().expect("checked at construction")
+    }
+
+    /// Calls with Rust-side arguments.
+    pub fn call(&self, args: &[ArgValue<'_>]) -> Result<RetValue> {
+        let mut bytes: Vec<TVMByteArray> = Vec::new();
+        for a in args {
+            if let ArgValue::Bytes(b) = a {
+                bytes.push(TVMByteArray {
+                    data: b.as_ptr() as *const c_char,
+                    size: b.len(),
+                });
+            }
+        }
+        let mut values = Vec::with_capacity(args.len());
+        let mut codes = Vec::with_capacity(args.len());
+        let mut next_bytes = 0;
+        for a in args {
+            let (mut v, c) = a.to_c();
+            if let ArgValue::Bytes(_) = a {
+                v.v_handle = &mut bytes[next_bytes] as *mut TVMByteArray as *mut c_void;
+                next_bytes += 1;
+            }
+            values.push(v);
+            codes.push(c);
+        }
+        let mut rv = RetValue::Null;
+        // SAFETY: the arrays hold `args.len()` entries whose pointees (`args`, `bytes`) live
+        // through the call.
+        unsafe {
+            self.obj().call_raw(
+                values.as_mut_ptr(),
+                codes.as_mut_ptr(),
+                args.len() as i32,
+                &mut rv,
+            )?
+        };
+        Ok(rv)
+    }
+}

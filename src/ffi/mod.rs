@@ -1,0 +1,14 @@
+//! Values, errors, PackedFunc and the global registry.
+
+pub mod dtype;
+pub mod env_capi;
+pub mod error;
+pub mod function;
+pub mod registry;
+pub mod types;
+pub mod value;
+
+pub use error::{Error, ErrorKind, Result};
+pub use function::Function;
+pub use types::*;
+pub use value::{ArgValue, Args, RetValue};

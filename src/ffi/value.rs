@@ -1,0 +1,593 @@
+//! Values crossing the PackedFunc convention: borrowed arguments ([`ArgValue`], [`Args`]) and
+//! owned return values ([`RetValue`]), with the conversions to and from `TVMValue` + type code.
+
+use super::dtype::{dtype_from_string, dtype_to_string};
+use super::error::{Error, Result};
+use super::types::{type_code as tc, DLDataType, DLDevice, DLTensor, TVMByteArray, TVMValue};
+use crate::object::containers::StringObj;
+use crate::object::{
+    Object, ObjectRef, ObjectType, PAYLOAD_OFFSET, TYPE_MODULE, TYPE_NDARRAY, TYPE_PACKED_FUNC,
+};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_void, CStr, CString};
+use std::marker::PhantomData;
+
+/// A borrowed object argument: valid while the call's arguments are.
+#[derive(Copy, Clone)]
+pub struct ObjArg<'a> {
+    ptr: *mut Object,
+    _life: PhantomData<&'a Object>,
+}
+
+impl<'a> ObjArg<'a> {
+    /// Wraps a non-null object pointer the caller keeps alive for `'a`.
+    ///
+    /// # Safety
+    /// `ptr` must point to a live object for `'a`.
+    pub unsafe fn new(ptr: *mut Object) -> Self {
+        ObjArg {
+            ptr,
+            _life: PhantomData,
+        }
+    }
+
+    /// The raw pointer.
+    pub fn as_ptr(&self) -> *mut Object {
+        self.ptr
+    }
+
+    /// The type index.
+    pub fn type_index(&self) -> u32 {
+        // SAFETY: live for 'a by construction.
+        unsafe { (*self.ptr).type_index() }
+    }
+
+    /// A new owning reference.
+    pub fn to_ref(&self) -> ObjectRef {
+        // SAFETY: live for 'a by construction; from_borrowed adds a reference.
+        unsafe { ObjectRef::from_borrowed(self.ptr) }.expect("non-null by construction")
+    }
+
+    /// The payload when the object holds a `T`.
+    pub fn downcast_ref<T: ObjectType>(&self) -> Option<&'a T> {
+        if self.type_index() == T::type_index() {
+            // SAFETY: the index identifies the payload type; the object lives for 'a.
+            Some(unsafe { &*crate::object::payload_ptr::<T>(self.ptr) })
+        } else {
+            None
+        }
+    }
+}
+
+/// One argument, viewed without taking ownership.
+#[derive(Copy, Clone)]
+pub enum ArgValue<'a> {
+    /// `kTVMNullptr`.
+    Null,
+    /// `kTVMArgInt`.
+    Int(i64),
+    /// `kTVMArgFloat`.
+    Float(f64),
+    /// `kTVMArgBool`.
+    Bool(bool),
+    /// `kTVMOpaqueHandle`.
+    Handle(*mut c_void),
+    /// `kTVMDataType`.
+    DataType(DLDataType),
+    /// `kDLDevice`.
+    Device(DLDevice),
+    /// `kTVMStr`.
+    Str(&'a CStr),
+    /// `kTVMBytes`.
+    Bytes(&'a [u8]),
+    /// `kTVMDLTensorHandle`: a tensor not owned by an object.
+    DLTensor(*mut DLTensor),
+    /// An object, module, function or NDArray (by its object header).
+    Object(ObjArg<'a>),
+}
+
+impl<'a> ArgValue<'a> {
+    /// Reads one C value.
+    ///
+    /// # Safety
+    /// `v` must be a valid value of type code `code` whose pointees live for `'a`.
+    pub unsafe fn from_c(v: TVMValue, code: i32) -> Result<ArgValue<'a>> {
+        // SAFETY (whole block): the caller guarantees `v` is valid for `code`.
+        unsafe {
+            Ok(match code {
+                tc::INT => ArgValue::Int(v.v_int64),
+                tc::FLOAT => ArgValue::Float(v.v_float64),
+                tc::BOOL => ArgValue::Bool(v.v_int64 != 0),
+                tc::OPAQUE_HANDLE => ArgValue::Handle(v.v_handle),
+                tc::NULLPTR => ArgValue::Null,
+                tc::DATA_TYPE => ArgValue::DataType(v.v_type),
+                tc::DEVICE => ArgValue::Device(v.v_device),
+                tc::STR => {
+                    if v.v_str.is_null() {
+                        ArgValue::Null
+                    } else {
+                        ArgValue::Str(CStr::from_ptr(v.v_str))
+                    }
+                }
+                tc::BYTES => {
+                    let b = v.v_handle as *const TVMByteArray;
+                    if b.is_null() {
+                        return Err(Error::value("bytes argument is NULL"));
+                    }
+                    let b = &*b;
+                    if b.size == 0 {
+                        ArgValue::Bytes(&[])
+                    } else {
+                        ArgValue::Bytes(std::slice::from_raw_parts(b.data as *const u8, b.size))
+                    }
+                }
+                tc::DLTENSOR_HANDLE => {
+                    if v.v_handle.is_null() {
+                        ArgValue::Null
+                    } else {
+                        ArgValue::DLTensor(v.v_handle as *mut DLTensor)
+                    }
+                }
+                tc::NDARRAY_HANDLE => {
+                    if v.v_handle.is_null() {
+                        ArgValue::Null
+                    } else {
+                        let obj = (v.v_handle as *mut u8).sub(PAYLOAD_OFFSET) as *mut Object;
+                        ArgValue::Object(ObjArg::new(obj))
+                    }
+                }
+                tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE => {
+                    if v.v_handle.is_null() {
+                        ArgValue::Null
+                    } else {
+                        ArgValue::Object(ObjArg::new(v.v_handle as *mut Object))
+                    }
+                }
+                tc::OBJECT_RVALUE_REF_ARG => {
+                    let slot = v.v_handle as *mut *mut Object;
+                    if slot.is_null() || (*slot).is_null() {
+                        ArgValue::Null
+                    } else {
+                        ArgValue::Object(ObjArg::new(*slot))
+                    }
+                }
+                c => {
+                    return Err(Error::type_error(format!(
+                        "unknown argument type code {c}"
+                    )))
+                }
+            })
+        }
+    }
+
+    /// Writes this value in C form. Strings and objects stay borrowed from `self`.
+    pub fn to_c(&self) -> (TVMValue, i32) {
+        match *self {
+            ArgValue::Null => (TVMValue { v_handle: std::ptr::null_mut() }, tc::NULLPTR),
+            ArgValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
+            ArgValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
+            ArgValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::INT),
+            ArgValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
+            ArgValue::DataType(t) => (TVMValue { v_type: t }, tc::DATA_TYPE),
+            ArgValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
+            ArgValue::Str(s) => (TVMValue { v_str: s.as_ptr() }, tc::STR),
+            ArgValue::Bytes(_) => (TVMValue { v_handle: std::ptr::null_mut() }, tc::BYTES),
+            ArgValue::DLTensor(t) => (TVMValue { v_handle: t as *mut c_void }, tc::DLTENSOR_HANDLE),
+            ArgValue::Object(o) => object_to_c(o.as_ptr()),
+        }
+    }
+
+    /// Name of this value's kind, for messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ArgValue::Null => "NULL",
+            ArgValue::Int(_) => "int",
+            ArgValue::Float(_) => "float",
+            ArgValue::Bool(_) => "bool",
+            ArgValue::Handle(_) => "handle",
+            ArgValue::DataType(_) => "DLDataType",
+            ArgValue::Device(_) => "DLDevice",
+            ArgValue::Str(_) => "str",
+            ArgValue::Bytes(_) => "bytes",
+            ArgValue::DLTensor(_) => "DLTensor*",
+            ArgValue::Object(o) => match o.type_index() {
+                TYPE_NDARRAY => "NDArray",
+                TYPE_MODULE => "Module",
+                TYPE_PACKED_FUNC => "PackedFunc",
+                _ => "Object",
+            },
+        }
+    }
+}
+
+/// Writes an object pointer in C form: NDArrays as their `DLTensor*`, modules and functions
+/// with their own codes.
+pub fn object_to_c(p: *mut Object) -> (TVMValue, i32) {
+    // SAFETY: callers pass live objects.
+    let index = unsafe { (*p).type_index() };
+    match index {
+        TYPE_NDARRAY => (
+            TVMValue {
+                // SAFETY: the DLTensor is the first field of the NDArray payload.
+                v_handle: unsafe { (p as *mut u8).add(PAYLOAD_OFFSET) } as *mut c_void,
+            },
+            tc::NDARRAY_HANDLE,
+        ),
+        TYPE_MODULE => (TVMValue { v_handle: p as *mut c_void }, tc::MODULE_HANDLE),
+        TYPE_PACKED_FUNC => (
+            TVMValue { v_handle: p as *mut c_void },
+            tc::PACKED_FUNC_HANDLE,
+        ),
+        _ => (TVMValue { v_handle: p as *mut c_void }, tc::OBJECT_HANDLE),
+    }
+}
+
+/// The arguments of one call, viewed in place.
+#[derive(Copy, Clone)]
+pub struct Args<'a> {
+    /// Argument values.
+    pub values: &'a [TVMValue],
+    /// Their type codes.
+    pub codes: &'a [i32],
+}
+
+fn type_mismatch(i: usize, expected: &str, got: &ArgValue) -> Error {
+    Error::type_error(format!(
+        "argument {i}: expected {expected} but got {}",
+        got.kind_name()
+    ))
+}
+
+impl<'a> Args<'a> {
+    /// Views C arrays.
+    ///
+    /// # Safety
+    /// Both arrays must hold `n` valid entries living for `'a` (or `n` is 0).
+    pub unsafe fn from_raw(values: *const TVMValue, codes: *const i32, n: i32) -> Args<'a> {
+        if n <= 0 || values.is_null() || codes.is_null() {
+            return Args {
+                values: &[],
+                codes: &[],
+            };
+        }
+        // SAFETY: caller guarantees `n` entries.
+        unsafe {
+            Args {
+                values: std::slice::from_raw_parts(values, n as usize),
+                codes: std::slice::from_raw_parts(codes, n as usize),
+            }
+        }
+    }
+
+    /// Number of arguments.
+    pub fn len(&self) -> usize {
+        self.codes.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.codes.is_empty()
+    }
+
+    /// Fails unless there are exactly `n` arguments.
+    pub fn expect_len(&self, n: usize, func: &str) -> Result<()> {
+        if self.len() != n {
+            return Err(Error::value(format!(
+                "{func} expects {n} arguments but {} were given",
+                self.len()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Argument `i`.
+    pub fn get(&self, i: usize) -> Result<ArgValue<'a>> {
+        if i >= self.len() {
+            return Err(Error::index(format!(
+                "argument index {i} out of range: {} arguments",
+                self.len()
+            )));
+        }
+        // SAFETY: `from_raw`'s contract makes every entry valid for its code.
+        unsafe { ArgValue::from_c(self.values[i], self.codes[i]) }
+    }
+
+    /// Argument `i` as an integer (int or bool).
+    pub fn i64(&self, i: usize) -> Result<i64> {
+        match self.get(i)? {
+            ArgValue::Int(v) => Ok(v),
+            ArgValue::Bool(b) => Ok(b as i64),
+            v => Err(type_mismatch(i, "int", &v)),
+        }
+    }
+
+    /// Argument `i` as a float (float or int).
+    pub fn f64(&self, i: usize) -> Result<f64> {
+        match self.get(i)? {
+            ArgValue::Float(v) => Ok(v),
+            ArgValue::Int(v) => Ok(v as f64),
+            v => Err(type_mismatch(i, "float", &v)),
+        }
+    }
+
+    /// Argument `i` as a string (a C string or a String object).
+    pub fn str(&self, i: usize) -> Result<&'a str> {
+        match self.get(i)? {
+            ArgValue::Str(s) => s
+                .to_str()
+                .map_err(|_| Error::value(format!("argument {i}: string is not UTF-8"))),
+            ArgValue::Object(o) => match o.downcast_ref::<StringObj>() {
+                Some(s) => Ok(s.as_str()),
+                None => Err(type_mismatch(i, "str", &ArgValue::Object(o))),
+            },
+            v => Err(type_mismatch(i, "str", &v)),
+        }
+    }
+
+    /// Argument `i` as a data type (a DataType or its name).
+    pub fn dtype(&self, i: usize) -> Result<DLDataType> {
+        match self.get(i)? {
+            ArgValue::DataType(t) => Ok(t),
+            ArgValue::Str(_) | ArgValue::Object(_) => dtype_from_string(self.str(i)?),
+            v => Err(type_mismatch(i, "DataType", &v)),
+        }
+    }
+
+    /// Argument `i` as a device.
+    pub fn device(&self, i: usize) -> Result<DLDevice> {
+        match self.get(i)? {
+            ArgValue::Device(d) => Ok(d),
+            v => Err(type_mismatch(i, "Device", &v)),
+        }
+    }
+
+    /// Argument `i` as an opaque handle (handle or NULL).
+    pub fn handle(&self, i: usize) -> Result<*mut c_void> {
+        match self.get(i)? {
+            ArgValue::Handle(h) => Ok(h),
+            ArgValue::Null => Ok(std::ptr::null_mut()),
+            v => Err(type_mismatch(i, "handle", &v)),
+        }
+    }
+
+    /// Argument `i` as an object of any type (NULL gives `None`).
+    pub fn object(&self, i: usize) -> Result<Option<ObjArg<'a>>> {
+        match self.get(i)? {
+            ArgValue::Object(o) => Ok(Some(o)),
+            ArgValue::Null => Ok(None),
+            v => Err(type_mismatch(i, "Object", &v)),
+        }
+    }
+
+    /// Argument `i` as an object holding `T`.
+    pub fn downcast<T: ObjectType>(&self, i: usize) -> Result<&'a T> {
+        let v = self.get(i)?;
+        if let ArgValue::Object(o) = v {
+            if let Some(t) = o.downcast_ref::<T>() {
+                return Ok(t);
+            }
+        }
+        Err(type_mismatch(i, T::TYPE_KEY, &v))
+    }
+
+    /// Argument `i` as an owning reference to an object holding `T`.
+    pub fn object_ref<T: ObjectType>(&self, i: usize) -> Result<ObjectRef> {
+        let v = self.get(i)?;
+        if let ArgValue::Object(o) = v {
+            if o.type_index() == T::type_index() {
+                return Ok(o.to_ref());
+            }
+        }
+        Err(type_mismatch(i, T::TYPE_KEY, &v))
+    }
+}
+
+/// An owned return value.
+#[derive(Clone, Debug, Default)]
+pub enum RetValue {
+    /// Nothing (`kTVMNullptr`).
+    #[default]
+    Null,
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+    /// A bool (returned with `kTVMArgBool`).
+    Bool(bool),
+    /// An opaque handle.
+    Handle(*mut c_void),
+    /// A data type (returned to C as its name, like the reference).
+    DataType(DLDataType),
+    /// A device.
+    Device(DLDevice),
+    /// A string (returned in thread-local storage).
+    Str(String),
+    /// Bytes (returned in thread-local storage).
+    Bytes(Vec<u8>),
+    /// A raw tensor pointer owned elsewhere.
+    DLTensor(*mut DLTensor),
+    /// An object (including modules, functions, NDArrays).
+    Object(ObjectRef),
+}
+
+// SAFETY: raw handles in a RetValue are opaque values the runtime never dereferences on
+// another thread by itself; objects are Send + Sync.
+unsafe impl Send for RetValue {}
+
+struct RetStore {
+    s: CString,
+    bytes: Vec<u8>,
+    arr: TVMByteArray,
+}
+
+thread_local! {
+    static RET_STORE: RefCell<RetStore> = RefCell::new(RetStore {
+        s: CString::default(),
+        bytes: Vec::new(),
+        arr: TVMByteArray { data: std::ptr::null(), size: 0 },
+    });
+}
+
+impl RetValue {
+    /// Copies a C value (objects gain a reference), as `TVMCFuncSetReturn` does.
+    ///
+    /// # Safety
+    /// `v` must be a valid value of type code `code`.
+    pub unsafe fn from_c_copy(v: TVMValue, code: i32) -> Result<RetValue> {
+        // SAFETY: forwarded contract.
+        let a = unsafe { ArgValue::from_c(v, code)? };
+        Ok(match a {
+            ArgValue::Null => RetValue::Null,
+            ArgValue::Int(i) => RetValue::Int(i),
+            ArgValue::Float(f) => RetValue::Float(f),
+            ArgValue::Bool(b) => RetValue::Bool(b),
+            ArgValue::Handle(h) => RetValue::Handle(h),
+            ArgValue::DataType(t) => RetValue::DataType(t),
+            ArgValue::Device(d) => RetValue::Device(d),
+            ArgValue::Str(s) => RetValue::Str(s.to_string_lossy().into_owned()),
+            ArgValue::Bytes(b) => RetValue::Bytes(b.to_vec()),
+            ArgValue::DLTensor(t) => RetValue::DLTensor(t),
+            ArgValue::Object(o) => RetValue::Object(o.to_ref()),
+        })
+    }
+
+    /// Takes a C value that carries ownership (objects are adopted, not retained), as values
+    /// returned by compiled code are.
+    ///
+    /// # Safety
+    /// `v` must be a valid value of type code `code`; object codes carry one reference.
+    pub unsafe fn from_c_take(v: TVMValue, code: i32) -> Result<RetValue> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match code {
+                tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE => {
+                    Ok(match ObjectRef::from_raw(v.v_handle as *mut Object) {
+                        Some(o) => RetValue::Object(o),
+                        None => RetValue::Null,
+                    })
+                }
+                tc::NDARRAY_HANDLE => {
+                    if v.v_handle.is_null() {
+                        return Ok(RetValue::Null);
+                    }
+                    let obj = (v.v_handle as *mut u8).sub(PAYLOAD_OFFSET) as *mut Object;
+                    Ok(RetValue::Object(ObjectRef::from_raw(obj).expect("non-null")))
+                }
+                _ => Self::from_c_copy(v, code),
+            }
+        }
+    }
+
+    /// Moves the value out to C, as `TVMFuncCall` returns it: objects transfer their reference
+    /// to the caller; strings, data types and bytes live in thread-local storage until the
+    /// next call on this thread.
+    pub fn into_c(self) -> (TVMValue, i32) {
+        match self {
+            RetValue::Null => (TVMValue { v_handle: std::ptr::null_mut() }, tc::NULLPTR),
+            RetValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
+            RetValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
+            RetValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::BOOL),
+            RetValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
+            RetValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
+            RetValue::DLTensor(t) => (TVMValue { v_handle: t as *mut c_void }, tc::DLTENSOR_HANDLE),
+            RetValue::DataType(t) => Self::store_str(dtype_to_string(t)),
+            RetValue::Str(s) => Self::store_str(s),
+            RetValue::Bytes(b) => RET_STORE.with(|st| {
+                let mut st = st.borrow_mut();
+                st.bytes = b;
+                st.arr = TVMByteArray {
+                    data: st.bytes.as_ptr() as *const c_char,
+                    size: st.bytes.len(),
+                };
+                (
+                    TVMValue {
+                        v_handle: &mut st.arr as *mut TVMByteArray as *mut c_void,
+                    },
+                    tc::BYTES,
+                )
+            }),
+            RetValue::Object(o) => {
+                let p = o.into_raw();
+                object_to_c(p)
+            }
+        }
+    }
+
+    fn store_str(s: String) -> (TVMValue, i32) {
+        let c = CString::new(s).unwrap_or_else(|e| {
+            let mut v = e.into_vec();
+            v.retain(|&b| b != 0);
+            CString::new(v).unwrap_or_default()
+        });
+        RET_STORE.with(|st| {
+            let mut st = st.borrow_mut();
+            st.s = c;
+            (TVMValue { v_str: st.s.as_ptr() }, tc::STR)
+        })
+    }
+
+    /// Borrowed view as an argument (to pass a returned value on).
+    pub fn as_arg(&self) -> ArgValue<'_> {
+        match self {
+            RetValue::Null => ArgValue::Null,
+            RetValue::Int(i) => ArgValue::Int(*i),
+            RetValue::Float(f) => ArgValue::Float(*f),
+            RetValue::Bool(b) => ArgValue::Bool(*b),
+            RetValue::Handle(h) => ArgValue::Handle(*h),
+            RetValue::DataType(t) => ArgValue::DataType(*t),
+            RetValue::Device(d) => ArgValue::Device(*d),
+            RetValue::Str(_) | RetValue::Bytes(_) => ArgValue::Null,
+            RetValue::DLTensor(t) => ArgValue::DLTensor(*t),
+            // SAFETY: `self` holds a reference, so the object lives as long as the borrow.
+            RetValue::Object(o) => ArgValue::Object(unsafe { ObjArg::new(o.as_ptr()) }),
+        }
+    }
+
+    /// The integer held (int or bool).
+    pub fn as_i64(&self) -> Result<i64> {
+        match self {
+            RetValue::Int(i) => Ok(*i),
+            RetValue::Bool(b) => Ok(*b as i64),
+            _ => Err(Error::type_error(format!("expected int, got {self:?}"))),
+        }
+    }
+
+    /// The object held.
+    pub fn into_object(self) -> Result<ObjectRef> {
+        match self {
+            RetValue::Object(o) => Ok(o),
+            other => Err(Error::type_error(format!("expected an object, got {other:?}"))),
+        }
+    }
+}
+
+impl From<i64> for RetValue {
+    fn from(v: i64) -> Self {
+        RetValue::Int(v)
+    }
+}
+impl From<f64> for RetValue {
+    fn from(v: f64) -> Self {
+        RetValue::Float(v)
+    }
+}
+impl From<String> for RetValue {
+    fn from(v: String) -> Self {
+        RetValue::Str(v)
+    }
+}
+impl From<ObjectRef> for RetValue {
+    fn from(v: ObjectRef) -> Self {
+        RetValue::Object(v)
+    }
+}
+impl From<()> for RetValue {
+    fn from(_: ()) -> Self {
+        RetValue::Null
+    }
+}
+
+/// Whether `p` is the thread-local byte array `TVMFuncCall` returns bytes in.
+pub fn is_returned_bytes(p: *const TVMByteArray) -> bool {
+    RET_STORE.with(|st| std::ptr::eq(&st.borrow().arr, p))
+}

@@ -1,0 +1,248 @@
+//! The `__tvm_dev_mblob` stream: device modules and the import tree a TVM-exported library
+//! carries, read with bounds checks everywhere (the reader is fuzzed).
+//!
+//! Layout: `u64 nbytes` then `nbytes` of stream: `u64 count`, then `count` entries, each a
+//! string type key followed by that type's payload. `_lib` stands for the library itself (no
+//! payload); `_import_tree` carries two `u64` vectors (CSR row pointers and child indices);
+//! any other key is read by the loader `runtime.module.loadbinary_<key>`. Strings and vectors
+//! are a `u64` length followed by the data, little-endian.
+
+use super::library::{Library, LibraryModule};
+use super::Module;
+use crate::ffi::error::{Error, Result};
+use crate::ffi::registry;
+use crate::ffi::value::ArgValue;
+use std::sync::Arc;
+
+/// A cursor over a byte stream with checked reads. Loaders receive a pointer to one
+/// (as an opaque handle) and read their payload from it.
+#[repr(C)]
+pub struct BlobReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    context: String,
+}
+
+impl<'a> BlobReader<'a> {
+    /// A reader over `data`; `context` names the source in errors.
+    pub fn new(data: &'a [u8], context: impl Into<String>) -> Self {
+        BlobReader {
+            data,
+            pos: 0,
+            context: context.into(),
+        }
+    }
+
+    fn truncated(&self, what: &str) -> Error {
+        Error::value(format!(
+            "{}: the module blob is truncated or corrupted: cannot read {what} at byte {} of {}",
+            self.context,
+            self.pos,
+            self.data.len()
+        ))
+    }
+
+    /// Bytes left.
+    pub fn remaining(&self) -> usize {
+        self.data.len() - self.pos
+    }
+
+    /// Reads `n` raw bytes.
+    pub fn read_bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
+        if n > self.remaining() {
+            return Err(self.truncated(what));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    /// Reads a little-endian `u64`.
+    pub fn read_u64(&mut self, what: &str) -> Result<u64> {
+        let b = self.read_bytes(8, what)?;
+        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+
+    /// Reads a little-endian `u32`.
+    pub fn read_u32(&mut self, what: &str) -> Result<u32> {
+        let b = self.read_bytes(4, what)?;
+        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+    }
+
+    /// Reads a length-prefixed byte string.
+    pub fn read_blob(&mut self, what: &str) -> Result<&'a [u8]> {
+        let n = self.read_u64(what)?;
+        if n > self.remaining() as u64 {
+            return Err(self.truncated(what));
+        }
+        self.read_bytes(n as usize, what)
+    }
+
+    /// Reads a length-prefixed UTF-8 string.
+    pub fn read_string(&mut self, what: &str) -> Result<String> {
+        let b = self.read_blob(what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| {
+            Error::value(format!(
+                "{}: the module blob is corrupted: {what} is not UTF-8",
+                self.context
+            ))
+        })
+    }
+
+    /// Reads a length-prefixed vector of `u64`.
+    pub fn read_u64_vec(&mut self, what: &str) -> Result<Vec<u64>> {
+        let n = self.read_u64(what)?;
+        if n > (self.remaining() / 8) as u64 {
+            return Err(self.truncated(what));
+        }
+        (0..n).map(|_| self.read_u64(what)).collect()
+    }
+
+    /// The source name for messages.
+    pub fn context(&self) -> &str {
+        &self.context
+    }
+}
+
+/// The loaders available for blob entries (the `<key>` of `runtime.module.loadbinary_<key>`).
+pub fn available_loaders() -> Vec<String> {
+    let prefix = "runtime.module.loadbinary_";
+    let mut v: Vec<String> = registry::list_names()
+        .into_iter()
+        .filter_map(|n| n.strip_prefix(prefix).map(str::to_string))
+        .collect();
+    v.sort();
+    v
+}
+
+/// Loads one entry through its registered loader.
+fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
+    let name = format!("runtime.module.loadbinary_{key}");
+    let f = registry::get(&name).ok_or_else(|| {
+        Error::value(format!(
+            "{}: the library was built with a module of type '{key}' but no loader of that \
+             name is registered; available loaders: {}",
+            reader.context(),
+            available_loaders().join(", ")
+        ))
+    })?;
+    let rv = f.call(&[ArgValue::Handle(
+        reader as *mut BlobReader<'_> as *mut std::ffi::c_void,
+    )])?;
+    Module::from_object(rv.into_object()?)
+        .map_err(|e| e.context(format!("loader {name} returned")))
+}
+
+/// Rebuilds the module tree of a library from its blob. Returns the root module and the
+/// library module (whose address compiled code gets as `__tvm_module_ctx`).
+pub fn process_blob(
+    blob: &[u8],
+    lib: Arc<dyn Library>,
+    context: &str,
+) -> Result<(Module, Module)> {
+    let mut r = BlobReader::new(blob, context);
+    let count = r.read_u64("the number of modules")?;
+    if count > r.remaining() as u64 {
+        return Err(r.truncated("the module entries"));
+    }
+    let mut modules: Vec<Module> = Vec::new();
+    let mut lib_module: Option<Module> = None;
+    let mut row_ptr: Vec<u64> = Vec::new();
+    let mut children: Vec<u64> = Vec::new();
+    for _ in 0..count {
+        let key = r.read_string("a module type key")?;
+        match key.as_str() {
+            "_lib" => {
+                if lib_module.is_some() {
+                    return Err(Error::value(format!(
+                        "{context}: the module blob has more than one _lib entry"
+                    )));
+                }
+                let m = Module::new(Box::new(LibraryModule::new(lib.clone())));
+                lib_module = Some(m.clone());
+                modules.push(m);
+            }
+            "_import_tree" => {
+                row_ptr = r.read_u64_vec("the import tree row pointers")?;
+                children = r.read_u64_vec("the import tree child indices")?;
+            }
+            _ => modules.push(load_entry(&key, &mut r)?),
+        }
+    }
+    if row_ptr.is_empty() {
+        // Old layout: the library is the root and imports every device module in order.
+        let root = Module::new(Box::new(LibraryModule::new(lib)));
+        for m in &modules {
+            root.import(m)?;
+        }
+        return Ok((root.clone(), root));
+    }
+    let bad_tree = || Error::value(format!("{context}: the module blob's import tree is corrupted"));
+    if row_ptr.len() != modules.len() + 1 {
+        return Err(bad_tree());
+    }
+    for i in 0..modules.len() {
+        let (start, end) = (row_ptr[i], row_ptr[i + 1]);
+        if start > end || end > children.len() as u64 {
+            return Err(bad_tree());
+        }
+        for &c in &children[start as usize..end as usize] {
+            let child = modules.get(c as usize).ok_or_else(bad_tree)?;
+            modules[i].import(child).map_err(|_| bad_tree())?;
+        }
+    }
+    let root = modules.first().cloned().ok_or_else(bad_tree)?;
+    let ctx = lib_module.unwrap_or_else(|| root.clone());
+    Ok((root, ctx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct NoLib;
+    impl Library for NoLib {
+        fn symbol(&self, _name: &str) -> *mut std::ffi::c_void {
+            std::ptr::null_mut()
+        }
+        fn describe(&self) -> String {
+            "test".into()
+        }
+    }
+
+    fn s(v: &mut Vec<u8>, x: &str) {
+        v.extend_from_slice(&(x.len() as u64).to_le_bytes());
+        v.extend_from_slice(x.as_bytes());
+    }
+
+    #[test]
+    fn lib_only_with_tree() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&2u64.to_le_bytes());
+        s(&mut b, "_lib");
+        s(&mut b, "_import_tree");
+        for v in [[0u64, 0].as_slice(), [].as_slice()] {
+            b.extend_from_slice(&(v.len() as u64).to_le_bytes());
+            for x in v {
+                b.extend_from_slice(&x.to_le_bytes());
+            }
+        }
+        let (root, ctx) = process_blob(&b, Arc::new(NoLib), "t").unwrap();
+        assert_eq!(root.type_key(), "library");
+        assert!(root.as_object().same_as(ctx.as_object()));
+    }
+
+    #[test]
+    fn errors_name_the_problem() {
+        let mut b = Vec::new();
+        b.extend_from_slice(&1u64.to_le_bytes());
+        s(&mut b, "nosuch");
+        let e = process_blob(&b, Arc::new(NoLib), "f.so").unwrap_err();
+        assert!(e.message.contains("nosuch") && e.message.contains("available loaders"));
+        let e = process_blob(&b[..12], Arc::new(NoLib), "f.so").unwrap_err();
+        assert!(e.message.contains("truncated"), "{}", e.message);
+        let mut b = Vec::new();
+        b.extend_from_slice(&u64::MAX.to_le_bytes());
+        assert!(process_blob(&b, Arc::new(NoLib), "f.so").is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! Shared libraries exported by TVM (`.so`), opened with libloading.
+
+use super::blob::process_blob;
+use super::library::{init_context_functions, symbol, Library, LibraryModule};
+use super::Module;
+use crate::ffi::error::{Error, Result};
+use std::ffi::{c_void, CString};
+use std::sync::Arc;
+
+/// A loaded shared library.
+pub struct DsoLibrary {
+    lib: libloading::os::unix::Library,
+    path: String,
+}
+
+impl Library for DsoLibrary {
+    fn symbol(&self, name: &str) -> *mut c_void {
+        let Ok(c) = CString::new(name) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: we only take the symbol's address; callers interpret it per TVM's ABI.
+        match unsafe { self.lib.get::<*mut c_void>(c.as_bytes_with_nul()) } {
+            Ok(s) => s.into_raw() as *mut c_void,
+            Err(_) => std::ptr::null_mut(),
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.path.clone()
+    }
+}
+
+/// Size of the ELF symbol at `addr`, when the dynamic linker knows it.
+fn symbol_size(addr: *mut c_void) -> Option<usize> {
+    const RTLD_DL_SYMENT: libc::c_int = 1;
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    let mut sym: *mut libc::Elf64_Sym = std::ptr::null_mut();
+    // SAFETY: dladdr1 fills `info` and `sym` for an address inside a loaded object.
+    let r = unsafe {
+        libc::dladdr1(
+            addr,
+            &mut info,
+            &mut sym as *mut *mut libc::Elf64_Sym as *mut *mut c_void,
+            RTLD_DL_SYMENT,
+        )
+    };
+    if r == 0 || sym.is_null() {
+        return None;
+    }
+    // SAFETY: non-null symbol entry from the dynamic linker.
+    let size = unsafe { (*sym).st_size } as usize;
+    (size > 0).then_some(size)
+}
+
+/// Opens a TVM-exported library and builds its module tree.
+pub fn load(path: &str) -> Result<Module> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?;
+    if !meta.is_file() {
+        return Err(Error::value(format!("cannot open module file {path}: not a file")));
+    }
+    let mut magic = [0u8; 4];
+    {
+        use std::io::Read;
+        let mut f = std::fs::File::open(path)
+            .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?;
+        if f.read_exact(&mut magic).is_err() || &magic != b"\x7fELF" {
+            return Err(Error::value(format!(
+                "cannot load {path}: not a shared library (no ELF header)"
+            )));
+        }
+    }
+    // RTLD_NOW | RTLD_LOCAL as the reference, so missing symbols fail here, not mid-run.
+    // SAFETY: loading runs the library's initialisers; TVM output has only static
+    // registrations, which call back into this runtime's C API.
+    let lib = unsafe {
+        libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
+    }
+    .map_err(|e| Error::value(format!("cannot load {path}: {e}")))?;
+    let lib = Arc::new(DsoLibrary {
+        lib,
+        path: path.to_string(),
+    });
+    let lib_dyn: Arc<dyn Library> = lib.clone();
+    init_context_functions(&*lib_dyn);
+    let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
+    let (root, ctx) = if blob_sym.is_null() {
+        let has_tvm = !lib.symbol(symbol::TVM_MODULE_CTX).is_null()
+            || !lib.symbol(symbol::TVM_MODULE_MAIN).is_null()
+            || !lib.symbol("__TVMFuncCall").is_null();
+        if !has_tvm {
+            return Err(Error::value(format!(
+                "cannot load {path}: the library has no TVM symbols (__tvm_module_ctx, \
+                 __tvm_main__, __tvm_dev_mblob); was it exported by TVM?"
+            )));
+        }
+        let m = Module::new(Box::new(LibraryModule::new(lib_dyn)));
+        (m.clone(), m)
+    } else {
+        // SAFETY: TVM emits the blob as an 8-byte little-endian length then the stream.
+        let nbytes = u64::from_le_bytes(unsafe { *(blob_sym as *const [u8; 8]) });
+        if let Some(size) = symbol_size(blob_sym) {
+            if nbytes.checked_add(8).is_none_or(|n| n > size as u64) {
+                return Err(Error::value(format!(
+                    "{path}: the module blob is truncated or corrupted: it claims {nbytes} bytes \
+                     but the symbol holds {}",
+                    size.saturating_sub(8)
+                )));
+            }
+        } else if nbytes > (1u64 << 34) {
+            return Err(Error::value(format!(
+                "{path}: the module blob is corrupted: it claims {nbytes} bytes"
+            )));
+        }
+        // SAFETY: the length was checked against the symbol's size.
+        let blob = unsafe {
+            std::slice::from_raw_parts((blob_sym as *const u8).add(8), nbytes as usize)
+        };
+        process_blob(blob, lib_dyn, path)?
+    };
+    let ctx_slot = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
+    if !ctx_slot.is_null() {
+        // SAFETY: a writable pointer variable in TVM output; the module outlives the calls
+        // made through it (functions keep the module or library alive).
+        unsafe { *ctx_slot = ctx.as_object().as_ptr() as *mut c_void };
+    }
+    Ok(root)
+}

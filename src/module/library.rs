@@ -1,0 +1,166 @@
+//! Library modules: functions compiled by TVM, found by symbol in a loaded library (a DSO or
+//! the system library), with the library's context pointers filled in.
+
+use super::{Module, ModuleNode};
+use crate::ffi::error::{Error, Result};
+use crate::ffi::function::{BackendPackedCFunc, Function, Owner};
+use crate::object::ObjectRef;
+use std::collections::HashMap;
+use std::ffi::{c_char, c_void, CStr};
+use std::sync::{Arc, RwLock};
+
+/// Symbol names TVM's code generators use.
+pub mod symbol {
+    /// Holds the name of the module's entry function.
+    pub const TVM_MODULE_MAIN: &str = "__tvm_main__";
+    /// A pointer the runtime sets to the module (passed back to `TVMBackendGetFuncFromEnv`).
+    pub const TVM_MODULE_CTX: &str = "__tvm_module_ctx";
+    /// The serialised device modules and import tree.
+    pub const TVM_DEV_MBLOB: &str = "__tvm_dev_mblob";
+}
+
+/// A loaded library: symbols by name.
+pub trait Library: Send + Sync + 'static {
+    /// The address of a symbol, or NULL.
+    fn symbol(&self, name: &str) -> *mut c_void;
+    /// What it is, for messages (a file name).
+    fn describe(&self) -> String;
+}
+
+/// A module whose functions are symbols of a library.
+pub struct LibraryModule {
+    lib: Arc<dyn Library>,
+    addrs: RwLock<HashMap<String, usize>>,
+}
+
+impl LibraryModule {
+    /// A module over a library.
+    pub fn new(lib: Arc<dyn Library>) -> LibraryModule {
+        LibraryModule {
+            lib,
+            addrs: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn resolve(&self, name: &str) -> Result<Option<usize>> {
+        if let Some(&a) = self
+            .addrs
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            return Ok(Some(a));
+        }
+        let addr = if name == symbol::TVM_MODULE_MAIN {
+            let entry = self.lib.symbol(symbol::TVM_MODULE_MAIN);
+            if entry.is_null() {
+                return Ok(None);
+            }
+            // SAFETY: TVM emits `__tvm_main__` as a NUL-terminated array of the entry name.
+            let entry = unsafe { CStr::from_ptr(entry as *const c_char) };
+            let entry = entry.to_str().map_err(|_| {
+                Error::value(format!(
+                    "{}: __tvm_main__ does not name a function",
+                    self.lib.describe()
+                ))
+            })?;
+            let a = self.lib.symbol(entry);
+            if a.is_null() {
+                return Err(Error::value(format!(
+                    "{}: the entry function {entry} named by __tvm_main__ is missing",
+                    self.lib.describe()
+                )));
+            }
+            a
+        } else {
+            self.lib.symbol(name)
+        };
+        if addr.is_null() {
+            return Ok(None);
+        }
+        self.addrs
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), addr as usize);
+        Ok(Some(addr as usize))
+    }
+}
+
+impl ModuleNode for LibraryModule {
+    fn type_key(&self) -> &str {
+        "library"
+    }
+
+    fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
+        let Some(addr) = self.resolve(name)? else {
+            return Ok(None);
+        };
+        // SAFETY: TVM-compiled exported functions have the backend packed signature.
+        let f: BackendPackedCFunc = unsafe { std::mem::transmute::<usize, _>(addr) };
+        let owner = match this {
+            Some(o) => Owner::Object(o.clone()),
+            None => Owner::Shared(Arc::new(self.lib.clone())),
+        };
+        Ok(Some(Function::from_backend(
+            f,
+            std::ptr::null_mut(),
+            Some(owner),
+        )))
+    }
+
+    fn property_mask(&self) -> i32 {
+        super::property::BINARY_SERIALIZABLE | super::property::RUNNABLE
+    }
+}
+
+/// Writes the runtime's entry points into the function-pointer variables a library exposes
+/// (`__TVMFuncCall`, ...), as compiled code calls the runtime through them.
+pub fn init_context_functions(lib: &dyn Library) {
+    use crate::c_api as c;
+    let table: [(&str, *mut c_void); 7] = [
+        ("__TVMFuncCall", c::func::TVMFuncCall as *mut c_void),
+        ("__TVMAPISetLastError", c::error::TVMAPISetLastError as *mut c_void),
+        (
+            "__TVMBackendGetFuncFromEnv",
+            c::backend::TVMBackendGetFuncFromEnv as *mut c_void,
+        ),
+        (
+            "__TVMBackendAllocWorkspace",
+            c::backend::TVMBackendAllocWorkspace as *mut c_void,
+        ),
+        (
+            "__TVMBackendFreeWorkspace",
+            c::backend::TVMBackendFreeWorkspace as *mut c_void,
+        ),
+        (
+            "__TVMBackendParallelLaunch",
+            c::backend::TVMBackendParallelLaunch as *mut c_void,
+        ),
+        (
+            "__TVMBackendParallelBarrier",
+            c::backend::TVMBackendParallelBarrier as *mut c_void,
+        ),
+    ];
+    for (name, f) in table {
+        let slot = lib.symbol(name) as *mut *mut c_void;
+        if !slot.is_null() {
+            // SAFETY: TVM emits these symbols as writable function-pointer variables.
+            unsafe { *slot = f };
+        }
+    }
+}
+
+/// Builds the module for a loaded library: fills the context functions, wraps the library,
+/// and points `__tvm_module_ctx` at the module compiled code should resolve through.
+pub fn create_module_from_library(lib: Arc<dyn Library>) -> Result<Module> {
+    init_context_functions(&*lib);
+    let m = Module::new(Box::new(LibraryModule::new(lib.clone())));
+    let ctx = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
+    if !ctx.is_null() {
+        // SAFETY: `__tvm_module_ctx` is a writable pointer variable in TVM output. The module
+        // object outlives every call of the library's code made through it, since functions
+        // hold the module or the library (and the library's code only runs inside calls).
+        unsafe { *ctx = m.as_object().as_ptr() as *mut c_void };
+    }
+    Ok(m)
+}

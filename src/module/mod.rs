@@ -1,0 +1,256 @@
+//! Modules: the module object (type index 1), imports, function lookup with caching, and the
+//! environment lookup compiled code uses (`TVMBackendGetFuncFromEnv`).
+
+pub mod blob;
+pub mod dso;
+pub mod library;
+pub mod system_lib;
+
+use crate::ffi::error::{Error, Result};
+use crate::ffi::function::Function;
+use crate::ffi::registry;
+use crate::impl_object_type;
+use crate::object::{ObjectRef, TYPE_MODULE};
+use std::collections::HashMap;
+use std::sync::RwLock;
+
+/// Property bits (`ModulePropertyMask`).
+pub mod property {
+    /// Can be serialised into a binary blob.
+    pub const BINARY_SERIALIZABLE: i32 = 0b001;
+    /// Can be run directly.
+    pub const RUNNABLE: i32 = 0b010;
+    /// Can be exported as a DSO.
+    pub const DSO_EXPORTABLE: i32 = 0b100;
+}
+
+/// What a kind of module implements.
+pub trait ModuleNode: Send + Sync {
+    /// The type key (`library`, `cuda`, `GraphExecutorFactory`, ...).
+    fn type_key(&self) -> &str;
+
+    /// Looks a function up in this module only. `this` is the module's own object, which the
+    /// returned function should keep alive; `None` when the module itself keeps the function
+    /// (its environment cache), so that no reference cycle forms.
+    fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>>;
+
+    /// Property bits.
+    fn property_mask(&self) -> i32 {
+        0
+    }
+
+    /// Source code in a format, where the module has any.
+    fn get_source(&self, _format: &str) -> Result<String> {
+        Ok(String::new())
+    }
+
+    /// Format when saved.
+    fn get_format(&self) -> String {
+        String::new()
+    }
+
+    /// Saves to a file.
+    fn save_to_file(&self, path: &str, _format: &str) -> Result<()> {
+        Err(Error::value(format!(
+            "module of type {} cannot be saved to {path}",
+            self.type_key()
+        )))
+    }
+
+    /// Whether the module has the function (without creating it).
+    fn implements_function(&self, name: &str) -> bool {
+        matches!(self.get_function(name, None), Ok(Some(_)))
+    }
+}
+
+/// The module payload: the node, its imports and caches.
+pub struct ModuleObj {
+    node: Box<dyn ModuleNode>,
+    imports: RwLock<Vec<ObjectRef>>,
+    env_cache: RwLock<HashMap<String, Function>>,
+}
+
+impl_object_type!(ModuleObj, "runtime.Module", static TYPE_MODULE);
+
+/// A reference to a module object.
+#[derive(Clone, Debug)]
+pub struct Module(ObjectRef);
+
+impl Module {
+    /// Wraps a node in a new module object.
+    pub fn new(node: Box<dyn ModuleNode>) -> Module {
+        Module(ObjectRef::new(ModuleObj {
+            node,
+            imports: RwLock::new(Vec::new()),
+            env_cache: RwLock::new(HashMap::new()),
+        }))
+    }
+
+    /// Wraps an object known to be a module.
+    pub fn from_object(o: ObjectRef) -> Result<Module> {
+        if o.downcast_ref::<ModuleObj>().is_some() {
+            Ok(Module(o))
+        } else {
+            Err(Error::type_error(format!(
+                "expected a Module but got {}",
+                o.type_key()
+            )))
+        }
+    }
+
+    /// The object.
+    pub fn as_object(&self) -> &ObjectRef {
+        &self.0
+    }
+
+    /// The object, consumed.
+    pub fn into_object(self) -> ObjectRef {
+        self.0
+    }
+
+    fn obj(&self) -> &ModuleObj {
+        self.0.downcast_ref::<ModuleObj>().expect("checked at construction")
+    }
+
+    /// The node.
+    pub fn node(&self) -> &dyn ModuleNode {
+        &*self.obj().node
+    }
+
+    /// The type key.
+    pub fn type_key(&self) -> &str {
+        self.obj().node.type_key()
+    }
+
+    /// The imported modules.
+    pub fn imports(&self) -> Vec<Module> {
+        self.obj()
+            .imports
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|o| Module(o.clone()))
+            .collect()
+    }
+
+    /// Adds an import; refuses cycles.
+    pub fn import(&self, dep: &Module) -> Result<()> {
+        if dep.0.same_as(&self.0) || dep.reaches(self) {
+            return Err(Error::value(
+                "TVMModImport: importing this module would create a cycle",
+            ));
+        }
+        self.obj()
+            .imports
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(dep.0.clone());
+        Ok(())
+    }
+
+    fn reaches(&self, target: &Module) -> bool {
+        self.imports()
+            .iter()
+            .any(|m| m.0.same_as(&target.0) || m.reaches(target))
+    }
+
+    /// Drops all imports.
+    pub fn clear_imports(&self) {
+        self.obj()
+            .imports
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// Looks a function up in this module, then (if asked) in its imports depth first. The
+    /// function keeps its module alive. (Nodes cache their own lookups.)
+    pub fn get_function(&self, name: &str, query_imports: bool) -> Result<Option<Function>> {
+        if let Some(f) = self.obj().node.get_function(name, Some(&self.0))? {
+            return Ok(Some(f));
+        }
+        if query_imports {
+            for m in self.imports() {
+                if let Some(f) = m.get_function(name, true)? {
+                    return Ok(Some(f));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// What compiled code gets for `name`: this module and its imports, then the global
+    /// registry. Cached; the reference returned stays valid while the module lives.
+    pub fn get_func_from_env(&self, name: &str) -> Result<Function> {
+        let obj = self.obj();
+        if let Some(f) = obj
+            .env_cache
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            return Ok(f.clone());
+        }
+        let mut found = obj.node.get_function(name, None)?;
+        if found.is_none() {
+            for m in self.imports() {
+                found = m.get_function(name, true)?;
+                if found.is_some() {
+                    break;
+                }
+            }
+        }
+        let f = match found {
+            Some(f) => f,
+            None => registry::get(name).ok_or_else(|| {
+                Error::attribute(format!(
+                    "Cannot find function {name} in the imported modules or global registry"
+                ))
+            })?,
+        };
+        obj.env_cache
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), f.clone());
+        Ok(f)
+    }
+
+    /// Like [`Module::get_func_from_env`], returning a pointer to the cached function object
+    /// that stays valid while the module lives (what `TVMBackendGetFuncFromEnv` hands out).
+    pub fn get_func_from_env_raw(&self, name: &str) -> Result<*mut crate::object::Object> {
+        Ok(self.get_func_from_env(name)?.as_object().as_ptr())
+    }
+}
+
+/// Loads a module from a file through the loader `runtime.module.loadfile_<format>`; an
+/// empty format is taken from the file extension (`so`, `dll`, `dylib` load as `so`).
+pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
+    let mut fmt = if format.is_empty() {
+        std::path::Path::new(path)
+            .extension()
+            .and_then(|e| e.to_str())
+            .unwrap_or("")
+            .to_string()
+    } else {
+        format.to_string()
+    };
+    if fmt == "dll" || fmt == "dylib" || fmt == "dso" {
+        fmt = "so".into();
+    }
+    if fmt == "so" {
+        return dso::load(path);
+    }
+    let name = format!("runtime.module.loadfile_{fmt}");
+    let f = registry::get(&name).ok_or_else(|| {
+        Error::value(format!(
+            "cannot load {path}: no loader for format '{fmt}' ({name} is not registered)"
+        ))
+    })?;
+    let c = std::ffi::CString::new(path).map_err(|_| Error::value("path contains NUL"))?;
+    let cf = std::ffi::CString::new(fmt.as_str()).map_err(|_| Error::value("format contains NUL"))?;
+    let rv = f.call(&[
+        crate::ffi::ArgValue::Str(&c),
+        crate::ffi::ArgValue::Str(&cf),
+    ])?;
+    Module::from_object(rv.into_object()?)
+}

@@ -1,0 +1,58 @@
+//! The system library: symbols registered at start-up by statically linked TVM objects
+//! (`TVMBackendRegisterSystemLibSymbol`), served by `runtime.SystemLib` modules.
+
+use super::library::{create_module_from_library, Library};
+use super::Module;
+use crate::ffi::error::Result;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+
+static SYMBOLS: LazyLock<RwLock<HashMap<String, usize>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+static MODULES: LazyLock<Mutex<HashMap<String, Module>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Registers a symbol (a later registration of the same name replaces it).
+pub fn register_symbol(name: &str, ptr: *mut c_void) {
+    SYMBOLS
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_string(), ptr as usize);
+}
+
+struct SystemLibrary {
+    prefix: String,
+}
+
+impl Library for SystemLibrary {
+    fn symbol(&self, name: &str) -> *mut c_void {
+        let syms = SYMBOLS.read().unwrap_or_else(|e| e.into_inner());
+        let key = format!("{}{name}", self.prefix);
+        syms.get(&key)
+            .or_else(|| syms.get(name))
+            .map(|&a| a as *mut c_void)
+            .unwrap_or(std::ptr::null_mut())
+    }
+
+    fn describe(&self) -> String {
+        if self.prefix.is_empty() {
+            "system library".into()
+        } else {
+            format!("system library (prefix {})", self.prefix)
+        }
+    }
+}
+
+/// The system library module for a symbol prefix (one per prefix, created on first use).
+pub fn system_lib(prefix: &str) -> Result<Module> {
+    let mut mods = MODULES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(m) = mods.get(prefix) {
+        return Ok(m.clone());
+    }
+    let m = create_module_from_library(Arc::new(SystemLibrary {
+        prefix: prefix.to_string(),
+    }))?;
+    mods.insert(prefix.to_string(), m.clone());
+    Ok(m)
+}

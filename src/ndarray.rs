@@ -1,0 +1,414 @@
+//! NDArray: an object (type index 2) whose payload starts with a `DLTensor`, so that the
+//! handle bindings hold (`DLTensor*`) is the object address plus the header size. Storage is
+//! owned, a view of another array, or borrowed from a DLPack producer.
+
+use crate::device::{self, Stream};
+use crate::ffi::error::{Error, Result};
+use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor, DL_BFLOAT, DL_FLOAT};
+use crate::impl_object_type;
+use crate::object::{payload_ptr, Object, ObjectRef, PAYLOAD_OFFSET, TYPE_NDARRAY};
+use std::ffi::c_void;
+
+/// Alignment of every array allocation, as the reference (`kAllocAlignment`).
+pub const ALLOC_ALIGNMENT: usize = 64;
+
+/// Who owns an array's storage.
+enum Storage {
+    /// Allocated by the device backend; freed through it.
+    Owned,
+    /// A view of another array, kept alive.
+    View(#[allow(dead_code)] ObjectRef),
+    /// Borrowed from a DLPack producer; its deleter runs on drop.
+    DLPack(*mut DLManagedTensor),
+}
+
+/// The NDArray payload. `dl` must stay the first field.
+#[repr(C)]
+pub struct NDArrayObj {
+    dl: DLTensor,
+    manager_ctx: *mut c_void,
+    shape: Box<[i64]>,
+    strides: Option<Box<[i64]>>,
+    storage: Storage,
+}
+
+// SAFETY: the tensor's pointers are owned by this object (or by a kept-alive owner); data
+// races on tensor contents are the user's business, as with the reference.
+unsafe impl Send for NDArrayObj {}
+// SAFETY: as above.
+unsafe impl Sync for NDArrayObj {}
+
+impl_object_type!(NDArrayObj, "runtime.NDArray", static TYPE_NDARRAY);
+
+impl Drop for NDArrayObj {
+    fn drop(&mut self) {
+        match self.storage {
+            Storage::Owned => {
+                if let Ok(api) = device::api(self.dl.device) {
+                    let _ = api.free_data_space(self.dl.device, self.dl.data);
+                }
+            }
+            Storage::View(_) => {}
+            Storage::DLPack(m) => {
+                // SAFETY: the producer's tensor is alive until its deleter runs, once, here.
+                unsafe {
+                    if let Some(d) = (*m).deleter {
+                        d(m);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Bytes a compact tensor of this shape and type takes; errors on negative dimensions and
+/// overflow.
+pub fn checked_nbytes(shape: &[i64], dtype: DLDataType) -> Result<usize> {
+    let mut n: usize = 1;
+    for (i, &d) in shape.iter().enumerate() {
+        if d < 0 {
+            return Err(Error::value(format!(
+                "shape[{i}] = {d} is negative: array dimensions must be >= 0"
+            )));
+        }
+        n = n.checked_mul(d as usize).ok_or_else(|| {
+            Error::value(format!("shape {shape:?} is too large: size overflows"))
+        })?;
+    }
+    let bits = dtype.bits as usize * dtype.lanes as usize;
+    n.checked_mul(bits)
+        .map(|b| b.div_ceil(8))
+        .ok_or_else(|| Error::value(format!("shape {shape:?} is too large: size overflows")))
+}
+
+/// The shape of a tensor as a slice.
+///
+/// # Safety
+/// `t.shape` must hold `t.ndim` entries.
+pub unsafe fn shape_of(t: &DLTensor) -> &[i64] {
+    if t.ndim <= 0 || t.shape.is_null() {
+        &[]
+    } else {
+        // SAFETY: caller contract.
+        unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) }
+    }
+}
+
+/// Bytes of a (compact) tensor.
+pub fn tensor_nbytes(t: &DLTensor) -> Result<usize> {
+    if t.ndim < 0 {
+        return Err(Error::value(format!("tensor has negative ndim {}", t.ndim)));
+    }
+    if t.ndim > 0 && t.shape.is_null() {
+        return Err(Error::value("tensor has a NULL shape"));
+    }
+    // SAFETY: the C contract: shape holds ndim entries.
+    checked_nbytes(unsafe { shape_of(t) }, t.dtype)
+}
+
+/// Whether the strides (if any) describe a compact row-major layout.
+pub fn is_contiguous(t: &DLTensor) -> bool {
+    if t.strides.is_null() {
+        return true;
+    }
+    // SAFETY: the C contract: shape and strides hold ndim entries.
+    let (shape, strides) = unsafe {
+        (
+            shape_of(t),
+            std::slice::from_raw_parts(t.strides, t.ndim.max(0) as usize),
+        )
+    };
+    let mut expected = 1i64;
+    for i in (0..shape.len()).rev() {
+        if shape[i] != 1 && strides[i] != expected {
+            return false;
+        }
+        expected *= shape[i];
+    }
+    true
+}
+
+fn check_dtype(dtype: DLDataType) -> Result<()> {
+    if dtype.bits == 0 || dtype.lanes == 0 {
+        return Err(Error::value(format!(
+            "invalid data type: code {} bits {} lanes {}",
+            dtype.code, dtype.bits, dtype.lanes
+        )));
+    }
+    if (dtype.code == DL_FLOAT || dtype.code == DL_BFLOAT) && dtype.bits < 8 {
+        return Err(Error::value(format!(
+            "invalid data type: float with {} bits",
+            dtype.bits
+        )));
+    }
+    Ok(())
+}
+
+impl NDArrayObj {
+    fn make(
+        data: *mut c_void,
+        device: DLDevice,
+        shape: Box<[i64]>,
+        strides: Option<Box<[i64]>>,
+        dtype: DLDataType,
+        byte_offset: u64,
+        storage: Storage,
+    ) -> ObjectRef {
+        let obj = ObjectRef::new(NDArrayObj {
+            dl: DLTensor {
+                data,
+                device,
+                ndim: shape.len() as i32,
+                dtype,
+                shape: std::ptr::null_mut(),
+                strides: std::ptr::null_mut(),
+                byte_offset,
+            },
+            manager_ctx: std::ptr::null_mut(),
+            shape,
+            strides,
+            storage,
+        });
+        // Point the DLTensor at the boxed shape/strides, whose heap addresses are stable.
+        // SAFETY: the object was just created and is not shared yet.
+        unsafe {
+            let p = payload_ptr::<NDArrayObj>(obj.as_ptr());
+            (*p).dl.shape = (*p).shape.as_ptr() as *mut i64;
+            if let Some(s) = &(*p).strides {
+                (*p).dl.strides = s.as_ptr() as *mut i64;
+            }
+        }
+        obj
+    }
+
+    /// Allocates an empty array on a device, in an optional memory scope.
+    pub fn empty(
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        scope: Option<&str>,
+    ) -> Result<ObjectRef> {
+        check_dtype(dtype)?;
+        checked_nbytes(shape, dtype)?;
+        let api = device::api(dev)?;
+        let data = api.alloc_data_space_scope(dev, shape, dtype, scope)?;
+        Ok(Self::make(
+            data,
+            dev,
+            shape.into(),
+            None,
+            dtype,
+            0,
+            Storage::Owned,
+        ))
+    }
+
+    /// Adopts a DLPack tensor; its deleter runs when the array dies.
+    ///
+    /// # Safety
+    /// `m` must be a valid managed tensor whose ownership passes to us.
+    pub unsafe fn from_dlpack(m: *mut DLManagedTensor) -> Result<ObjectRef> {
+        if m.is_null() {
+            return Err(Error::value("TVMArrayFromDLPack: the managed tensor is NULL"));
+        }
+        // SAFETY: caller contract.
+        let t = unsafe { &(*m).dl_tensor };
+        if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
+            return Err(Error::value("TVMArrayFromDLPack: the tensor has no valid shape"));
+        }
+        // SAFETY: shape/strides hold ndim entries by the DLPack contract.
+        let shape: Box<[i64]> = unsafe { shape_of(t) }.into();
+        let strides = if t.strides.is_null() {
+            None
+        } else {
+            // SAFETY: as above.
+            Some(unsafe { std::slice::from_raw_parts(t.strides, t.ndim as usize) }.into())
+        };
+        Ok(Self::make(
+            t.data,
+            t.device,
+            shape,
+            strides,
+            t.dtype,
+            t.byte_offset,
+            Storage::DLPack(m),
+        ))
+    }
+
+    /// The tensor.
+    pub fn dltensor(&self) -> &DLTensor {
+        &self.dl
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[i64] {
+        &self.shape
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DLDataType {
+        self.dl.dtype
+    }
+
+    /// The device.
+    pub fn device(&self) -> DLDevice {
+        self.dl.device
+    }
+
+    /// Bytes of the array's elements.
+    pub fn nbytes(&self) -> usize {
+        checked_nbytes(&self.shape, self.dl.dtype).unwrap_or(0)
+    }
+}
+
+/// The handle bindings hold (`DLTensor*`) for an NDArray object.
+pub fn handle_of(obj: &ObjectRef) -> *mut DLTensor {
+    // SAFETY: the DLTensor is the first field of the payload.
+    unsafe { (obj.as_ptr() as *mut u8).add(PAYLOAD_OFFSET) as *mut DLTensor }
+}
+
+/// The object of an NDArray handle, as a raw pointer.
+///
+/// # Safety
+/// `h` must be a handle produced by this runtime for a live NDArray.
+pub unsafe fn object_of_handle(h: *mut DLTensor) -> *mut Object {
+    // SAFETY: inverse of `handle_of`.
+    unsafe { (h as *mut u8).sub(PAYLOAD_OFFSET) as *mut Object }
+}
+
+/// A view of `base` with another shape and type, starting `relative_byte_offset` bytes into
+/// it; must fit inside the base array.
+pub fn create_view(
+    base: &ObjectRef,
+    shape: &[i64],
+    dtype: DLDataType,
+    relative_byte_offset: u64,
+) -> Result<ObjectRef> {
+    let arr = base
+        .downcast_ref::<NDArrayObj>()
+        .ok_or_else(|| Error::type_error("CreateView expects an NDArray"))?;
+    if !is_contiguous(&arr.dl) {
+        return Err(Error::value("CreateView: the base array is not contiguous"));
+    }
+    check_dtype(dtype)?;
+    let need = checked_nbytes(shape, dtype)? as u64;
+    let have = arr.nbytes() as u64;
+    if relative_byte_offset
+        .checked_add(need)
+        .is_none_or(|end| end > have)
+    {
+        return Err(Error::value(format!(
+            "CreateView: a view of {need} bytes at offset {relative_byte_offset} does not fit \
+             in an array of {have} bytes"
+        )));
+    }
+    Ok(NDArrayObj::make(
+        arr.dl.data,
+        arr.dl.device,
+        shape.into(),
+        None,
+        dtype,
+        arr.dl.byte_offset + relative_byte_offset,
+        Storage::View(base.clone()),
+    ))
+}
+
+struct DLPackCtx {
+    _owner: ObjectRef,
+}
+
+unsafe extern "C" fn dlpack_deleter(m: *mut DLManagedTensor) {
+    if m.is_null() {
+        return;
+    }
+    // SAFETY: `m` was made by `to_dlpack` below: a boxed tensor whose ctx is a boxed DLPackCtx.
+    unsafe {
+        drop(Box::from_raw((*m).manager_ctx as *mut DLPackCtx));
+        drop(Box::from_raw(m));
+    }
+}
+
+/// Exports an array as a DLPack managed tensor that keeps the array alive until deleted.
+pub fn to_dlpack(obj: &ObjectRef) -> Result<*mut DLManagedTensor> {
+    let arr = obj
+        .downcast_ref::<NDArrayObj>()
+        .ok_or_else(|| Error::type_error("ToDLPack expects an NDArray"))?;
+    let ctx = Box::new(DLPackCtx {
+        _owner: obj.clone(),
+    });
+    let m = Box::new(DLManagedTensor {
+        dl_tensor: arr.dl,
+        manager_ctx: Box::into_raw(ctx) as *mut c_void,
+        deleter: Some(dlpack_deleter),
+    });
+    Ok(Box::into_raw(m))
+}
+
+/// Copies host bytes into an array (sizes must match).
+pub fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Result<()> {
+    let n = tensor_nbytes(t)?;
+    if n != nbytes {
+        return Err(Error::value(format!(
+            "TVMArrayCopyFromBytes: size mismatch: the array holds {n} bytes but {nbytes} were given"
+        )));
+    }
+    if !is_contiguous(t) {
+        return Err(Error::value("TVMArrayCopyFromBytes: the array is not contiguous"));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let api = device::api(t.device)?;
+    // SAFETY: `data` holds nbytes (C contract); the array holds n == nbytes bytes.
+    unsafe {
+        api.copy_data(
+            data,
+            0,
+            t.data,
+            t.byte_offset,
+            n,
+            DLDevice::CPU,
+            t.device,
+            t.dtype,
+            std::ptr::null_mut(),
+        )?;
+    }
+    api.stream_sync(t.device, std::ptr::null_mut())
+}
+
+/// Copies an array out to host bytes (sizes must match).
+pub fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<()> {
+    let n = tensor_nbytes(t)?;
+    if n != nbytes {
+        return Err(Error::value(format!(
+            "TVMArrayCopyToBytes: size mismatch: the array holds {n} bytes but {nbytes} were given"
+        )));
+    }
+    if !is_contiguous(t) {
+        return Err(Error::value("TVMArrayCopyToBytes: the array is not contiguous"));
+    }
+    if n == 0 {
+        return Ok(());
+    }
+    let api = device::api(t.device)?;
+    // SAFETY: `data` holds nbytes (C contract); the array holds n == nbytes bytes.
+    unsafe {
+        api.copy_data(
+            t.data,
+            t.byte_offset,
+            data,
+            0,
+            n,
+            t.device,
+            DLDevice::CPU,
+            t.dtype,
+            std::ptr::null_mut(),
+        )?;
+    }
+    api.stream_sync(t.device, std::ptr::null_mut())
+}
+
+/// Copies array to array through the device layer.
+pub fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
+    device::copy_tensor(from, to, stream)
+}

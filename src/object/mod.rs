@@ -1,0 +1,238 @@
+//! Objects: the reference-counted header every runtime object starts with, the type table,
+//! and the containers (String, Array, Map, ShapeTuple).
+//!
+//! The header has the reference's layout (`uint32_t type_index; int32_t ref_counter;
+//! void (*deleter)(Object*)`), so an object handle handed to C is a pointer to it, and an
+//! NDArray's `DLTensor` sits right after it.
+
+pub mod containers;
+pub mod type_table;
+
+use std::ptr::NonNull;
+use std::sync::atomic::{fence, AtomicI32, Ordering};
+
+pub use type_table::{
+    derived_from, type_index_to_key, type_key_to_index, TYPE_ARRAY, TYPE_MAP, TYPE_MODULE,
+    TYPE_NDARRAY, TYPE_OBJECT, TYPE_PACKED_FUNC, TYPE_SHAPE_TUPLE, TYPE_STRING,
+};
+
+/// The common header of every object (`tvm::runtime::Object` layout).
+#[repr(C)]
+pub struct Object {
+    type_index: u32,
+    ref_count: AtomicI32,
+    deleter: Option<unsafe extern "C" fn(*mut Object)>,
+}
+
+/// A Rust type that can live in an object cell.
+///
+/// # Safety
+/// `type_index` must return an index that no other Rust type returns, so that a cell's type
+/// index identifies the Rust type of its payload.
+pub unsafe trait ObjectType: Send + Sync + Sized + 'static {
+    /// The type key (e.g. `"runtime.String"`).
+    const TYPE_KEY: &'static str;
+    /// The type index (static, or allocated on first use).
+    fn type_index() -> u32;
+}
+
+/// Implements [`ObjectType`] for a payload type, with a static index or a dynamic one
+/// registered under a parent type key on first use.
+#[macro_export]
+macro_rules! impl_object_type {
+    ($ty:ty, $key:expr, static $index:expr) => {
+        // SAFETY: static indices are distinct per payload type by construction of the table.
+        unsafe impl $crate::object::ObjectType for $ty {
+            const TYPE_KEY: &'static str = $key;
+            #[inline(always)]
+            fn type_index() -> u32 {
+                $index
+            }
+        }
+    };
+    ($ty:ty, $key:expr, parent $parent:expr) => {
+        // SAFETY: the type table hands out one index per key; each key names one payload type.
+        unsafe impl $crate::object::ObjectType for $ty {
+            const TYPE_KEY: &'static str = $key;
+            #[inline]
+            fn type_index() -> u32 {
+                static INDEX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+                *INDEX.get_or_init(|| {
+                    $crate::object::type_table::register_dynamic($key, $parent)
+                })
+            }
+        }
+    };
+}
+
+/// An object header followed by its payload.
+#[repr(C)]
+pub struct ObjCell<T> {
+    header: Object,
+    value: T,
+}
+
+unsafe extern "C" fn delete_cell<T>(p: *mut Object) {
+    // SAFETY: the deleter is only installed by `ObjectRef::new::<T>`, which boxed an
+    // `ObjCell<T>`; it runs once, when the count drops to zero.
+    drop(unsafe { Box::from_raw(p as *mut ObjCell<T>) });
+}
+
+impl Object {
+    /// The type index stored in the header.
+    #[inline(always)]
+    pub fn type_index(&self) -> u32 {
+        self.type_index
+    }
+
+    /// The current reference count.
+    pub fn ref_count(&self) -> i32 {
+        self.ref_count.load(Ordering::Relaxed)
+    }
+
+    /// Adds one reference.
+    #[inline(always)]
+    pub fn inc_ref(&self) {
+        self.ref_count.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Drops one reference, deleting the object when it was the last.
+    ///
+    /// # Safety
+    /// `p` must point to a live object on which the caller owns one reference.
+    #[inline(always)]
+    pub unsafe fn dec_ref(p: *mut Object) {
+        // SAFETY: the caller guarantees `p` is live.
+        let obj = unsafe { &*p };
+        if obj.ref_count.fetch_sub(1, Ordering::Release) == 1 {
+            fence(Ordering::Acquire);
+            if let Some(d) = obj.deleter {
+                // SAFETY: the count reached zero: nobody else holds the object.
+                unsafe { d(p) };
+            }
+        }
+    }
+}
+
+/// An owning, reference-counted pointer to any object.
+pub struct ObjectRef(NonNull<Object>);
+
+// SAFETY: every payload type is Send + Sync (ObjectType bound) and the count is atomic.
+unsafe impl Send for ObjectRef {}
+// SAFETY: as above.
+unsafe impl Sync for ObjectRef {}
+
+impl ObjectRef {
+    /// Puts a payload into a new object with one reference.
+    pub fn new<T: ObjectType>(value: T) -> ObjectRef {
+        let cell = Box::new(ObjCell {
+            header: Object {
+                type_index: T::type_index(),
+                ref_count: AtomicI32::new(1),
+                deleter: Some(delete_cell::<T>),
+            },
+            value,
+        });
+        ObjectRef(NonNull::from(Box::leak(cell)).cast())
+    }
+
+    /// Takes over one reference the caller owns.
+    ///
+    /// # Safety
+    /// `p` must be NULL or point to a live object on which the caller owns a reference.
+    pub unsafe fn from_raw(p: *mut Object) -> Option<ObjectRef> {
+        NonNull::new(p).map(ObjectRef)
+    }
+
+    /// Adds a reference to an object the caller only borrows.
+    ///
+    /// # Safety
+    /// `p` must be NULL or point to a live object.
+    pub unsafe fn from_borrowed(p: *mut Object) -> Option<ObjectRef> {
+        let r = NonNull::new(p)?;
+        // SAFETY: the caller guarantees the object is live.
+        unsafe { r.as_ref() }.inc_ref();
+        Some(ObjectRef(r))
+    }
+
+    /// Gives up ownership: the returned pointer carries one reference.
+    pub fn into_raw(self) -> *mut Object {
+        let p = self.0.as_ptr();
+        std::mem::forget(self);
+        p
+    }
+
+    /// The raw pointer, still owned by `self`.
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut Object {
+        self.0.as_ptr()
+    }
+
+    /// The header.
+    #[inline(always)]
+    pub fn header(&self) -> &Object {
+        // SAFETY: we hold a reference, so the object is live.
+        unsafe { self.0.as_ref() }
+    }
+
+    /// The type index.
+    #[inline(always)]
+    pub fn type_index(&self) -> u32 {
+        self.header().type_index
+    }
+
+    /// The type key.
+    pub fn type_key(&self) -> String {
+        type_index_to_key(self.type_index()).unwrap_or_else(|_| "<unknown>".into())
+    }
+
+    /// The payload, when the object holds a `T`.
+    #[inline(always)]
+    pub fn downcast_ref<T: ObjectType>(&self) -> Option<&T> {
+        if self.type_index() == T::type_index() {
+            // SAFETY: the type index identifies the payload type (ObjectType contract).
+            Some(unsafe { &(*(self.0.as_ptr() as *const ObjCell<T>)).value })
+        } else {
+            None
+        }
+    }
+
+    /// Whether two references point to the same object.
+    pub fn same_as(&self, other: &ObjectRef) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Clone for ObjectRef {
+    #[inline(always)]
+    fn clone(&self) -> Self {
+        self.header().inc_ref();
+        ObjectRef(self.0)
+    }
+}
+
+impl Drop for ObjectRef {
+    #[inline(always)]
+    fn drop(&mut self) {
+        // SAFETY: we own one reference.
+        unsafe { Object::dec_ref(self.0.as_ptr()) }
+    }
+}
+
+impl std::fmt::Debug for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{:p}", self.type_key(), self.0.as_ptr())
+    }
+}
+
+/// Offset of the payload inside an [`ObjCell`], for payloads aligned to 8 bytes or less.
+pub const PAYLOAD_OFFSET: usize = std::mem::size_of::<Object>();
+
+/// The payload pointer of a cell holding `T`, from the object pointer.
+///
+/// # Safety
+/// `p` must point to a live `ObjCell<T>`.
+pub unsafe fn payload_ptr<T>(p: *mut Object) -> *mut T {
+    // SAFETY: caller guarantees the layout; `value` follows the header.
+    unsafe { std::ptr::addr_of_mut!((*(p as *mut ObjCell<T>)).value) }
+}

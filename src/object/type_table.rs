@@ -1,0 +1,143 @@
+//! The type table: type keys to indices with parents, static entries as in the reference.
+
+use crate::ffi::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::{LazyLock, RwLock};
+
+/// `runtime.Object`.
+pub const TYPE_OBJECT: u32 = 0;
+/// `runtime.Module`.
+pub const TYPE_MODULE: u32 = 1;
+/// `runtime.NDArray`.
+pub const TYPE_NDARRAY: u32 = 2;
+/// `runtime.String`.
+pub const TYPE_STRING: u32 = 3;
+/// `runtime.Array`.
+pub const TYPE_ARRAY: u32 = 4;
+/// `runtime.Map`.
+pub const TYPE_MAP: u32 = 5;
+/// `runtime.ShapeTuple`.
+pub const TYPE_SHAPE_TUPLE: u32 = 6;
+/// `runtime.PackedFunc`.
+pub const TYPE_PACKED_FUNC: u32 = 7;
+/// First index past the static ones; dynamic types count up from here.
+pub const STATIC_INDEX_END: u32 = 10;
+
+struct TypeInfo {
+    name: String,
+    parent: u32,
+}
+
+struct Table {
+    infos: Vec<Option<TypeInfo>>,
+    by_key: HashMap<String, u32>,
+}
+
+static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
+    let statics = [
+        "runtime.Object",
+        "runtime.Module",
+        "runtime.NDArray",
+        "runtime.String",
+        "runtime.Array",
+        "runtime.Map",
+        "runtime.ShapeTuple",
+        "runtime.PackedFunc",
+        "runtime.DiscoDRef",
+        "runtime.RPCObjectRef",
+    ];
+    let mut t = Table {
+        infos: Vec::new(),
+        by_key: HashMap::new(),
+    };
+    for (i, name) in statics.iter().enumerate() {
+        t.infos.push(Some(TypeInfo {
+            name: name.to_string(),
+            parent: 0,
+        }));
+        t.by_key.insert(name.to_string(), i as u32);
+    }
+    RwLock::new(t)
+});
+
+/// Registers a type key under a parent index (or returns its index if known).
+pub fn register_dynamic(key: &str, parent: u32) -> u32 {
+    let mut t = TABLE.write().unwrap_or_else(|e| e.into_inner());
+    if let Some(&i) = t.by_key.get(key) {
+        return i;
+    }
+    let index = t.infos.len() as u32;
+    t.infos.push(Some(TypeInfo {
+        name: key.to_string(),
+        parent,
+    }));
+    t.by_key.insert(key.to_string(), index);
+    index
+}
+
+/// The index of a type key.
+pub fn type_key_to_index(key: &str) -> Result<u32> {
+    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    t.by_key.get(key).copied().ok_or_else(|| {
+        Error::value(format!(
+            "Cannot find type {key}: no object type with this key is registered"
+        ))
+    })
+}
+
+/// The key of a type index.
+pub fn type_index_to_key(index: u32) -> Result<String> {
+    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    match t.infos.get(index as usize) {
+        Some(Some(info)) => Ok(info.name.clone()),
+        _ => Err(Error::value(format!("Unknown type index {index}"))),
+    }
+}
+
+/// Whether `child` is `parent` or derives from it.
+pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
+    if child == parent {
+        return Ok(true);
+    }
+    if child < parent {
+        return Ok(false);
+    }
+    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    if (child as usize) >= t.infos.len() {
+        return Err(Error::value(format!("Unknown type index {child}")));
+    }
+    let mut c = child;
+    while c > parent {
+        match &t.infos[c as usize] {
+            Some(info) if c != 0 => c = info.parent,
+            _ => break,
+        }
+    }
+    Ok(c == parent)
+}
+
+/// A printable dump of the table (`runtime.DumpTypeTable`): one line per type with at least
+/// `min_children` children.
+pub fn dump(min_children: i64) -> String {
+    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let mut children = vec![0i64; t.infos.len()];
+    for info in t.infos.iter().skip(1).flatten() {
+        children[info.parent as usize] += 1;
+    }
+    let mut out = String::new();
+    for (i, info) in t.infos.iter().enumerate() {
+        if let Some(info) = info {
+            if i != 0 && children[i] >= min_children {
+                let parent = t.infos[info.parent as usize]
+                    .as_ref()
+                    .map(|p| p.name.as_str())
+                    .unwrap_or("?");
+                out.push_str(&format!(
+                    "[{i}] {}\tparent={parent}\tnum_children={}\n",
+                    info.name, children[i]
+                ));
+            }
+        }
+    }
+    out
+}
