@@ -8,10 +8,12 @@
 //! - [`ndarray`]: NDArray and DLPack;
 //! - [`threading`]: the CPU thread pool and workspace pools;
 //! - [`module`]: modules and loaders;
+//! - [`executor`]: the graph executor, params, the time evaluator;
 //! - [`c_api`]: the `extern "C"` surface, which converts and delegates.
 
 pub mod c_api;
 pub mod device;
+pub mod executor;
 pub mod ffi;
 pub mod module;
 pub mod ndarray;

@@ -353,4 +353,5 @@ pub fn register_all(b: &mut Builtins<'_>) {
     devices(b);
     threads(b);
     modules(b);
+    crate::executor::register(b);
 }
