@@ -1,0 +1,356 @@
+//! Rust-side tests of the core C ABI: errors, PackedFunc, registry, objects, NDArray, devices,
+//! and a multi-threaded stress test.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tvm_runtime::c_api::{backend::*, device::*, error::*, func::*, ndarray::*, object::*};
+use tvm_runtime::ffi::types::{type_code as tc, *};
+
+fn last_error() -> String {
+    let p = TVMGetLastError();
+    assert!(!p.is_null());
+    // SAFETY: the runtime returns a NUL-terminated string.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+unsafe extern "C" fn echo(
+    args: *mut TVMValue,
+    codes: *mut c_int,
+    n: c_int,
+    ret: *mut c_void,
+    _res: *mut c_void,
+) -> c_int {
+    if n < 1 {
+        unsafe { TVMAPISetLastError(c"ValueError: echo needs an argument".as_ptr()) };
+        return -1;
+    }
+    unsafe { TVMCFuncSetReturn(ret, args, codes, 1) }
+}
+
+static FIN_COUNT: AtomicUsize = AtomicUsize::new(0);
+unsafe extern "C" fn fin(res: *mut c_void) {
+    assert_eq!(res as usize, 0x1234);
+    FIN_COUNT.fetch_add(1, Ordering::SeqCst);
+}
+
+fn make_echo() -> *mut c_void {
+    let mut f = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { TVMFuncCreateFromCFunc(Some(echo), 0x1234 as *mut c_void, Some(fin), &mut f) },
+        0
+    );
+    f
+}
+
+fn call(f: *mut c_void, vals: &mut [TVMValue], codes: &mut [c_int]) -> (c_int, TVMValue, c_int) {
+    let mut rv = TVMValue::default();
+    let mut rc = 0;
+    let r = unsafe {
+        TVMFuncCall(
+            f,
+            vals.as_mut_ptr(),
+            codes.as_mut_ptr(),
+            vals.len() as c_int,
+            &mut rv,
+            &mut rc,
+        )
+    };
+    (r, rv, rc)
+}
+
+#[test]
+fn packed_func_round_trips_and_finalizer_runs_once() {
+    let before = FIN_COUNT.load(Ordering::SeqCst);
+    let f = make_echo();
+    let (r, v, c) = call(f, &mut [TVMValue { v_int64: 42 }], &mut [tc::INT]);
+    assert_eq!((r, unsafe { v.v_int64 }, c), (0, 42, tc::INT));
+    let (r, v, c) = call(f, &mut [TVMValue { v_float64: 2.5 }], &mut [tc::FLOAT]);
+    assert_eq!((r, unsafe { v.v_float64 }, c), (0, 2.5, tc::FLOAT));
+    let s = CString::new("hello").unwrap();
+    let (r, v, c) = call(f, &mut [TVMValue { v_str: s.as_ptr() }], &mut [tc::STR]);
+    assert_eq!((r, c), (0, tc::STR));
+    assert_eq!(unsafe { CStr::from_ptr(v.v_str) }.to_str().unwrap(), "hello");
+    let dt = DLDataType::new(DL_FLOAT, 32, 1);
+    let (r, v, c) = call(f, &mut [TVMValue { v_type: dt }], &mut [tc::DATA_TYPE]);
+    assert_eq!((r, c), (0, tc::STR), "a DataType comes back as its name");
+    assert_eq!(unsafe { CStr::from_ptr(v.v_str) }.to_str().unwrap(), "float32");
+    let bytes = b"a\0b";
+    let mut ba = TVMByteArray {
+        data: bytes.as_ptr() as *const c_char,
+        size: 3,
+    };
+    let (r, v, c) = call(
+        f,
+        &mut [TVMValue {
+            v_handle: &mut ba as *mut _ as *mut c_void,
+        }],
+        &mut [tc::BYTES],
+    );
+    assert_eq!((r, c), (0, tc::BYTES));
+    let out = unsafe { &*(v.v_handle as *const TVMByteArray) };
+    assert_eq!(unsafe { std::slice::from_raw_parts(out.data as *const u8, out.size) }, bytes);
+    assert_eq!(unsafe { TVMByteArrayFree(v.v_handle as *mut TVMByteArray) }, 0);
+    // A function passed as an argument comes back as an owned handle.
+    let (r, v, c) = call(f, &mut [TVMValue { v_handle: f }], &mut [tc::PACKED_FUNC_HANDLE]);
+    assert_eq!((r, c), (0, tc::PACKED_FUNC_HANDLE));
+    assert_eq!(unsafe { v.v_handle }, f);
+    assert_eq!(unsafe { TVMFuncFree(v.v_handle) }, 0);
+    // Errors come back with the callee's message.
+    let (r, _, _) = call(f, &mut [], &mut []);
+    assert_eq!(r, -1);
+    assert_eq!(last_error(), "ValueError: echo needs an argument");
+    // Unknown type codes are rejected by SetReturn.
+    let (r, _, _) = call(f, &mut [TVMValue { v_int64: 1 }], &mut [99]);
+    assert_eq!(r, -1);
+    assert!(last_error().contains("99"), "{}", last_error());
+    assert_eq!(FIN_COUNT.load(Ordering::SeqCst), before);
+    assert_eq!(unsafe { TVMFuncFree(f) }, 0);
+    assert_eq!(FIN_COUNT.load(Ordering::SeqCst), before + 1);
+}
+
+#[test]
+fn registry_override_rules() {
+    let f = make_echo();
+    let name = c"test.core.echo";
+    assert_eq!(unsafe { TVMFuncRegisterGlobal(name.as_ptr(), f, 0) }, 0);
+    assert_eq!(unsafe { TVMFuncRegisterGlobal(name.as_ptr(), f, 0) }, -1);
+    assert!(last_error().contains("already registered"));
+    assert_eq!(unsafe { TVMFuncRegisterGlobal(name.as_ptr(), f, 1) }, 0);
+    let mut g = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMFuncGetGlobal(name.as_ptr(), &mut g) }, 0);
+    assert_eq!(g, f);
+    let mut n = 0;
+    let mut names: *mut *const c_char = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMFuncListGlobalNames(&mut n, &mut names) }, 0);
+    let listed: Vec<String> = (0..n as usize)
+        .map(|i| unsafe { CStr::from_ptr(*names.add(i)) }.to_string_lossy().into_owned())
+        .collect();
+    assert!(listed.iter().any(|s| s == "test.core.echo"));
+    assert!(listed.iter().any(|s| s == "runtime.String"));
+    assert_eq!(unsafe { TVMFuncRemoveGlobal(name.as_ptr()) }, 0);
+    let mut h = 0x1 as *mut c_void;
+    assert_eq!(unsafe { TVMFuncGetGlobal(name.as_ptr(), &mut h) }, 0);
+    assert!(h.is_null());
+    unsafe {
+        TVMFuncFree(g);
+        TVMFuncFree(f);
+    }
+    assert_eq!(unsafe { TVMFuncGetGlobal(std::ptr::null(), &mut h) }, -1);
+}
+
+fn global(name: &CStr) -> *mut c_void {
+    let mut f = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMFuncGetGlobal(name.as_ptr(), &mut f) }, 0);
+    assert!(!f.is_null(), "{name:?} missing");
+    f
+}
+
+#[test]
+fn containers_through_globals() {
+    let s = CString::new("key").unwrap();
+    let (r, sv, sc) = call(
+        global(c"runtime.String"),
+        &mut [TVMValue { v_str: s.as_ptr() }],
+        &mut [tc::STR],
+    );
+    assert_eq!((r, sc), (0, tc::OBJECT_HANDLE));
+    let mut ti = 0u32;
+    unsafe { TVMObjectGetTypeIndex(sv.v_handle, &mut ti) };
+    assert_eq!(ti, 3);
+    let (_, back, bc) = call(global(c"runtime.GetFFIString"), &mut [sv], &mut [tc::OBJECT_HANDLE]);
+    assert_eq!(bc, tc::STR);
+    assert_eq!(unsafe { CStr::from_ptr(back.v_str) }.to_str().unwrap(), "key");
+    let (_, shape, _) = call(
+        global(c"runtime.ShapeTuple"),
+        &mut [TVMValue { v_int64: 2 }, TVMValue { v_int64: 7 }],
+        &mut [tc::INT, tc::INT],
+    );
+    let (_, n, _) = call(global(c"runtime.GetShapeTupleSize"), &mut [shape], &mut [tc::OBJECT_HANDLE]);
+    assert_eq!(unsafe { n.v_int64 }, 2);
+    let (_, e, _) = call(
+        global(c"runtime.GetShapeTupleElem"),
+        &mut [shape, TVMValue { v_int64: 1 }],
+        &mut [tc::OBJECT_HANDLE, tc::INT],
+    );
+    assert_eq!(unsafe { e.v_int64 }, 7);
+    let (r, _, _) = call(
+        global(c"runtime.GetShapeTupleElem"),
+        &mut [shape, TVMValue { v_int64: 5 }],
+        &mut [tc::OBJECT_HANDLE, tc::INT],
+    );
+    assert_eq!(r, -1);
+    assert!(last_error().starts_with("IndexError: "), "{}", last_error());
+    // Map with a string key given as str, looked up with a String object.
+    let (_, m, _) = call(
+        global(c"runtime.Map"),
+        &mut [TVMValue { v_str: s.as_ptr() }, shape],
+        &mut [tc::STR, tc::OBJECT_HANDLE],
+    );
+    let (_, got, gc) = call(
+        global(c"runtime.MapGetItem"),
+        &mut [m, sv],
+        &mut [tc::OBJECT_HANDLE, tc::OBJECT_HANDLE],
+    );
+    assert_eq!(gc, tc::OBJECT_HANDLE);
+    assert_eq!(unsafe { got.v_handle }, unsafe { shape.v_handle });
+    let (_, cnt, _) = call(
+        global(c"runtime.MapCount"),
+        &mut [m, shape],
+        &mut [tc::OBJECT_HANDLE, tc::OBJECT_HANDLE],
+    );
+    assert_eq!(unsafe { cnt.v_int64 }, 0);
+    let (_, arr, _) = call(global(c"runtime.Array"), &mut [sv, shape], &mut [tc::OBJECT_HANDLE; 2]);
+    let (_, sz, _) = call(global(c"runtime.ArraySize"), &mut [arr], &mut [tc::OBJECT_HANDLE]);
+    assert_eq!(unsafe { sz.v_int64 }, 2);
+    for h in [sv, shape, m, got, arr] {
+        assert_eq!(unsafe { TVMObjectFree(h.v_handle) }, 0);
+    }
+}
+
+#[test]
+fn type_table() {
+    let mut i = 0u32;
+    for (k, want) in [
+        (c"runtime.Object", 0),
+        (c"runtime.Module", 1),
+        (c"runtime.NDArray", 2),
+        (c"runtime.String", 3),
+        (c"runtime.Array", 4),
+        (c"runtime.Map", 5),
+        (c"runtime.ShapeTuple", 6),
+        (c"runtime.PackedFunc", 7),
+    ] {
+        assert_eq!(unsafe { TVMObjectTypeKey2Index(k.as_ptr(), &mut i) }, 0);
+        assert_eq!(i, want);
+        let mut key: *mut c_char = std::ptr::null_mut();
+        assert_eq!(unsafe { TVMObjectTypeIndex2Key(want, &mut key) }, 0);
+        assert_eq!(unsafe { CStr::from_ptr(key) }, k);
+        unsafe { libc::free(key as *mut c_void) };
+    }
+    assert_eq!(unsafe { TVMObjectTypeKey2Index(c"no.such.Type".as_ptr(), &mut i) }, -1);
+    assert!(last_error().contains("no.such.Type"));
+    let mut d = 0;
+    assert_eq!(unsafe { TVMObjectDerivedFrom(3, 0, &mut d) }, 0);
+    assert_eq!(d, 1);
+    assert_eq!(unsafe { TVMObjectDerivedFrom(3, 4, &mut d) }, 0);
+    assert_eq!(d, 0);
+}
+
+#[test]
+fn ndarray_alloc_copy_view_dlpack() {
+    let shape = [2i64, 3];
+    let mut a: *mut DLTensor = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 1, 0, &mut a) }, 0);
+    let t = unsafe { &*a };
+    assert_eq!(t.data as usize % 64, 0);
+    let src: Vec<f32> = (0..6).map(|x| x as f32).collect();
+    assert_eq!(unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 24) }, 0);
+    assert_eq!(unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 20) }, -1);
+    assert!(last_error().contains("size mismatch"));
+    let mut b: *mut DLTensor = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 1, 0, &mut b) }, 0);
+    assert_eq!(unsafe { TVMArrayCopyFromTo(a, b, std::ptr::null_mut()) }, 0);
+    let mut out = vec![0f32; 6];
+    assert_eq!(unsafe { TVMArrayCopyToBytes(b, out.as_mut_ptr() as *mut c_void, 24) }, 0);
+    assert_eq!(out, src);
+    let mut ti = 0;
+    assert_eq!(unsafe { TVMArrayGetTypeIndex(a, &mut ti) }, 0);
+    assert_eq!(ti, 2);
+    // DLPack out keeps the array alive after TVMArrayFree.
+    let a_data = t.data;
+    let mut m: *mut DLManagedTensor = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMArrayToDLPack(a, &mut m) }, 0);
+    assert_eq!(unsafe { TVMArrayFree(a) }, 0);
+    let data = unsafe { std::slice::from_raw_parts((*m).dl_tensor.data as *const f32, 6) };
+    assert_eq!(data, &src[..]);
+    let mut c: *mut DLTensor = std::ptr::null_mut();
+    assert_eq!(unsafe { TVMArrayFromDLPack(m, &mut c) }, 0);
+    assert_eq!(unsafe { (*c).data }, a_data, "DLPack import shares the memory");
+    assert_eq!(unsafe { TVMArrayFree(c) }, 0);
+    assert_eq!(unsafe { TVMArrayFree(b) }, 0);
+    // Bad inputs.
+    let neg = [-1i64];
+    assert_eq!(unsafe { TVMArrayAlloc(neg.as_ptr(), 1, 2, 32, 1, 1, 0, &mut a) }, -1);
+    assert!(last_error().contains("negative"));
+    let huge = [i64::MAX, i64::MAX];
+    assert_eq!(unsafe { TVMArrayAlloc(huge.as_ptr(), 2, 2, 32, 1, 1, 0, &mut a) }, -1);
+    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 99, 0, &mut a) }, -1);
+    assert!(last_error().contains("device type 99"), "{}", last_error());
+    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 2, 0, &mut a) }, -1);
+    assert!(last_error().contains("cuda(0) is not available"), "{}", last_error());
+}
+
+#[test]
+fn devices_streams_workspace() {
+    let dev = DLDevice::CPU;
+    let mut p = std::ptr::null_mut();
+    let hint = DLDataType::new(DL_FLOAT, 32, 1);
+    assert_eq!(unsafe { TVMDeviceAllocDataSpace(dev, 100, 128, hint, &mut p) }, 0);
+    assert_eq!(p as usize % 128, 0);
+    assert_eq!(unsafe { TVMDeviceFreeDataSpace(dev, p) }, 0);
+    let shape = [4i64];
+    assert_eq!(
+        unsafe { TVMDeviceAllocDataSpaceWithScope(dev, 1, shape.as_ptr(), hint, c"global".as_ptr(), &mut p) },
+        0
+    );
+    assert_eq!(unsafe { TVMDeviceFreeDataSpace(dev, p) }, 0);
+    assert_eq!(
+        unsafe { TVMDeviceAllocDataSpaceWithScope(dev, 1, shape.as_ptr(), hint, c"texture".as_ptr(), &mut p) },
+        -1
+    );
+    let mut s = 0x1 as *mut c_void;
+    assert_eq!(unsafe { TVMStreamCreate(1, 0, &mut s) }, 0);
+    assert!(s.is_null());
+    assert_eq!(TVMSetStream(1, 0, s), 0);
+    assert_eq!(TVMSynchronize(1, 0, s), 0);
+    assert_eq!(TVMStreamStreamSynchronize(1, 0, s, s), 0);
+    assert_eq!(TVMStreamFree(1, 0, s), 0);
+    assert_eq!(TVMSynchronize(99, 0, s), -1);
+    let w = TVMBackendAllocWorkspace(1, 0, 5000, 2, 32);
+    assert!(!w.is_null());
+    assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);
+    assert_eq!(TVMBackendFreeWorkspace(1, 0, w), -1, "double free is detected");
+    assert!(TVMBackendAllocWorkspace(99, 0, 16, 2, 32).is_null());
+}
+
+#[test]
+fn python_error_passthrough() {
+    let fake = 0xdead0 as *mut c_void;
+    TVMAPISetLastPythonError(fake);
+    assert_eq!(TVMGetLastPythonError(), fake);
+    assert!(TVMGetLastError().is_null());
+    TVMDropLastPythonError();
+    assert!(TVMGetLastPythonError().is_null());
+}
+
+#[test]
+fn stress_eight_threads() {
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            std::thread::spawn(move || {
+                for i in 0..2000 {
+                    let f = make_echo();
+                    let name = CString::new(format!("stress.{t}.{}", i % 7)).unwrap();
+                    assert_eq!(unsafe { TVMFuncRegisterGlobal(name.as_ptr(), f, 1) }, 0);
+                    let g = global(&name);
+                    let (r, v, _) = call(g, &mut [TVMValue { v_int64: i }], &mut [tc::INT]);
+                    assert_eq!((r, unsafe { v.v_int64 }), (0, i));
+                    let shape = [i % 13 + 1];
+                    let mut a: *mut DLTensor = std::ptr::null_mut();
+                    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 1, 0, 8, 1, 1, 0, &mut a) }, 0);
+                    let w = TVMBackendAllocWorkspace(1, 0, 64 * (i as u64 % 5 + 1), 2, 32);
+                    assert!(!w.is_null());
+                    assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);
+                    unsafe {
+                        TVMArrayFree(a);
+                        TVMFuncFree(g);
+                        TVMFuncFree(f);
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+}
