@@ -71,9 +71,9 @@ pub fn checked_nbytes(shape: &[i64], dtype: DLDataType) -> Result<usize> {
                 "shape[{i}] = {d} is negative: array dimensions must be >= 0"
             )));
         }
-        n = n.checked_mul(d as usize).ok_or_else(|| {
-            Error::value(format!("shape {shape:?} is too large: size overflows"))
-        })?;
+        n = n
+            .checked_mul(d as usize)
+            .ok_or_else(|| Error::value(format!("shape {shape:?} is too large: size overflows")))?;
     }
     let bits = dtype.bits as usize * dtype.lanes as usize;
     n.checked_mul(bits)
@@ -209,12 +209,16 @@ impl NDArrayObj {
     /// `m` must be a valid managed tensor whose ownership passes to us.
     pub unsafe fn from_dlpack(m: *mut DLManagedTensor) -> Result<ObjectRef> {
         if m.is_null() {
-            return Err(Error::value("TVMArrayFromDLPack: the managed tensor is NULL"));
+            return Err(Error::value(
+                "TVMArrayFromDLPack: the managed tensor is NULL",
+            ));
         }
         // SAFETY: caller contract.
         let t = unsafe { &(*m).dl_tensor };
         if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
-            return Err(Error::value("TVMArrayFromDLPack: the tensor has no valid shape"));
+            return Err(Error::value(
+                "TVMArrayFromDLPack: the tensor has no valid shape",
+            ));
         }
         // SAFETY: shape/strides hold ndim entries by the DLPack contract.
         let shape: Box<[i64]> = unsafe { shape_of(t) }.into();
@@ -345,7 +349,10 @@ pub fn to_dlpack(obj: &ObjectRef) -> Result<*mut DLManagedTensor> {
 }
 
 /// Copies host bytes into an array (sizes must match).
-pub fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Result<()> {
+///
+/// # Safety
+/// `t` must describe valid memory and `data` hold `nbytes` bytes.
+pub unsafe fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Result<()> {
     let n = tensor_nbytes(t)?;
     if n != nbytes {
         return Err(Error::value(format!(
@@ -353,7 +360,9 @@ pub fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Resu
         )));
     }
     if !is_contiguous(t) {
-        return Err(Error::value("TVMArrayCopyFromBytes: the array is not contiguous"));
+        return Err(Error::value(
+            "TVMArrayCopyFromBytes: the array is not contiguous",
+        ));
     }
     if n == 0 {
         return Ok(());
@@ -377,7 +386,10 @@ pub fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Resu
 }
 
 /// Copies an array out to host bytes (sizes must match).
-pub fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<()> {
+///
+/// # Safety
+/// `t` must describe valid memory and `data` hold `nbytes` bytes.
+pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<()> {
     let n = tensor_nbytes(t)?;
     if n != nbytes {
         return Err(Error::value(format!(
@@ -385,7 +397,9 @@ pub fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<(
         )));
     }
     if !is_contiguous(t) {
-        return Err(Error::value("TVMArrayCopyToBytes: the array is not contiguous"));
+        return Err(Error::value(
+            "TVMArrayCopyToBytes: the array is not contiguous",
+        ));
     }
     if n == 0 {
         return Ok(());
@@ -409,6 +423,10 @@ pub fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<(
 }
 
 /// Copies array to array through the device layer.
-pub fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
-    device::copy_tensor(from, to, stream)
+///
+/// # Safety
+/// Both tensors must describe valid memory on their devices.
+pub unsafe fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
+    // SAFETY: forwarded contract.
+    unsafe { device::copy_tensor(from, to, stream) }
 }

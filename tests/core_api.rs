@@ -69,11 +69,17 @@ fn packed_func_round_trips_and_finalizer_runs_once() {
     let s = CString::new("hello").unwrap();
     let (r, v, c) = call(f, &mut [TVMValue { v_str: s.as_ptr() }], &mut [tc::STR]);
     assert_eq!((r, c), (0, tc::STR));
-    assert_eq!(unsafe { CStr::from_ptr(v.v_str) }.to_str().unwrap(), "hello");
+    assert_eq!(
+        unsafe { CStr::from_ptr(v.v_str) }.to_str().unwrap(),
+        "hello"
+    );
     let dt = DLDataType::new(DL_FLOAT, 32, 1);
     let (r, v, c) = call(f, &mut [TVMValue { v_type: dt }], &mut [tc::DATA_TYPE]);
     assert_eq!((r, c), (0, tc::STR), "a DataType comes back as its name");
-    assert_eq!(unsafe { CStr::from_ptr(v.v_str) }.to_str().unwrap(), "float32");
+    assert_eq!(
+        unsafe { CStr::from_ptr(v.v_str) }.to_str().unwrap(),
+        "float32"
+    );
     let bytes = b"a\0b";
     let mut ba = TVMByteArray {
         data: bytes.as_ptr() as *const c_char,
@@ -88,10 +94,20 @@ fn packed_func_round_trips_and_finalizer_runs_once() {
     );
     assert_eq!((r, c), (0, tc::BYTES));
     let out = unsafe { &*(v.v_handle as *const TVMByteArray) };
-    assert_eq!(unsafe { std::slice::from_raw_parts(out.data as *const u8, out.size) }, bytes);
-    assert_eq!(unsafe { TVMByteArrayFree(v.v_handle as *mut TVMByteArray) }, 0);
+    assert_eq!(
+        unsafe { std::slice::from_raw_parts(out.data as *const u8, out.size) },
+        bytes
+    );
+    assert_eq!(
+        unsafe { TVMByteArrayFree(v.v_handle as *mut TVMByteArray) },
+        0
+    );
     // A function passed as an argument comes back as an owned handle.
-    let (r, v, c) = call(f, &mut [TVMValue { v_handle: f }], &mut [tc::PACKED_FUNC_HANDLE]);
+    let (r, v, c) = call(
+        f,
+        &mut [TVMValue { v_handle: f }],
+        &mut [tc::PACKED_FUNC_HANDLE],
+    );
     assert_eq!((r, c), (0, tc::PACKED_FUNC_HANDLE));
     assert_eq!(unsafe { v.v_handle }, f);
     assert_eq!(unsafe { TVMFuncFree(v.v_handle) }, 0);
@@ -123,12 +139,16 @@ fn registry_override_rules() {
     let mut names: *mut *const c_char = std::ptr::null_mut();
     assert_eq!(unsafe { TVMFuncListGlobalNames(&mut n, &mut names) }, 0);
     let listed: Vec<String> = (0..n as usize)
-        .map(|i| unsafe { CStr::from_ptr(*names.add(i)) }.to_string_lossy().into_owned())
+        .map(|i| {
+            unsafe { CStr::from_ptr(*names.add(i)) }
+                .to_string_lossy()
+                .into_owned()
+        })
         .collect();
     assert!(listed.iter().any(|s| s == "test.core.echo"));
     assert!(listed.iter().any(|s| s == "runtime.String"));
     assert_eq!(unsafe { TVMFuncRemoveGlobal(name.as_ptr()) }, 0);
-    let mut h = 0x1 as *mut c_void;
+    let mut h = std::ptr::dangling_mut::<c_void>();
     assert_eq!(unsafe { TVMFuncGetGlobal(name.as_ptr(), &mut h) }, 0);
     assert!(h.is_null());
     unsafe {
@@ -157,15 +177,26 @@ fn containers_through_globals() {
     let mut ti = 0u32;
     unsafe { TVMObjectGetTypeIndex(sv.v_handle, &mut ti) };
     assert_eq!(ti, 3);
-    let (_, back, bc) = call(global(c"runtime.GetFFIString"), &mut [sv], &mut [tc::OBJECT_HANDLE]);
+    let (_, back, bc) = call(
+        global(c"runtime.GetFFIString"),
+        &mut [sv],
+        &mut [tc::OBJECT_HANDLE],
+    );
     assert_eq!(bc, tc::STR);
-    assert_eq!(unsafe { CStr::from_ptr(back.v_str) }.to_str().unwrap(), "key");
+    assert_eq!(
+        unsafe { CStr::from_ptr(back.v_str) }.to_str().unwrap(),
+        "key"
+    );
     let (_, shape, _) = call(
         global(c"runtime.ShapeTuple"),
         &mut [TVMValue { v_int64: 2 }, TVMValue { v_int64: 7 }],
         &mut [tc::INT, tc::INT],
     );
-    let (_, n, _) = call(global(c"runtime.GetShapeTupleSize"), &mut [shape], &mut [tc::OBJECT_HANDLE]);
+    let (_, n, _) = call(
+        global(c"runtime.GetShapeTupleSize"),
+        &mut [shape],
+        &mut [tc::OBJECT_HANDLE],
+    );
     assert_eq!(unsafe { n.v_int64 }, 2);
     let (_, e, _) = call(
         global(c"runtime.GetShapeTupleElem"),
@@ -199,8 +230,16 @@ fn containers_through_globals() {
         &mut [tc::OBJECT_HANDLE, tc::OBJECT_HANDLE],
     );
     assert_eq!(unsafe { cnt.v_int64 }, 0);
-    let (_, arr, _) = call(global(c"runtime.Array"), &mut [sv, shape], &mut [tc::OBJECT_HANDLE; 2]);
-    let (_, sz, _) = call(global(c"runtime.ArraySize"), &mut [arr], &mut [tc::OBJECT_HANDLE]);
+    let (_, arr, _) = call(
+        global(c"runtime.Array"),
+        &mut [sv, shape],
+        &mut [tc::OBJECT_HANDLE; 2],
+    );
+    let (_, sz, _) = call(
+        global(c"runtime.ArraySize"),
+        &mut [arr],
+        &mut [tc::OBJECT_HANDLE],
+    );
     assert_eq!(unsafe { sz.v_int64 }, 2);
     for h in [sv, shape, m, got, arr] {
         assert_eq!(unsafe { TVMObjectFree(h.v_handle) }, 0);
@@ -227,7 +266,10 @@ fn type_table() {
         assert_eq!(unsafe { CStr::from_ptr(key) }, k);
         unsafe { libc::free(key as *mut c_void) };
     }
-    assert_eq!(unsafe { TVMObjectTypeKey2Index(c"no.such.Type".as_ptr(), &mut i) }, -1);
+    assert_eq!(
+        unsafe { TVMObjectTypeKey2Index(c"no.such.Type".as_ptr(), &mut i) },
+        -1
+    );
     assert!(last_error().contains("no.such.Type"));
     let mut d = 0;
     assert_eq!(unsafe { TVMObjectDerivedFrom(3, 0, &mut d) }, 0);
@@ -240,18 +282,33 @@ fn type_table() {
 fn ndarray_alloc_copy_view_dlpack() {
     let shape = [2i64, 3];
     let mut a: *mut DLTensor = std::ptr::null_mut();
-    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 1, 0, &mut a) }, 0);
+    assert_eq!(
+        unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 1, 0, &mut a) },
+        0
+    );
     let t = unsafe { &*a };
     assert_eq!(t.data as usize % 64, 0);
     let src: Vec<f32> = (0..6).map(|x| x as f32).collect();
-    assert_eq!(unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 24) }, 0);
-    assert_eq!(unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 20) }, -1);
+    assert_eq!(
+        unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 24) },
+        0
+    );
+    assert_eq!(
+        unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 20) },
+        -1
+    );
     assert!(last_error().contains("size mismatch"));
     let mut b: *mut DLTensor = std::ptr::null_mut();
-    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 1, 0, &mut b) }, 0);
+    assert_eq!(
+        unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 1, 0, &mut b) },
+        0
+    );
     assert_eq!(unsafe { TVMArrayCopyFromTo(a, b, std::ptr::null_mut()) }, 0);
     let mut out = vec![0f32; 6];
-    assert_eq!(unsafe { TVMArrayCopyToBytes(b, out.as_mut_ptr() as *mut c_void, 24) }, 0);
+    assert_eq!(
+        unsafe { TVMArrayCopyToBytes(b, out.as_mut_ptr() as *mut c_void, 24) },
+        0
+    );
     assert_eq!(out, src);
     let mut ti = 0;
     assert_eq!(unsafe { TVMArrayGetTypeIndex(a, &mut ti) }, 0);
@@ -265,19 +322,39 @@ fn ndarray_alloc_copy_view_dlpack() {
     assert_eq!(data, &src[..]);
     let mut c: *mut DLTensor = std::ptr::null_mut();
     assert_eq!(unsafe { TVMArrayFromDLPack(m, &mut c) }, 0);
-    assert_eq!(unsafe { (*c).data }, a_data, "DLPack import shares the memory");
+    assert_eq!(
+        unsafe { (*c).data },
+        a_data,
+        "DLPack import shares the memory"
+    );
     assert_eq!(unsafe { TVMArrayFree(c) }, 0);
     assert_eq!(unsafe { TVMArrayFree(b) }, 0);
     // Bad inputs.
     let neg = [-1i64];
-    assert_eq!(unsafe { TVMArrayAlloc(neg.as_ptr(), 1, 2, 32, 1, 1, 0, &mut a) }, -1);
+    assert_eq!(
+        unsafe { TVMArrayAlloc(neg.as_ptr(), 1, 2, 32, 1, 1, 0, &mut a) },
+        -1
+    );
     assert!(last_error().contains("negative"));
     let huge = [i64::MAX, i64::MAX];
-    assert_eq!(unsafe { TVMArrayAlloc(huge.as_ptr(), 2, 2, 32, 1, 1, 0, &mut a) }, -1);
-    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 99, 0, &mut a) }, -1);
+    assert_eq!(
+        unsafe { TVMArrayAlloc(huge.as_ptr(), 2, 2, 32, 1, 1, 0, &mut a) },
+        -1
+    );
+    assert_eq!(
+        unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 99, 0, &mut a) },
+        -1
+    );
     assert!(last_error().contains("device type 99"), "{}", last_error());
-    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 2, 0, &mut a) }, -1);
-    assert!(last_error().contains("cuda(0) is not available"), "{}", last_error());
+    assert_eq!(
+        unsafe { TVMArrayAlloc(shape.as_ptr(), 2, 2, 32, 1, 2, 0, &mut a) },
+        -1
+    );
+    assert!(
+        last_error().contains("cuda(0) is not available"),
+        "{}",
+        last_error()
+    );
 }
 
 #[test]
@@ -285,20 +362,41 @@ fn devices_streams_workspace() {
     let dev = DLDevice::CPU;
     let mut p = std::ptr::null_mut();
     let hint = DLDataType::new(DL_FLOAT, 32, 1);
-    assert_eq!(unsafe { TVMDeviceAllocDataSpace(dev, 100, 128, hint, &mut p) }, 0);
+    assert_eq!(
+        unsafe { TVMDeviceAllocDataSpace(dev, 100, 128, hint, &mut p) },
+        0
+    );
     assert_eq!(p as usize % 128, 0);
     assert_eq!(unsafe { TVMDeviceFreeDataSpace(dev, p) }, 0);
     let shape = [4i64];
     assert_eq!(
-        unsafe { TVMDeviceAllocDataSpaceWithScope(dev, 1, shape.as_ptr(), hint, c"global".as_ptr(), &mut p) },
+        unsafe {
+            TVMDeviceAllocDataSpaceWithScope(
+                dev,
+                1,
+                shape.as_ptr(),
+                hint,
+                c"global".as_ptr(),
+                &mut p,
+            )
+        },
         0
     );
     assert_eq!(unsafe { TVMDeviceFreeDataSpace(dev, p) }, 0);
     assert_eq!(
-        unsafe { TVMDeviceAllocDataSpaceWithScope(dev, 1, shape.as_ptr(), hint, c"texture".as_ptr(), &mut p) },
+        unsafe {
+            TVMDeviceAllocDataSpaceWithScope(
+                dev,
+                1,
+                shape.as_ptr(),
+                hint,
+                c"texture".as_ptr(),
+                &mut p,
+            )
+        },
         -1
     );
-    let mut s = 0x1 as *mut c_void;
+    let mut s = std::ptr::dangling_mut::<c_void>();
     assert_eq!(unsafe { TVMStreamCreate(1, 0, &mut s) }, 0);
     assert!(s.is_null());
     assert_eq!(TVMSetStream(1, 0, s), 0);
@@ -309,7 +407,11 @@ fn devices_streams_workspace() {
     let w = TVMBackendAllocWorkspace(1, 0, 5000, 2, 32);
     assert!(!w.is_null());
     assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);
-    assert_eq!(TVMBackendFreeWorkspace(1, 0, w), -1, "double free is detected");
+    assert_eq!(
+        TVMBackendFreeWorkspace(1, 0, w),
+        -1,
+        "double free is detected"
+    );
     assert!(TVMBackendAllocWorkspace(99, 0, 16, 2, 32).is_null());
 }
 
@@ -337,7 +439,10 @@ fn stress_eight_threads() {
                     assert_eq!((r, unsafe { v.v_int64 }), (0, i));
                     let shape = [i % 13 + 1];
                     let mut a: *mut DLTensor = std::ptr::null_mut();
-                    assert_eq!(unsafe { TVMArrayAlloc(shape.as_ptr(), 1, 0, 8, 1, 1, 0, &mut a) }, 0);
+                    assert_eq!(
+                        unsafe { TVMArrayAlloc(shape.as_ptr(), 1, 0, 8, 1, 1, 0, &mut a) },
+                        0
+                    );
                     let w = TVMBackendAllocWorkspace(1, 0, 64 * (i as u64 % 5 + 1), 2, 32);
                     assert!(!w.is_null());
                     assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);

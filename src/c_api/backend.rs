@@ -58,7 +58,9 @@ fn global_env_func(name: &str) -> crate::ffi::Result<*mut Object> {
     static KEEP: LazyLock<Mutex<HashMap<String, Vec<crate::ffi::Function>>>> =
         LazyLock::new(|| Mutex::new(HashMap::new()));
     let f = registry::get(name).ok_or_else(|| {
-        Error::attribute(format!("Cannot find function {name} in the global registry"))
+        Error::attribute(format!(
+            "Cannot find function {name} in the global registry"
+        ))
     })?;
     let p = f.as_object().as_ptr();
     let mut keep = KEEP.lock().unwrap_or_else(|e| e.into_inner());
@@ -74,7 +76,10 @@ fn global_env_func(name: &str) -> crate::ffi::Result<*mut Object> {
 /// # Safety
 /// `name` a string.
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendRegisterSystemLibSymbol(name: *const c_char, ptr: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMBackendRegisterSystemLibSymbol(
+    name: *const c_char,
+    ptr: *mut c_void,
+) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMBackendRegisterSystemLibSymbol: name")? };
@@ -104,7 +109,11 @@ pub extern "C" fn TVMBackendAllocWorkspace(
 
 /// Frees temporary memory (`TVMBackendFreeWorkspace`).
 #[no_mangle]
-pub extern "C" fn TVMBackendFreeWorkspace(device_type: c_int, device_id: c_int, ptr: *mut c_void) -> c_int {
+pub extern "C" fn TVMBackendFreeWorkspace(
+    device_type: c_int,
+    device_id: c_int,
+    ptr: *mut c_void,
+) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
         device::api(dev)?.free_workspace(dev, ptr)
@@ -150,11 +159,12 @@ pub unsafe extern "C" fn TVMBackendParallelLaunch(
 /// # Safety
 /// `penv` the env passed to the running task.
 #[no_mangle]
-pub unsafe extern "C" fn TVMBackendParallelBarrier(task_id: c_int, penv: *mut ParallelGroupEnv) -> c_int {
+pub unsafe extern "C" fn TVMBackendParallelBarrier(
+    task_id: c_int,
+    penv: *mut ParallelGroupEnv,
+) -> c_int {
     if penv.is_null() {
-        crate::ffi::error::set_last_error(&Error::value(
-            "TVMBackendParallelBarrier: penv is NULL",
-        ));
+        crate::ffi::error::set_last_error(&Error::value("TVMBackendParallelBarrier: penv is NULL"));
         return -1;
     }
     // SAFETY: forwarded contract.
@@ -179,7 +189,7 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
     // SAFETY: caller contract.
     unsafe {
         if (*handle).is_null() {
-            *handle = 1 as *mut c_void;
+            *handle = std::ptr::dangling_mut::<c_void>();
             return match f {
                 Some(f) => f(cdata),
                 None => 0,
@@ -204,7 +214,7 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
     arg_offset: c_int,
 ) -> c_int {
     guard(|| {
-        check_anylist(anylist, index, args as *mut c_void)?;
+        check_anylist(anylist, index, !args.is_null())?;
         // SAFETY: caller contract on sizes.
         unsafe {
             let slot = &*(anylist as *mut RetValue).add(index as usize);
@@ -230,7 +240,7 @@ pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
 #[no_mangle]
 pub unsafe extern "C" fn TVMBackendAnyListResetItem(anylist: *mut c_void, index: c_int) -> c_int {
     guard(|| {
-        check_anylist(anylist, index, 1 as *mut c_void)?;
+        check_anylist(anylist, index, true)?;
         // SAFETY: caller contract on sizes.
         unsafe { *(anylist as *mut RetValue).add(index as usize) = RetValue::Null };
         Ok(())
@@ -251,7 +261,7 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
     ret_offset: c_int,
 ) -> c_int {
     guard(|| {
-        check_anylist(anylist, index, args as *mut c_void)?;
+        check_anylist(anylist, index, !args.is_null())?;
         // SAFETY: caller contract on sizes; the value carries ownership.
         unsafe {
             let v = *args.add(ret_offset as usize);
@@ -263,8 +273,8 @@ pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
     })
 }
 
-fn check_anylist(anylist: *mut c_void, index: c_int, args: *mut c_void) -> crate::ffi::Result<()> {
-    if anylist.is_null() || args.is_null() {
+fn check_anylist(anylist: *mut c_void, index: c_int, args_ok: bool) -> crate::ffi::Result<()> {
+    if anylist.is_null() || !args_ok {
         return Err(Error::value("AnyList: NULL list or arguments"));
     }
     if index < 0 {

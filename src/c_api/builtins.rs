@@ -89,8 +89,8 @@ fn containers(b: &mut Builtins<'_>) {
         }
         let mut m = MapObj::default();
         for i in (0..a.len()).step_by(2) {
-            let k = arg_to_object(&a, i)?
-                .ok_or_else(|| Error::value("runtime.Map: a key is NULL"))?;
+            let k =
+                arg_to_object(&a, i)?.ok_or_else(|| Error::value("runtime.Map: a key is NULL"))?;
             m.insert(k, arg_to_object(&a, i + 1)?);
         }
         *rv = ObjectRef::new(m).into();
@@ -104,7 +104,8 @@ fn containers(b: &mut Builtins<'_>) {
     b.add("runtime.MapGetItem", |a, rv| {
         a.expect_len(2, "runtime.MapGetItem")?;
         let m = a.downcast::<MapObj>(0)?;
-        let k = arg_to_object(&a, 1)?.ok_or_else(|| Error::value("runtime.MapGetItem: NULL key"))?;
+        let k =
+            arg_to_object(&a, 1)?.ok_or_else(|| Error::value("runtime.MapGetItem: NULL key"))?;
         *rv = match m.get(&k) {
             Some(Some(v)) => RetValue::Object(v.clone()),
             Some(None) => RetValue::Null,
@@ -195,7 +196,9 @@ fn ndarrays(b: &mut Builtins<'_>) {
         };
         let offset = if a.len() > 3 { a.i64(3)? } else { 0 };
         if offset < 0 {
-            return Err(Error::value("runtime.TVMArrayCreateView: negative byte offset"));
+            return Err(Error::value(
+                "runtime.TVMArrayCreateView: negative byte offset",
+            ));
         }
         *rv = ndarray::create_view(&base, &shape, dtype, offset as u64)?.into();
         Ok(())

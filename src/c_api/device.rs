@@ -102,7 +102,7 @@ pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
         check_out(from, "TVMDeviceCopyDataFromTo: from")?;
         check_out(to, "TVMDeviceCopyDataFromTo: to")?;
         // SAFETY: checked non-null; caller contract.
-        device::copy_tensor(unsafe { &*from }, unsafe { &*to }, stream)
+        unsafe { device::copy_tensor(&*from, &*to, stream) }
     })
 }
 
@@ -111,7 +111,11 @@ pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
 /// # Safety
 /// `out` valid.
 #[no_mangle]
-pub unsafe extern "C" fn TVMStreamCreate(device_type: c_int, device_id: c_int, out: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMStreamCreate(
+    device_type: c_int,
+    device_id: c_int,
+    out: *mut *mut c_void,
+) -> c_int {
     guard(|| {
         check_out(out, "TVMStreamCreate: out")?;
         let dev = DLDevice::new(device_type, device_id);
@@ -124,7 +128,11 @@ pub unsafe extern "C" fn TVMStreamCreate(device_type: c_int, device_id: c_int, o
 
 /// Frees a stream (`TVMStreamFree`).
 #[no_mangle]
-pub extern "C" fn TVMStreamFree(device_type: c_int, device_id: c_int, stream: *mut c_void) -> c_int {
+pub extern "C" fn TVMStreamFree(
+    device_type: c_int,
+    device_id: c_int,
+    stream: *mut c_void,
+) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
         device::api(dev)?.free_stream(dev, stream)
@@ -142,7 +150,11 @@ pub extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, handle: *mu
 
 /// Waits for a stream's work (`TVMSynchronize`).
 #[no_mangle]
-pub extern "C" fn TVMSynchronize(device_type: c_int, device_id: c_int, stream: *mut c_void) -> c_int {
+pub extern "C" fn TVMSynchronize(
+    device_type: c_int,
+    device_id: c_int,
+    stream: *mut c_void,
+) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
         device::api(dev)?.stream_sync(dev, stream)
@@ -152,7 +164,11 @@ pub extern "C" fn TVMSynchronize(device_type: c_int, device_id: c_int, stream: *
 /// `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
 /// export, not in the reference).
 #[no_mangle]
-pub extern "C" fn TVMStreamSync(device_type: c_int, device_id: c_int, stream: *mut c_void) -> c_int {
+pub extern "C" fn TVMStreamSync(
+    device_type: c_int,
+    device_id: c_int,
+    stream: *mut c_void,
+) -> c_int {
     TVMSynchronize(device_type, device_id, stream)
 }
 

@@ -14,7 +14,9 @@ pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
             String::new()
         } else {
             // SAFETY: caller contract.
-            unsafe { CStr::from_ptr(msg) }.to_string_lossy().into_owned()
+            unsafe { CStr::from_ptr(msg) }
+                .to_string_lossy()
+                .into_owned()
         };
         e::set_last_error_message(s);
         Ok(())

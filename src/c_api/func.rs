@@ -50,7 +50,9 @@ pub unsafe extern "C" fn TVMFuncCall(
             if matches!(rv, RetValue::Null) {
                 return Ok(());
             }
-            return Err(Error::value("TVMFuncCall: ret_val or ret_type_code is NULL"));
+            return Err(Error::value(
+                "TVMFuncCall: ret_val or ret_type_code is NULL",
+            ));
         }
         let (v, c) = rv.into_c();
         // SAFETY: checked non-null; caller provides valid slots.

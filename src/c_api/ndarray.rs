@@ -4,7 +4,7 @@ use super::check_out;
 use crate::ffi::error::{guard, Error, Result};
 use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
 use crate::ndarray::{self, NDArrayObj};
-use crate::object::{Object, ObjectRef, TYPE_NDARRAY};
+use crate::object::{ObjectRef, TYPE_NDARRAY};
 use std::ffi::{c_int, c_uint, c_void};
 
 fn check_handle(h: *mut DLTensor, what: &str) -> Result<()> {
@@ -33,7 +33,9 @@ pub unsafe extern "C" fn TVMArrayAlloc(
     guard(|| {
         check_out(out, "TVMArrayAlloc: out")?;
         if ndim < 0 {
-            return Err(Error::value(format!("TVMArrayAlloc: ndim {ndim} is negative")));
+            return Err(Error::value(format!(
+                "TVMArrayAlloc: ndim {ndim} is negative"
+            )));
         }
         if ndim > 0 && shape.is_null() {
             return Err(Error::value("TVMArrayAlloc: shape is NULL"));
@@ -54,7 +56,8 @@ pub unsafe extern "C" fn TVMArrayAlloc(
         };
         let dtype = DLDataType::new(dtype_code as u8, dtype_bits as u8, dtype_lanes as u16);
         let dev = DLDevice::new(device_type, device_id);
-        let arr = NDArrayObj::empty(shape, dtype, dev, None).map_err(|e| e.context("TVMArrayAlloc"))?;
+        let arr =
+            NDArrayObj::empty(shape, dtype, dev, None).map_err(|e| e.context("TVMArrayAlloc"))?;
         // SAFETY: checked non-null.
         unsafe { *out = ndarray::handle_of(&arr) };
         std::mem::forget(arr);
@@ -91,7 +94,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(
             return Err(Error::value("TVMArrayCopyFromBytes: data is NULL"));
         }
         // SAFETY: checked non-null; caller contract.
-        ndarray::copy_from_bytes(unsafe { &*handle }, data, nbytes)
+        unsafe { ndarray::copy_from_bytes(&*handle, data, nbytes) }
     })
 }
 
@@ -111,7 +114,7 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
             return Err(Error::value("TVMArrayCopyToBytes: data is NULL"));
         }
         // SAFETY: checked non-null; caller contract.
-        ndarray::copy_to_bytes(unsafe { &*handle }, data, nbytes)
+        unsafe { ndarray::copy_to_bytes(&*handle, data, nbytes) }
     })
 }
 
@@ -129,7 +132,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromTo(
         check_handle(from, "TVMArrayCopyFromTo: from")?;
         check_handle(to, "TVMArrayCopyFromTo: to")?;
         // SAFETY: checked non-null; caller contract.
-        ndarray::copy_from_to(unsafe { &*from }, unsafe { &*to }, stream)
+        unsafe { ndarray::copy_from_to(&*from, &*to, stream) }
             .map_err(|e| e.context("TVMArrayCopyFromTo"))
     })
 }
@@ -160,7 +163,10 @@ pub unsafe extern "C" fn TVMArrayFromDLPack(
 /// # Safety
 /// `from` an NDArray handle; `out` valid.
 #[no_mangle]
-pub unsafe extern "C" fn TVMArrayToDLPack(from: *mut DLTensor, out: *mut *mut DLManagedTensor) -> c_int {
+pub unsafe extern "C" fn TVMArrayToDLPack(
+    from: *mut DLTensor,
+    out: *mut *mut DLManagedTensor,
+) -> c_int {
     guard(|| {
         check_handle(from, "TVMArrayToDLPack")?;
         check_out(out, "TVMArrayToDLPack: out")?;
@@ -198,12 +204,15 @@ pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedT
 /// # Safety
 /// `handle` an NDArray handle; `out_tindex` valid.
 #[no_mangle]
-pub unsafe extern "C" fn TVMArrayGetTypeIndex(handle: *mut DLTensor, out_tindex: *mut c_uint) -> c_int {
+pub unsafe extern "C" fn TVMArrayGetTypeIndex(
+    handle: *mut DLTensor,
+    out_tindex: *mut c_uint,
+) -> c_int {
     guard(|| {
         check_handle(handle, "TVMArrayGetTypeIndex")?;
         check_out(out_tindex, "TVMArrayGetTypeIndex: out_tindex")?;
         // SAFETY: caller contract: an NDArray handle of a live array.
-        let o = unsafe { ndarray::object_of_handle(handle) as *mut Object };
+        let o = unsafe { ndarray::object_of_handle(handle) };
         // SAFETY: as above; checked out pointer.
         unsafe { *out_tindex = (*o).type_index() };
         debug_assert!(unsafe { (*o).type_index() } == TYPE_NDARRAY);

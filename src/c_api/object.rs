@@ -46,7 +46,10 @@ pub unsafe extern "C" fn TVMObjectTypeKey2Index(
 /// # Safety
 /// `out_type_key` must be valid.
 #[no_mangle]
-pub unsafe extern "C" fn TVMObjectTypeIndex2Key(tindex: c_uint, out_type_key: *mut *mut c_char) -> c_int {
+pub unsafe extern "C" fn TVMObjectTypeIndex2Key(
+    tindex: c_uint,
+    out_type_key: *mut *mut c_char,
+) -> c_int {
     guard(|| {
         check_out(out_type_key, "TVMObjectTypeIndex2Key: out_type_key")?;
         let key = object::type_index_to_key(tindex)?;

@@ -94,12 +94,16 @@ fn workspace_free(p: *mut c_void) -> Result<()> {
     POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         // Workspaces are freed in reverse order of allocation: search from the back.
-        let pos = pool.live.iter().rposition(|&(q, _)| q == p).ok_or_else(|| {
-            Error::value(format!(
-                "TVMBackendFreeWorkspace: {p:p} is not a live workspace of this thread \
+        let pos = pool
+            .live
+            .iter()
+            .rposition(|&(q, _)| q == p)
+            .ok_or_else(|| {
+                Error::value(format!(
+                    "TVMBackendFreeWorkspace: {p:p} is not a live workspace of this thread \
                  (double free, or freed on another thread)"
-            ))
-        })?;
+                ))
+            })?;
         let (_, s) = pool.live.swap_remove(pos);
         if pool.free.len() < POOL_KEEP {
             pool.free.push((s, p));
@@ -146,6 +150,9 @@ impl DeviceApi for CpuDeviceApi {
         host_alloc(nbytes, alignment)
     }
 
+    // The trait's contract (memory from `alloc_data_space`) makes this sound; the trait method
+    // cannot be `unsafe` because backends receive opaque device pointers.
+    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         // SAFETY: the C contract: ptr came from alloc_data_space.
         unsafe { host_free(ptr) };

@@ -262,7 +262,10 @@ pub fn api(dev: DLDevice) -> Result<ApiRef> {
 
 /// Copies between two tensors of the same size through the right backend (the non-CPU side's
 /// backend when they differ).
-pub fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
+///
+/// # Safety
+/// Both tensors must describe valid memory on their devices.
+pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
     let n_from = crate::ndarray::tensor_nbytes(from)?;
     let n_to = crate::ndarray::tensor_nbytes(to)?;
     if n_from != n_to {
@@ -284,8 +287,8 @@ pub fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()>
         to.device
     };
     let a = api(dev)?;
-    // SAFETY: both tensors describe `n_from` valid bytes (checked sizes, caller-supplied
-    // tensors are valid by the C API's contract).
+    // SAFETY: both tensors describe `n_from` valid bytes (sizes checked; validity is the
+    // caller's contract).
     unsafe {
         a.copy_data(
             from.data,

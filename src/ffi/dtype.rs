@@ -76,13 +76,24 @@ mod tests {
     #[test]
     fn round_trip() {
         for s in [
-            "float32", "int8", "uint8", "int64", "float16", "bfloat16", "int8x4", "float32x8",
-            "bool", "handle",
+            "float32",
+            "int8",
+            "uint8",
+            "int64",
+            "float16",
+            "bfloat16",
+            "int8x4",
+            "float32x8",
+            "bool",
+            "handle",
         ] {
             let t = dtype_from_string(s).unwrap();
             assert_eq!(dtype_to_string(t), s);
         }
-        assert_eq!(dtype_from_string("float").unwrap(), DLDataType::new(DL_FLOAT, 32, 1));
+        assert_eq!(
+            dtype_from_string("float").unwrap(),
+            DLDataType::new(DL_FLOAT, 32, 1)
+        );
         assert!(dtype_from_string("floaty").is_err());
         assert!(dtype_from_string("int0").is_err());
     }

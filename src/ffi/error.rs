@@ -148,7 +148,11 @@ impl Error {
                 return Error::new(kind, &msg[pos + 2..]);
             }
             let name = &first[..pos];
-            if !name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '.') {
+            if !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+            {
                 return Error::new(ErrorKind::Verbatim, msg);
             }
         }

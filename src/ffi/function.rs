@@ -110,7 +110,13 @@ impl PackedFuncObj {
                 // SAFETY: forwarded contract; `rv` outlives the call and is what
                 // TVMCFuncSetReturn expects behind the handle.
                 let r = unsafe {
-                    func(values, codes, n, rv as *mut RetValue as *mut c_void, *resource)
+                    func(
+                        values,
+                        codes,
+                        n,
+                        rv as *mut RetValue as *mut c_void,
+                        *resource,
+                    )
                 };
                 if r != 0 {
                     return Err(Error::from_last());
@@ -208,7 +214,9 @@ impl Function {
     /// The payload.
     #[inline(always)]
     pub fn obj(&self) -> &PackedFuncObj {
-        self.0.downcast_ref::<PackedFuncObj>().expect("checked at construction")
+        self.0
+            .downcast_ref::<PackedFuncObj>()
+            .expect("checked at construction")
     }
 
     /// Calls with Rust-side arguments.

@@ -151,11 +151,7 @@ impl<'a> ArgValue<'a> {
                         ArgValue::Object(ObjArg::new(*slot))
                     }
                 }
-                c => {
-                    return Err(Error::type_error(format!(
-                        "unknown argument type code {c}"
-                    )))
-                }
+                c => return Err(Error::type_error(format!("unknown argument type code {c}"))),
             })
         }
     }
@@ -163,7 +159,12 @@ impl<'a> ArgValue<'a> {
     /// Writes this value in C form. Strings and objects stay borrowed from `self`.
     pub fn to_c(&self) -> (TVMValue, i32) {
         match *self {
-            ArgValue::Null => (TVMValue { v_handle: std::ptr::null_mut() }, tc::NULLPTR),
+            ArgValue::Null => (
+                TVMValue {
+                    v_handle: std::ptr::null_mut(),
+                },
+                tc::NULLPTR,
+            ),
             ArgValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
             ArgValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
             ArgValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::INT),
@@ -171,9 +172,20 @@ impl<'a> ArgValue<'a> {
             ArgValue::DataType(t) => (TVMValue { v_type: t }, tc::DATA_TYPE),
             ArgValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
             ArgValue::Str(s) => (TVMValue { v_str: s.as_ptr() }, tc::STR),
-            ArgValue::Bytes(_) => (TVMValue { v_handle: std::ptr::null_mut() }, tc::BYTES),
-            ArgValue::DLTensor(t) => (TVMValue { v_handle: t as *mut c_void }, tc::DLTENSOR_HANDLE),
-            ArgValue::Object(o) => object_to_c(o.as_ptr()),
+            ArgValue::Bytes(_) => (
+                TVMValue {
+                    v_handle: std::ptr::null_mut(),
+                },
+                tc::BYTES,
+            ),
+            ArgValue::DLTensor(t) => (
+                TVMValue {
+                    v_handle: t as *mut c_void,
+                },
+                tc::DLTENSOR_HANDLE,
+            ),
+            // SAFETY: the borrowed object lives as long as `self`.
+            ArgValue::Object(o) => unsafe { object_to_c(o.as_ptr()) },
         }
     }
 
@@ -202,8 +214,11 @@ impl<'a> ArgValue<'a> {
 
 /// Writes an object pointer in C form: NDArrays as their `DLTensor*`, modules and functions
 /// with their own codes.
-pub fn object_to_c(p: *mut Object) -> (TVMValue, i32) {
-    // SAFETY: callers pass live objects.
+///
+/// # Safety
+/// `p` must point to a live object.
+pub unsafe fn object_to_c(p: *mut Object) -> (TVMValue, i32) {
+    // SAFETY: caller contract.
     let index = unsafe { (*p).type_index() };
     match index {
         TYPE_NDARRAY => (
@@ -213,12 +228,24 @@ pub fn object_to_c(p: *mut Object) -> (TVMValue, i32) {
             },
             tc::NDARRAY_HANDLE,
         ),
-        TYPE_MODULE => (TVMValue { v_handle: p as *mut c_void }, tc::MODULE_HANDLE),
+        TYPE_MODULE => (
+            TVMValue {
+                v_handle: p as *mut c_void,
+            },
+            tc::MODULE_HANDLE,
+        ),
         TYPE_PACKED_FUNC => (
-            TVMValue { v_handle: p as *mut c_void },
+            TVMValue {
+                v_handle: p as *mut c_void,
+            },
             tc::PACKED_FUNC_HANDLE,
         ),
-        _ => (TVMValue { v_handle: p as *mut c_void }, tc::OBJECT_HANDLE),
+        _ => (
+            TVMValue {
+                v_handle: p as *mut c_void,
+            },
+            tc::OBJECT_HANDLE,
+        ),
     }
 }
 
@@ -471,7 +498,9 @@ impl RetValue {
                         return Ok(RetValue::Null);
                     }
                     let obj = (v.v_handle as *mut u8).sub(PAYLOAD_OFFSET) as *mut Object;
-                    Ok(RetValue::Object(ObjectRef::from_raw(obj).expect("non-null")))
+                    Ok(RetValue::Object(
+                        ObjectRef::from_raw(obj).expect("non-null"),
+                    ))
                 }
                 _ => Self::from_c_copy(v, code),
             }
@@ -483,13 +512,23 @@ impl RetValue {
     /// next call on this thread.
     pub fn into_c(self) -> (TVMValue, i32) {
         match self {
-            RetValue::Null => (TVMValue { v_handle: std::ptr::null_mut() }, tc::NULLPTR),
+            RetValue::Null => (
+                TVMValue {
+                    v_handle: std::ptr::null_mut(),
+                },
+                tc::NULLPTR,
+            ),
             RetValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
             RetValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
             RetValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::BOOL),
             RetValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
             RetValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
-            RetValue::DLTensor(t) => (TVMValue { v_handle: t as *mut c_void }, tc::DLTENSOR_HANDLE),
+            RetValue::DLTensor(t) => (
+                TVMValue {
+                    v_handle: t as *mut c_void,
+                },
+                tc::DLTENSOR_HANDLE,
+            ),
             RetValue::DataType(t) => Self::store_str(dtype_to_string(t)),
             RetValue::Str(s) => Self::store_str(s),
             RetValue::Bytes(b) => RET_STORE.with(|st| {
@@ -508,7 +547,8 @@ impl RetValue {
             }),
             RetValue::Object(o) => {
                 let p = o.into_raw();
-                object_to_c(p)
+                // SAFETY: `p` carries the reference we just gave up, so it is live.
+                unsafe { object_to_c(p) }
             }
         }
     }
@@ -522,7 +562,12 @@ impl RetValue {
         RET_STORE.with(|st| {
             let mut st = st.borrow_mut();
             st.s = c;
-            (TVMValue { v_str: st.s.as_ptr() }, tc::STR)
+            (
+                TVMValue {
+                    v_str: st.s.as_ptr(),
+                },
+                tc::STR,
+            )
         })
     }
 
@@ -556,7 +601,9 @@ impl RetValue {
     pub fn into_object(self) -> Result<ObjectRef> {
         match self {
             RetValue::Object(o) => Ok(o),
-            other => Err(Error::type_error(format!("expected an object, got {other:?}"))),
+            other => Err(Error::type_error(format!(
+                "expected an object, got {other:?}"
+            ))),
         }
     }
 }

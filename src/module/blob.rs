@@ -129,17 +129,12 @@ fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
     let rv = f.call(&[ArgValue::Handle(
         reader as *mut BlobReader<'_> as *mut std::ffi::c_void,
     )])?;
-    Module::from_object(rv.into_object()?)
-        .map_err(|e| e.context(format!("loader {name} returned")))
+    Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))
 }
 
 /// Rebuilds the module tree of a library from its blob. Returns the root module and the
 /// library module (whose address compiled code gets as `__tvm_module_ctx`).
-pub fn process_blob(
-    blob: &[u8],
-    lib: Arc<dyn Library>,
-    context: &str,
-) -> Result<(Module, Module)> {
+pub fn process_blob(blob: &[u8], lib: Arc<dyn Library>, context: &str) -> Result<(Module, Module)> {
     let mut r = BlobReader::new(blob, context);
     let count = r.read_u64("the number of modules")?;
     if count > r.remaining() as u64 {
@@ -177,7 +172,11 @@ pub fn process_blob(
         }
         return Ok((root.clone(), root));
     }
-    let bad_tree = || Error::value(format!("{context}: the module blob's import tree is corrupted"));
+    let bad_tree = || {
+        Error::value(format!(
+            "{context}: the module blob's import tree is corrupted"
+        ))
+    };
     if row_ptr.len() != modules.len() + 1 {
         return Err(bad_tree());
     }

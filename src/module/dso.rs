@@ -20,7 +20,7 @@ impl Library for DsoLibrary {
         };
         // SAFETY: we only take the symbol's address; callers interpret it per TVM's ABI.
         match unsafe { self.lib.get::<*mut c_void>(c.as_bytes_with_nul()) } {
-            Ok(s) => s.into_raw() as *mut c_void,
+            Ok(s) => s.into_raw(),
             Err(_) => std::ptr::null_mut(),
         }
     }
@@ -57,7 +57,9 @@ pub fn load(path: &str) -> Result<Module> {
     let meta = std::fs::metadata(path)
         .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?;
     if !meta.is_file() {
-        return Err(Error::value(format!("cannot open module file {path}: not a file")));
+        return Err(Error::value(format!(
+            "cannot open module file {path}: not a file"
+        )));
     }
     let mut magic = [0u8; 4];
     {
@@ -113,9 +115,8 @@ pub fn load(path: &str) -> Result<Module> {
             )));
         }
         // SAFETY: the length was checked against the symbol's size.
-        let blob = unsafe {
-            std::slice::from_raw_parts((blob_sym as *const u8).add(8), nbytes as usize)
-        };
+        let blob =
+            unsafe { std::slice::from_raw_parts((blob_sym as *const u8).add(8), nbytes as usize) };
         process_blob(blob, lib_dyn, path)?
     };
     let ctx_slot = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;

@@ -119,7 +119,10 @@ pub fn init_context_functions(lib: &dyn Library) {
     use crate::c_api as c;
     let table: [(&str, *mut c_void); 7] = [
         ("__TVMFuncCall", c::func::TVMFuncCall as *mut c_void),
-        ("__TVMAPISetLastError", c::error::TVMAPISetLastError as *mut c_void),
+        (
+            "__TVMAPISetLastError",
+            c::error::TVMAPISetLastError as *mut c_void,
+        ),
         (
             "__TVMBackendGetFuncFromEnv",
             c::backend::TVMBackendGetFuncFromEnv as *mut c_void,

@@ -109,7 +109,9 @@ impl Module {
     }
 
     fn obj(&self) -> &ModuleObj {
-        self.0.downcast_ref::<ModuleObj>().expect("checked at construction")
+        self.0
+            .downcast_ref::<ModuleObj>()
+            .expect("checked at construction")
     }
 
     /// The node.
@@ -247,7 +249,8 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
         ))
     })?;
     let c = std::ffi::CString::new(path).map_err(|_| Error::value("path contains NUL"))?;
-    let cf = std::ffi::CString::new(fmt.as_str()).map_err(|_| Error::value("format contains NUL"))?;
+    let cf =
+        std::ffi::CString::new(fmt.as_str()).map_err(|_| Error::value("format contains NUL"))?;
     let rv = f.call(&[
         crate::ffi::ArgValue::Str(&c),
         crate::ffi::ArgValue::Str(&cf),

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Runs every test of the project on a fresh machine: installs what is missing (scripts/setup.sh),
+# builds, then runs the Rust tests, the C conformance suite on our library and on the reference
+# (plus valgrind), the Python suite on both, the examples and the header check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+source scripts/env.sh
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "build (release)"
+cargo build --release --all-targets
+
+if command -v cargo-clippy >/dev/null 2>&1 || cargo clippy --version >/dev/null 2>&1; then
+  step "clippy"
+  cargo clippy --all-targets -- -D warnings
+fi
+step "fmt"
+cargo fmt --all -- --check
+
+if [ -f scripts/build_fixtures.py ]; then
+  step "fixtures (cached)"
+  "$TVMRT_PYTHON" scripts/build_fixtures.py
+fi
+
+step "rust tests"
+cargo test --release
+
+if [ -f c_tests/CMakeLists.txt ]; then
+  step "C suite on the reference runtime"
+  bash scripts/run_c_tests.sh ref
+  step "C suite on our runtime"
+  bash scripts/run_c_tests.sh ours
+  step "C suite on our runtime under valgrind"
+  bash scripts/run_c_tests.sh ours --valgrind
+fi
+
+if [ -d tests/python ]; then
+  step "Python suite on the reference runtime"
+  bash scripts/run_python_tests.sh ref
+  step "Python suite on our runtime"
+  bash scripts/run_python_tests.sh ours
+fi
+
+step "all tests passed"
