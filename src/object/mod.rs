@@ -57,9 +57,7 @@ macro_rules! impl_object_type {
             #[inline]
             fn type_index() -> u32 {
                 static INDEX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-                *INDEX.get_or_init(|| {
-                    $crate::object::type_table::register_dynamic($key, $parent)
-                })
+                *INDEX.get_or_init(|| $crate::object::type_table::register_dynamic($key, $parent))
             }
         }
     };
