@@ -150,10 +150,20 @@ impl Module {
         Ok(())
     }
 
+    /// Whether `target` is reachable through imports (iterative, each module visited once, so
+    /// shared sub-trees cost nothing extra).
     fn reaches(&self, target: &Module) -> bool {
-        self.imports()
-            .iter()
-            .any(|m| m.0.same_as(&target.0) || m.reaches(target))
+        let mut seen = std::collections::HashSet::new();
+        let mut stack = self.imports();
+        while let Some(m) = stack.pop() {
+            if m.0.same_as(&target.0) {
+                return true;
+            }
+            if seen.insert(m.0.as_ptr() as usize) {
+                stack.extend(m.imports());
+            }
+        }
+        false
     }
 
     /// Drops all imports.
