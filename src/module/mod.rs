@@ -182,11 +182,23 @@ impl Module {
             return Ok(Some(f));
         }
         if query_imports {
-            for m in self.imports() {
-                if let Some(f) = m.get_function(name, true)? {
-                    return Ok(Some(f));
-                }
+            return self.find_in_imports(name);
+        }
+        Ok(None)
+    }
+
+    /// Depth-first search of the imports (each module visited once).
+    fn find_in_imports(&self, name: &str) -> Result<Option<Function>> {
+        let mut seen = std::collections::HashSet::new();
+        let mut stack: Vec<Module> = self.imports().into_iter().rev().collect();
+        while let Some(m) = stack.pop() {
+            if !seen.insert(m.0.as_ptr() as usize) {
+                continue;
             }
+            if let Some(f) = m.obj().node.get_function(name, Some(&m.0))? {
+                return Ok(Some(f));
+            }
+            stack.extend(m.imports().into_iter().rev());
         }
         Ok(None)
     }
@@ -205,12 +217,7 @@ impl Module {
         }
         let mut found = obj.node.get_function(name, None)?;
         if found.is_none() {
-            for m in self.imports() {
-                found = m.get_function(name, true)?;
-                if found.is_some() {
-                    break;
-                }
-            }
+            found = self.find_in_imports(name)?;
         }
         let f = match found {
             Some(f) => f,
