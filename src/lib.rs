@@ -19,3 +19,9 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod threading;
+
+pub use ffi::dtype::{dtype_from_string, dtype_to_string};
+pub use ffi::types::{DLDataType, DLDevice};
+pub use ffi::{ArgValue, Error, ErrorKind, Function, Result, RetValue};
+pub use module::Module;
+pub use ndarray::{Element, NDArray};

@@ -430,3 +430,153 @@ pub unsafe fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Re
     // SAFETY: forwarded contract.
     unsafe { device::copy_tensor(from, to, stream) }
 }
+
+/// Rust element types with their TVM data type.
+pub trait Element: Copy + Default + 'static {
+    /// The data type of one element.
+    const DTYPE: DLDataType;
+}
+
+macro_rules! element {
+    ($($t:ty => $code:expr, $bits:expr;)*) => {
+        $(impl Element for $t {
+            const DTYPE: DLDataType = DLDataType::new($code, $bits, 1);
+        })*
+    };
+}
+
+element! {
+    f32 => DL_FLOAT, 32;
+    f64 => DL_FLOAT, 64;
+    i8 => crate::ffi::types::DL_INT, 8;
+    i16 => crate::ffi::types::DL_INT, 16;
+    i32 => crate::ffi::types::DL_INT, 32;
+    i64 => crate::ffi::types::DL_INT, 64;
+    u8 => crate::ffi::types::DL_UINT, 8;
+    u16 => crate::ffi::types::DL_UINT, 16;
+    u32 => crate::ffi::types::DL_UINT, 32;
+    u64 => crate::ffi::types::DL_UINT, 64;
+}
+
+/// A reference to an NDArray object: the safe Rust face of arrays.
+#[derive(Clone, Debug)]
+pub struct NDArray(ObjectRef);
+
+impl NDArray {
+    /// Allocates an uninitialised array.
+    pub fn empty(shape: &[i64], dtype: DLDataType, dev: DLDevice) -> Result<NDArray> {
+        Ok(NDArray(NDArrayObj::empty(shape, dtype, dev, None)?))
+    }
+
+    /// A CPU array holding a copy of `data` with the given shape.
+    pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<NDArray> {
+        let a = Self::empty(shape, T::DTYPE, DLDevice::CPU)?;
+        a.copy_from_slice(data)?;
+        Ok(a)
+    }
+
+    /// Wraps an object known to be an NDArray.
+    pub fn from_object(o: ObjectRef) -> Result<NDArray> {
+        if o.downcast_ref::<NDArrayObj>().is_some() {
+            Ok(NDArray(o))
+        } else {
+            Err(Error::type_error(format!(
+                "expected an NDArray but got {}",
+                o.type_key()
+            )))
+        }
+    }
+
+    /// The object.
+    pub fn as_object(&self) -> &ObjectRef {
+        &self.0
+    }
+
+    /// The object, consumed.
+    pub fn into_object(self) -> ObjectRef {
+        self.0
+    }
+
+    fn obj(&self) -> &NDArrayObj {
+        self.0.downcast_ref::<NDArrayObj>().expect("checked at construction")
+    }
+
+    /// The shape.
+    pub fn shape(&self) -> &[i64] {
+        self.obj().shape()
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DLDataType {
+        self.obj().dtype()
+    }
+
+    /// The device.
+    pub fn device(&self) -> DLDevice {
+        self.obj().device()
+    }
+
+    /// Bytes of the elements.
+    pub fn nbytes(&self) -> usize {
+        self.obj().nbytes()
+    }
+
+    /// The `DLTensor*` handle C code uses for this array.
+    pub fn handle(&self) -> *mut DLTensor {
+        handle_of(&self.0)
+    }
+
+    /// The tensor.
+    pub fn dltensor(&self) -> &DLTensor {
+        self.obj().dltensor()
+    }
+
+    fn check_elem<T: Element>(&self, len: usize) -> Result<()> {
+        if T::DTYPE != self.dtype() || len * std::mem::size_of::<T>() != self.nbytes() {
+            return Err(Error::value(format!(
+                "array of {} ({} bytes) does not match {len} elements of {}",
+                crate::ffi::dtype::dtype_to_string(self.dtype()),
+                self.nbytes(),
+                crate::ffi::dtype::dtype_to_string(T::DTYPE)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Copies elements in from host memory (count and type must match).
+    pub fn copy_from_slice<T: Element>(&self, data: &[T]) -> Result<()> {
+        self.check_elem::<T>(data.len())?;
+        // SAFETY: the array is live and `data` holds exactly nbytes bytes (checked).
+        unsafe { copy_from_bytes(self.dltensor(), data.as_ptr() as *const c_void, self.nbytes()) }
+    }
+
+    /// Copies the elements out to a vector (type must match).
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        let n = self.nbytes() / std::mem::size_of::<T>().max(1);
+        self.check_elem::<T>(n)?;
+        let mut v = vec![T::default(); n];
+        // SAFETY: the array is live and `v` holds exactly nbytes bytes (checked).
+        unsafe { copy_to_bytes(self.dltensor(), v.as_mut_ptr() as *mut c_void, self.nbytes())? };
+        Ok(v)
+    }
+
+    /// Copies this array's contents into `dst` (same size), across devices if needed.
+    pub fn copy_to(&self, dst: &NDArray) -> Result<()> {
+        // SAFETY: both arrays are live objects describing their own memory.
+        unsafe { copy_from_to(self.dltensor(), dst.dltensor(), std::ptr::null_mut()) }
+    }
+
+    /// A view with another shape and type at a byte offset.
+    pub fn view(&self, shape: &[i64], dtype: DLDataType, byte_offset: u64) -> Result<NDArray> {
+        Ok(NDArray(create_view(&self.0, shape, dtype, byte_offset)?))
+    }
+}
+
+impl<'a> From<&'a NDArray> for crate::ffi::value::ArgValue<'a> {
+    fn from(a: &'a NDArray) -> Self {
+        // SAFETY: `a` keeps the object alive for 'a.
+        crate::ffi::value::ArgValue::Object(unsafe {
+            crate::ffi::value::ObjArg::new(a.0.as_ptr())
+        })
+    }
+}

@@ -189,6 +189,12 @@ impl Function {
         }))
     }
 
+    /// A function of the global registry; an error naming it when absent.
+    pub fn get_global(name: &str) -> Result<Function> {
+        super::registry::get(name)
+            .ok_or_else(|| Error::attribute(format!("no global function named {name}")))
+    }
+
     /// Wraps an object known to be a PackedFunc.
     pub fn from_object(o: ObjectRef) -> Result<Function> {
         if o.downcast_ref::<PackedFuncObj>().is_some() {

@@ -86,6 +86,22 @@ impl Module {
         }))
     }
 
+    /// Loads a module from a file (format from the extension: `.so` libraries and any format
+    /// with a registered `runtime.module.loadfile_<ext>` loader).
+    pub fn load(path: &str) -> Result<Module> {
+        load_from_file(path, "")
+    }
+
+    /// A function of this module or its imports; an error naming it when absent.
+    pub fn function(&self, name: &str) -> Result<Function> {
+        self.get_function(name, true)?.ok_or_else(|| {
+            Error::attribute(format!(
+                "module of type {} has no function {name}",
+                self.type_key()
+            ))
+        })
+    }
+
     /// Wraps an object known to be a module.
     pub fn from_object(o: ObjectRef) -> Result<Module> {
         if o.downcast_ref::<ModuleObj>().is_some() {
