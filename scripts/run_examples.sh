@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs the runtime into a temporary prefix, builds every example against the installed
+# CMake package, and runs them; then checks drop-in substitution: a C program built and linked
+# against TVM's reference libtvm_runtime.so gives identical output on ours, through
+# LD_LIBRARY_PATH and through LD_PRELOAD; and that only C ABI symbols are exported.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+ROOT="$PWD"
+MODEL="${MODEL:-$ROOT/examples/models/mlp.so}"
+INPUT="${INPUT:-data}"
+ADD="${ADD:-$TVMRT_CACHE/fixtures/add_static.so}"
+for f in "$MODEL" "$ADD"; do
+  [ -f "$f" ] || { echo "run_examples: missing $f (run scripts/build_fixtures.py)"; exit 1; }
+done
+B="$ROOT/build/examples"
+PREFIX="$B/prefix"
+mkdir -p "$B"
+
+echo "--- install to $PREFIX"
+cmake -S . -B "$B/runtime" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$B/runtime" >/dev/null
+cmake --install "$B/runtime" --prefix "$PREFIX" >/dev/null
+export LD_LIBRARY_PATH="$PREFIX/lib"
+
+echo "--- exported symbols"
+bad=$(nm -D --defined-only "$PREFIX/lib/libtvm_runtime.so" | awk '{print $3}' | grep -v '^TVM' || true)
+if [ -n "$bad" ]; then echo "non-ABI symbols exported:"; echo "$bad"; exit 1; fi
+echo "only TVM* symbols: $(nm -D --defined-only "$PREFIX/lib/libtvm_runtime.so" | wc -l)"
+
+echo "--- C"
+cmake -S examples/c -B "$B/c" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$B/c" >/dev/null
+"$B/c/deploy_model" "$MODEL" "$INPUT" | tee "$B/c.out"
+
+echo "--- C++"
+cmake -S examples/cpp -B "$B/cpp" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$B/cpp" >/dev/null
+"$B/cpp/deploy_model_cpp" "$MODEL" "$INPUT" > "$B/cpp.out"
+diff "$B/c.out" "$B/cpp.out" && echo "C++ output identical to C"
+
+echo "--- drop-in: built against the reference, run on ours"
+mkdir -p "$B/ref-lib" "$B/ours-lib"
+ln -sf "$TVMRT_REF_LIB" "$B/ref-lib/libtvm_runtime.so"
+ln -sf "$PREFIX/lib/libtvm_runtime.so" "$B/ours-lib/libtvm_runtime.so"
+gcc -std=c99 -O2 -o "$B/deploy_ref" examples/c/deploy_model.c \
+  -I"$TVMRT_REF_INCLUDE" -I"$TVMRT_REF_DLPACK_INCLUDE" -L"$B/ref-lib" -ltvm_runtime -lm
+LD_LIBRARY_PATH="$B/ref-lib" "$B/deploy_ref" "$MODEL" "$INPUT" > "$B/ref.out"
+LD_LIBRARY_PATH="$B/ours-lib" "$B/deploy_ref" "$MODEL" "$INPUT" > "$B/ours.out"
+LD_LIBRARY_PATH="$B/ref-lib" LD_PRELOAD="$B/ours-lib/libtvm_runtime.so" "$B/deploy_ref" \
+  "$MODEL" "$INPUT" > "$B/preload.out"
+diff "$B/ref.out" "$B/ours.out" && echo "LD_LIBRARY_PATH: identical to the reference"
+diff "$B/ref.out" "$B/preload.out" && echo "LD_PRELOAD: identical to the reference"
+diff "$B/ref.out" "$B/c.out" && echo "the example built on our package agrees too"
+
+echo "--- Rust"
+cargo run -q --release --example rust_api -- "$ADD"
+
+echo "--- Java"
+cmake -S examples/java -B "$B/java" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$B/java" >/dev/null
+java -Djava.library.path="$B/java" -cp "$B/java/tvm4j-example.jar" org.tvmrt.Main "$ADD"
+
+echo "--- Node"
+(cd examples/node && npm install --silent --no-audit --no-fund >/dev/null)
+node examples/node/index.js "$PREFIX/lib/libtvm_runtime.so" "$ADD"
+
+echo "--- Python (TVM's package, runtime-only, on ours)"
+TVM_LIBRARY_PATH="$B/ours-lib" TVM_USE_RUNTIME_LIB=1 TVM_FFI=ctypes \
+  "$TVMRT_PYTHON" examples/python/run_model.py "$ADD" "$MODEL" "$INPUT"
+echo "--- examples passed"
