@@ -1,12 +1,29 @@
-//! CPU parallelism for compiled code (placeholder until the pool lands: runs tasks in turn
-//! with one task per launch).
+//! CPU parallelism for compiled code: the persistent thread pool behind
+//! `TVMBackendParallelLaunch` / `TVMBackendParallelBarrier`.
+//!
+//! Design (and why it differs from the reference, which keeps one pool per application
+//! thread and so oversubscribes the machine when several threads run models):
+//! - one process-wide pool of `n - 1` workers; the launching thread runs task 0;
+//! - each worker waits on its own mailbox (spin for `TVM_THREAD_POOL_SPIN_COUNT` iterations,
+//!   then a futex), so a launch wakes exactly the workers it needs;
+//! - every task of a launch runs on its own thread at the same time, so barriers cannot
+//!   deadlock; a launch asking for more tasks than threads is an error, like the reference;
+//! - a launch from inside a task (nested parallelism), or while another application thread
+//!   holds the pool, runs its tasks on the calling thread with `num_task = 1` when the
+//!   caller let the pool choose (`num_task = 0`, what TVM's code generator emits) — each
+//!   model instance then keeps one core busy instead of fighting for all of them; an
+//!   explicit `num_task > 1` waits for the pool instead, since its tasks must run together.
+
+mod pool;
+
+pub use pool::{config_threadpool, num_threads, parallel_barrier, parallel_launch};
 
 use std::ffi::c_void;
 
 /// `TVMParallelGroupEnv`.
 #[repr(C)]
 pub struct ParallelGroupEnv {
-    /// Synchronisation state of the launch.
+    /// Synchronisation state of the launch (the barrier).
     pub sync_handle: *mut c_void,
     /// Number of tasks in the launch.
     pub num_task: i32,
@@ -15,31 +32,83 @@ pub struct ParallelGroupEnv {
 /// `FTVMParallelLambda`.
 pub type ParallelLambda = unsafe extern "C" fn(i32, *mut ParallelGroupEnv, *mut c_void) -> i32;
 
-/// Runs a parallel launch.
-///
-/// # Safety
-/// `f` must be safe to call with `cdata`.
-pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, _num_task: i32) -> i32 {
-    let mut env = ParallelGroupEnv {
-        sync_handle: std::ptr::null_mut(),
-        num_task: 1,
-    };
-    // SAFETY: caller contract.
-    unsafe { f(0, &mut env, cdata) }
+/// Settings read from the environment, parsed without touching the process environment.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolConfig {
+    /// Threads in a launch (the launcher included).
+    pub threads: usize,
+    /// Whether workers are pinned to cores.
+    pub bind: bool,
+    /// Spin iterations before a waiting thread sleeps.
+    pub spin_count: u32,
 }
 
-/// Barrier between the tasks of a launch.
-///
-/// # Safety
-/// `penv` must be the env of a running launch.
-pub unsafe fn parallel_barrier(_task_id: i32, _penv: *mut ParallelGroupEnv) -> i32 {
-    0
+impl PoolConfig {
+    /// Builds the configuration from variable lookups (`TVM_NUM_THREADS`, else
+    /// `OMP_NUM_THREADS`, else the available cores; `TVM_BIND_THREADS`;
+    /// `TVM_THREAD_POOL_SPIN_COUNT`).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>, cores: usize) -> PoolConfig {
+        let parse = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
+        let threads = parse("TVM_NUM_THREADS")
+            .or_else(|| parse("OMP_NUM_THREADS"))
+            .filter(|&n| n > 0)
+            .map(|n| n as usize)
+            .unwrap_or(cores)
+            .clamp(1, 1024);
+        let bind = parse("TVM_BIND_THREADS").map(|v| v != 0).unwrap_or(false);
+        let spin_count = parse("TVM_THREAD_POOL_SPIN_COUNT")
+            .filter(|&v| v >= 0)
+            .map(|v| v.min(u32::MAX as i64) as u32)
+            .unwrap_or(200_000);
+        PoolConfig {
+            threads,
+            bind,
+            spin_count,
+        }
+    }
+
+    /// The configuration of this process.
+    pub fn from_env() -> PoolConfig {
+        let cores = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        Self::from_lookup(|k| std::env::var(k).ok(), cores)
+    }
 }
 
-/// Threads a launch uses.
-pub fn num_threads() -> usize {
-    1
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-/// Reconfigures the pool.
-pub fn config_threadpool(_mode: i32, _nthreads: i32, _cpus: &[u32]) {}
+    #[test]
+    fn config_parsing() {
+        let env = |pairs: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                pairs
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let c = PoolConfig::from_lookup(env(&[]), 8);
+        assert_eq!((c.threads, c.bind, c.spin_count), (8, false, 200_000));
+        let c = PoolConfig::from_lookup(
+            env(&[("TVM_NUM_THREADS", "3"), ("OMP_NUM_THREADS", "5")]),
+            8,
+        );
+        assert_eq!(c.threads, 3);
+        let c = PoolConfig::from_lookup(env(&[("OMP_NUM_THREADS", "5")]), 8);
+        assert_eq!(c.threads, 5);
+        let c = PoolConfig::from_lookup(env(&[("TVM_NUM_THREADS", "zero")]), 2);
+        assert_eq!(c.threads, 2);
+        let c = PoolConfig::from_lookup(
+            env(&[
+                ("TVM_BIND_THREADS", "1"),
+                ("TVM_THREAD_POOL_SPIN_COUNT", "0"),
+            ]),
+            2,
+        );
+        assert!(c.bind);
+        assert_eq!(c.spin_count, 0);
+    }
+}
