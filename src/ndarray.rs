@@ -498,7 +498,9 @@ impl NDArray {
     }
 
     fn obj(&self) -> &NDArrayObj {
-        self.0.downcast_ref::<NDArrayObj>().expect("checked at construction")
+        self.0
+            .downcast_ref::<NDArrayObj>()
+            .expect("checked at construction")
     }
 
     /// The shape.
@@ -547,7 +549,13 @@ impl NDArray {
     pub fn copy_from_slice<T: Element>(&self, data: &[T]) -> Result<()> {
         self.check_elem::<T>(data.len())?;
         // SAFETY: the array is live and `data` holds exactly nbytes bytes (checked).
-        unsafe { copy_from_bytes(self.dltensor(), data.as_ptr() as *const c_void, self.nbytes()) }
+        unsafe {
+            copy_from_bytes(
+                self.dltensor(),
+                data.as_ptr() as *const c_void,
+                self.nbytes(),
+            )
+        }
     }
 
     /// Copies the elements out to a vector (type must match).
@@ -556,7 +564,13 @@ impl NDArray {
         self.check_elem::<T>(n)?;
         let mut v = vec![T::default(); n];
         // SAFETY: the array is live and `v` holds exactly nbytes bytes (checked).
-        unsafe { copy_to_bytes(self.dltensor(), v.as_mut_ptr() as *mut c_void, self.nbytes())? };
+        unsafe {
+            copy_to_bytes(
+                self.dltensor(),
+                v.as_mut_ptr() as *mut c_void,
+                self.nbytes(),
+            )?
+        };
         Ok(v)
     }
 
@@ -575,8 +589,6 @@ impl NDArray {
 impl<'a> From<&'a NDArray> for crate::ffi::value::ArgValue<'a> {
     fn from(a: &'a NDArray) -> Self {
         // SAFETY: `a` keeps the object alive for 'a.
-        crate::ffi::value::ArgValue::Object(unsafe {
-            crate::ffi::value::ObjArg::new(a.0.as_ptr())
-        })
+        crate::ffi::value::ArgValue::Object(unsafe { crate::ffi::value::ObjArg::new(a.0.as_ptr()) })
     }
 }

@@ -7,7 +7,11 @@ use tvm_runtime::ffi::types::{device_name, DLDevice};
 use tvm_runtime::{Module, RetValue};
 
 #[derive(Parser)]
-#[command(name = "tvmrt", version, about = "Run TVM-compiled models on tvm-runtime-rs")]
+#[command(
+    name = "tvmrt",
+    version,
+    about = "Run TVM-compiled models on tvm-runtime-rs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -59,12 +63,18 @@ fn devices() -> tvm_runtime::Result<()> {
                 ("device name", DeviceAttr::DeviceName),
                 ("max threads per block", DeviceAttr::MaxThreadsPerBlock),
                 ("warp size", DeviceAttr::WarpSize),
-                ("max shared memory per block", DeviceAttr::MaxSharedMemoryPerBlock),
+                (
+                    "max shared memory per block",
+                    DeviceAttr::MaxSharedMemoryPerBlock,
+                ),
                 ("compute version", DeviceAttr::ComputeVersion),
                 ("multiprocessors", DeviceAttr::MultiProcessorCount),
                 ("max thread dimensions", DeviceAttr::MaxThreadDimensions),
                 ("total memory (bytes)", DeviceAttr::TotalGlobalMemory),
-                ("available memory (bytes)", DeviceAttr::AvailableGlobalMemory),
+                (
+                    "available memory (bytes)",
+                    DeviceAttr::AvailableGlobalMemory,
+                ),
                 ("api version", DeviceAttr::ApiVersion),
                 ("driver version", DeviceAttr::DriverVersion),
             ] {
@@ -82,7 +92,12 @@ fn devices() -> tvm_runtime::Result<()> {
 }
 
 fn print_tree(m: &Module, depth: usize) {
-    println!("{}- {} ({})", "  ".repeat(depth), m.type_key(), m.node().get_format());
+    println!(
+        "{}- {} ({})",
+        "  ".repeat(depth),
+        m.type_key(),
+        m.node().get_format()
+    );
     for i in m.imports() {
         print_tree(&i, depth + 1);
     }

@@ -2,9 +2,9 @@
 
 use super::{check_out, cstr};
 use crate::ffi::error::{guard, Error};
-use crate::ffi::function::{Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
+use crate::ffi::function::{FuncImpl, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
 use crate::ffi::registry;
-use crate::ffi::types::{TVMByteArray, TVMValue};
+use crate::ffi::types::{type_code as tc, TVMByteArray, TVMValue};
 use crate::ffi::value::RetValue;
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
 use std::cell::RefCell;
@@ -35,8 +35,97 @@ pub unsafe extern "C" fn TVMFuncCall(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
+    // Fast path for C callbacks and compiled functions returning plain values: nothing here
+    // can panic (no allocation, indexing or unwrapping), so it runs outside the guard. A
+    // failing callee has already set the last error, which is passed on untouched.
+    let obj = func as *mut Object;
+    // SAFETY: a non-null handle is a live object by the caller's contract.
+    if !obj.is_null()
+        && unsafe { (*obj).type_index() } == TYPE_PACKED_FUNC
+        && !ret_val.is_null()
+        && !ret_type_code.is_null()
+    {
+        // SAFETY: the type index says the payload is a PackedFuncObj.
+        let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
+        match pf.imp() {
+            FuncImpl::C { func, resource, .. } => {
+                let mut rv = RetValue::Null;
+                // SAFETY: forwarded contract; `rv` is the slot TVMCFuncSetReturn writes.
+                let r = unsafe {
+                    func(
+                        arg_values,
+                        type_codes,
+                        num_args,
+                        &mut rv as *mut RetValue as *mut c_void,
+                        *resource,
+                    )
+                };
+                if r == 0 {
+                    if let Some((v, c)) = rv.pod_to_c() {
+                        // SAFETY: checked non-null out slots.
+                        unsafe {
+                            *ret_val = v;
+                            *ret_type_code = c;
+                        }
+                        return 0;
+                    }
+                }
+                return finish_call(r, rv, ret_val, ret_type_code);
+            }
+            FuncImpl::Backend { func, resource, .. } => {
+                let mut out = TVMValue::default();
+                let mut code = tc::NULLPTR;
+                // SAFETY: forwarded contract; out slots are valid.
+                let r = unsafe {
+                    func(
+                        arg_values, type_codes, num_args, &mut out, &mut code, *resource,
+                    )
+                };
+                if r != 0 {
+                    return -1;
+                }
+                if RetValue::pod_from_c(out, code).is_some() {
+                    // SAFETY: checked non-null out slots.
+                    unsafe {
+                        *ret_val = out;
+                        *ret_type_code = code;
+                    }
+                    return 0;
+                }
+                return take_backend_ret(out, code, ret_val, ret_type_code);
+            }
+            FuncImpl::Rust(_) => {}
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        call_slow(
+            obj,
+            arg_values,
+            type_codes,
+            num_args,
+            ret_val,
+            ret_type_code,
+        )
+    }
+}
+
+/// The general case of [`TVMFuncCall`] (Rust functions, owning return values, bad handles),
+/// kept out of line so the fast path stays lean.
+///
+/// # Safety
+/// As `TVMFuncCall`.
+#[cold]
+#[inline(never)]
+unsafe fn call_slow(
+    obj: *mut Object,
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
     guard(|| {
-        let obj = func as *mut Object;
         // SAFETY: a non-null handle is a live object by the caller's contract.
         if obj.is_null() || unsafe { (*obj).type_index() } != TYPE_PACKED_FUNC {
             return Err(Error::value("TVMFuncCall: the handle is not a PackedFunc"));
@@ -46,22 +135,61 @@ pub unsafe extern "C" fn TVMFuncCall(
         let mut rv = RetValue::Null;
         // SAFETY: forwarded contract on the argument arrays.
         unsafe { pf.call_raw(arg_values, type_codes, num_args, &mut rv)? };
-        if ret_val.is_null() || ret_type_code.is_null() {
-            if matches!(rv, RetValue::Null) {
-                return Ok(());
-            }
-            return Err(Error::value(
-                "TVMFuncCall: ret_val or ret_type_code is NULL",
-            ));
-        }
-        let (v, c) = rv.into_c();
-        // SAFETY: checked non-null; caller provides valid slots.
-        unsafe {
-            *ret_val = v;
-            *ret_type_code = c;
-        }
-        Ok(())
+        write_ret(rv, ret_val, ret_type_code)
     })
+}
+
+/// Moves an owning value returned by compiled code out to the caller.
+#[cold]
+#[inline(never)]
+fn take_backend_ret(
+    out: TVMValue,
+    code: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    guard(|| {
+        // SAFETY: compiled code returns a valid value for its code, owning objects.
+        let rv = unsafe { RetValue::from_c_take(out, code)? };
+        write_ret(rv, ret_val, ret_type_code)
+    })
+}
+
+/// Completes a C callback's call on the slow path: a failure drops what the callback may have
+/// set and keeps its error; success moves an owning value out.
+#[cold]
+#[inline(never)]
+fn finish_call(r: c_int, rv: RetValue, ret_val: *mut TVMValue, ret_type_code: *mut c_int) -> c_int {
+    if r != 0 {
+        let _ = guard(move || {
+            drop(rv);
+            Ok(())
+        });
+        return -1;
+    }
+    guard(move || write_ret(rv, ret_val, ret_type_code))
+}
+
+fn write_ret(
+    rv: RetValue,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> crate::ffi::Result<()> {
+    if ret_val.is_null() || ret_type_code.is_null() {
+        if matches!(rv, RetValue::Null) {
+            return Ok(());
+        }
+        return Err(Error::value(
+            "TVMFuncCall: ret_val or ret_type_code is NULL",
+        ));
+    }
+    let (v, c) = rv.into_c();
+    // SAFETY: checked non-null; caller provides valid slots.
+    unsafe {
+        *ret_val = v;
+        *ret_type_code = c;
+    }
+    Ok(())
 }
 
 /// Sets the return value from inside a C callback (`TVMCFuncSetReturn`); values are copied
@@ -71,6 +199,37 @@ pub unsafe extern "C" fn TVMFuncCall(
 /// `ret` must be the handle passed to the callback; `value`/`type_code` hold `num_ret` entries.
 #[no_mangle]
 pub unsafe extern "C" fn TVMCFuncSetReturn(
+    ret: *mut c_void,
+    value: *mut TVMValue,
+    type_code: *mut c_int,
+    num_ret: c_int,
+) -> c_int {
+    // Fast path: a plain value into a slot that owns nothing; cannot panic.
+    if num_ret == 1 && !ret.is_null() && !value.is_null() && !type_code.is_null() {
+        // SAFETY: `ret` is the RetValue slot TVMFuncCall handed to the callback; the value
+        // pointers are valid by the caller's contract.
+        unsafe {
+            let slot = ret as *mut RetValue;
+            if (*slot).is_pod() {
+                if let Some(v) = RetValue::pod_from_c(*value, *type_code) {
+                    // The old value owns nothing, so it needs no drop.
+                    std::ptr::write(slot, v);
+                    return 0;
+                }
+            }
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { set_return_slow(ret, value, type_code, num_ret) }
+}
+
+/// The general case of [`TVMCFuncSetReturn`], kept out of line so the fast path stays lean.
+///
+/// # Safety
+/// As `TVMCFuncSetReturn`.
+#[cold]
+#[inline(never)]
+unsafe fn set_return_slow(
     ret: *mut c_void,
     value: *mut TVMValue,
     type_code: *mut c_int,

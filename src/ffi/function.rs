@@ -93,6 +93,12 @@ impl Drop for PackedFuncObj {
 }
 
 impl PackedFuncObj {
+    /// What the function runs.
+    #[inline(always)]
+    pub fn imp(&self) -> &FuncImpl {
+        &self.imp
+    }
+
     /// Calls with C arrays; the result lands in `rv`.
     ///
     /// # Safety

@@ -456,6 +456,67 @@ thread_local! {
 }
 
 impl RetValue {
+    /// A plain value (no ownership, nothing to free) from C, or `None` for strings, bytes,
+    /// objects and unknown codes. Never panics: used on the hot paths outside the guard.
+    #[inline(always)]
+    pub fn pod_from_c(v: TVMValue, code: i32) -> Option<RetValue> {
+        // SAFETY: each arm reads the union field its type code selects.
+        unsafe {
+            Some(match code {
+                tc::INT => RetValue::Int(v.v_int64),
+                tc::FLOAT => RetValue::Float(v.v_float64),
+                tc::BOOL => RetValue::Bool(v.v_int64 != 0),
+                tc::OPAQUE_HANDLE => RetValue::Handle(v.v_handle),
+                tc::NULLPTR => RetValue::Null,
+                tc::DEVICE => RetValue::Device(v.v_device),
+                tc::DLTENSOR_HANDLE if !v.v_handle.is_null() => {
+                    RetValue::DLTensor(v.v_handle as *mut DLTensor)
+                }
+                _ => return None,
+            })
+        }
+    }
+
+    /// Whether the value owns nothing (so overwriting or dropping it runs no code).
+    #[inline(always)]
+    pub fn is_pod(&self) -> bool {
+        matches!(
+            self,
+            RetValue::Null
+                | RetValue::Int(_)
+                | RetValue::Float(_)
+                | RetValue::Bool(_)
+                | RetValue::Handle(_)
+                | RetValue::Device(_)
+                | RetValue::DLTensor(_)
+        )
+    }
+
+    /// The C form of a plain value, or `None` when the value owns something. Never panics.
+    #[inline(always)]
+    pub fn pod_to_c(&self) -> Option<(TVMValue, i32)> {
+        Some(match *self {
+            RetValue::Null => (
+                TVMValue {
+                    v_handle: std::ptr::null_mut(),
+                },
+                tc::NULLPTR,
+            ),
+            RetValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
+            RetValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
+            RetValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::BOOL),
+            RetValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
+            RetValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
+            RetValue::DLTensor(t) => (
+                TVMValue {
+                    v_handle: t as *mut c_void,
+                },
+                tc::DLTENSOR_HANDLE,
+            ),
+            _ => return None,
+        })
+    }
+
     /// Copies a C value (objects gain a reference), as `TVMCFuncSetReturn` does.
     ///
     /// # Safety
