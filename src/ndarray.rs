@@ -22,12 +22,38 @@ enum Storage {
     DLPack(*mut DLManagedTensor),
 }
 
+/// Dimensions stored inside the object for the common small ranks (saves an allocation per
+/// array), on the heap beyond that. The object never moves, so pointers into it are stable.
+enum Dims {
+    Inline([i64; 6], usize),
+    Heap(Box<[i64]>),
+}
+
+impl Dims {
+    fn new(d: &[i64]) -> Dims {
+        if d.len() <= 6 {
+            let mut a = [0i64; 6];
+            a[..d.len()].copy_from_slice(d);
+            Dims::Inline(a, d.len())
+        } else {
+            Dims::Heap(d.into())
+        }
+    }
+
+    fn as_slice(&self) -> &[i64] {
+        match self {
+            Dims::Inline(a, n) => &a[..*n],
+            Dims::Heap(b) => b,
+        }
+    }
+}
+
 /// The NDArray payload. `dl` must stay the first field.
 #[repr(C)]
 pub struct NDArrayObj {
     dl: DLTensor,
     manager_ctx: *mut c_void,
-    shape: Box<[i64]>,
+    shape: Dims,
     strides: Option<Box<[i64]>>,
     storage: Storage,
 }
@@ -148,7 +174,7 @@ impl NDArrayObj {
     fn make(
         data: *mut c_void,
         device: DLDevice,
-        shape: Box<[i64]>,
+        shape: &[i64],
         strides: Option<Box<[i64]>>,
         dtype: DLDataType,
         byte_offset: u64,
@@ -165,7 +191,7 @@ impl NDArrayObj {
                 byte_offset,
             },
             manager_ctx: std::ptr::null_mut(),
-            shape,
+            shape: Dims::new(shape),
             strides,
             storage,
         });
@@ -173,7 +199,7 @@ impl NDArrayObj {
         // SAFETY: the object was just created and is not shared yet.
         unsafe {
             let p = payload_ptr::<NDArrayObj>(obj.as_ptr());
-            (*p).dl.shape = (*p).shape.as_ptr() as *mut i64;
+            (*p).dl.shape = (*p).shape.as_slice().as_ptr() as *mut i64;
             if let Some(s) = &(*p).strides {
                 (*p).dl.strides = s.as_ptr() as *mut i64;
             }
@@ -192,15 +218,7 @@ impl NDArrayObj {
         checked_nbytes(shape, dtype)?;
         let api = device::api(dev)?;
         let data = api.alloc_data_space_scope(dev, shape, dtype, scope)?;
-        Ok(Self::make(
-            data,
-            dev,
-            shape.into(),
-            None,
-            dtype,
-            0,
-            Storage::Owned,
-        ))
+        Ok(Self::make(data, dev, shape, None, dtype, 0, Storage::Owned))
     }
 
     /// Adopts a DLPack tensor; its deleter runs when the array dies.
@@ -221,7 +239,7 @@ impl NDArrayObj {
             ));
         }
         // SAFETY: shape/strides hold ndim entries by the DLPack contract.
-        let shape: Box<[i64]> = unsafe { shape_of(t) }.into();
+        let shape = unsafe { shape_of(t) };
         let strides = if t.strides.is_null() {
             None
         } else {
@@ -246,7 +264,7 @@ impl NDArrayObj {
 
     /// The shape.
     pub fn shape(&self) -> &[i64] {
-        &self.shape
+        self.shape.as_slice()
     }
 
     /// The element type.
@@ -261,7 +279,7 @@ impl NDArrayObj {
 
     /// Bytes of the array's elements.
     pub fn nbytes(&self) -> usize {
-        checked_nbytes(&self.shape, self.dl.dtype).unwrap_or(0)
+        checked_nbytes(self.shape.as_slice(), self.dl.dtype).unwrap_or(0)
     }
 }
 
@@ -309,7 +327,7 @@ pub fn create_view(
     Ok(NDArrayObj::make(
         arr.dl.data,
         arr.dl.device,
-        shape.into(),
+        shape,
         None,
         dtype,
         arr.dl.byte_offset + relative_byte_offset,

@@ -13,22 +13,34 @@ pub struct CpuDeviceApi;
 /// The one CPU backend instance.
 pub static CPU: CpuDeviceApi = CpuDeviceApi;
 
-/// Allocates aligned host memory (`alignment` is raised to a power of two ≥ pointer size).
+/// Allocates aligned host memory (`alignment` is raised to a power of two ≥ 16).
+///
+/// Implemented as `malloc` plus manual alignment, with the original pointer stored just
+/// below the aligned one: glibc's `posix_memalign` takes a slow path for every call, which
+/// made small array allocations several times more expensive than `malloc`.
 pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
-    let align = alignment
-        .max(std::mem::size_of::<*mut c_void>())
-        .next_power_of_two();
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: posix_memalign writes `p` only on success; align is a power of two and a
-    // multiple of the pointer size.
-    let r = unsafe { libc::posix_memalign(&mut p, align, nbytes.max(1)) };
-    if r != 0 || p.is_null() {
-        return Err(Error::new(
+    let align = alignment.max(16).next_power_of_two();
+    let fail = || {
+        Error::new(
             crate::ffi::ErrorKind::TVMError,
             format!("cpu(0): cannot allocate {nbytes} bytes aligned to {align}"),
-        ));
+        )
+    };
+    let total = nbytes
+        .max(1)
+        .checked_add(align + std::mem::size_of::<usize>())
+        .ok_or_else(fail)?;
+    // SAFETY: plain malloc; checked for NULL below.
+    let raw = unsafe { libc::malloc(total) };
+    if raw.is_null() {
+        return Err(fail());
     }
-    Ok(p)
+    let start = raw as usize + std::mem::size_of::<usize>();
+    let aligned = (start + align - 1) & !(align - 1);
+    // SAFETY: `aligned - 8 >= raw` and `aligned + nbytes <= raw + total`, so both the header
+    // slot and the payload lie inside the block.
+    unsafe { *((aligned - std::mem::size_of::<usize>()) as *mut *mut c_void) = raw };
+    Ok(aligned as *mut c_void)
 }
 
 /// Frees what [`host_alloc`] returned.
@@ -36,8 +48,14 @@ pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
 /// # Safety
 /// `p` must come from `host_alloc` and not be freed twice.
 pub unsafe fn host_free(p: *mut c_void) {
-    // SAFETY: caller contract.
-    unsafe { libc::free(p) }
+    if p.is_null() {
+        return;
+    }
+    // SAFETY: caller contract: the word below `p` holds the block's original pointer.
+    unsafe {
+        let raw = *((p as usize - std::mem::size_of::<usize>()) as *const *mut c_void);
+        libc::free(raw)
+    }
 }
 
 const PAGE: usize = 4096;
@@ -66,7 +84,8 @@ thread_local! {
 /// Most blocks a thread keeps for reuse.
 const POOL_KEEP: usize = 16;
 
-fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
+/// Takes a workspace block from this thread's pool (best fit among cached blocks).
+pub fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
     let size = if nbytes == 0 {
         PAGE
     } else {
@@ -74,7 +93,15 @@ fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
     };
     POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
-        // Best fit among cached blocks: the smallest one large enough.
+        // Workspaces are taken and returned in stack order, so the block freed last usually
+        // fits exactly; otherwise take the smallest one large enough.
+        if let Some(&(s, p)) = pool.free.last() {
+            if s == size {
+                pool.free.pop();
+                pool.live.push((p, s));
+                return Ok(p);
+            }
+        }
         let mut best: Option<usize> = None;
         for (i, &(s, _)) in pool.free.iter().enumerate() {
             if s >= size && best.is_none_or(|b| pool.free[b].0 > s) {
@@ -90,7 +117,8 @@ fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
     })
 }
 
-fn workspace_free(p: *mut c_void) -> Result<()> {
+/// Returns a workspace block to this thread's pool.
+pub fn workspace_free(p: *mut c_void) -> Result<()> {
     POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         // Workspaces are freed in reverse order of allocation: search from the back.
