@@ -117,7 +117,9 @@ pub fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
     })
 }
 
-/// Returns a workspace block to this thread's pool.
+/// Returns a workspace block to this thread's pool. Only pointers found among this thread's
+/// live blocks are touched, so any other pointer is an error rather than a bad free.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 pub fn workspace_free(p: *mut c_void) -> Result<()> {
     POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
