@@ -459,3 +459,164 @@ fn stress_eight_threads() {
         t.join().unwrap();
     }
 }
+
+unsafe extern "C" fn once_cb(p: *mut c_void) -> c_int {
+    unsafe { *(p as *mut i32) += 1 };
+    0
+}
+
+unsafe extern "C" fn sys_func(
+    args: *mut TVMValue,
+    codes: *mut c_int,
+    n: c_int,
+    out: *mut TVMValue,
+    out_code: *mut c_int,
+    _res: *mut c_void,
+) -> c_int {
+    let _ = (args, codes);
+    unsafe {
+        (*out).v_int64 = 100 + n as i64;
+        *out_code = tc::INT;
+    }
+    0
+}
+
+#[test]
+fn backend_helpers_and_system_lib() {
+    use tvm_runtime::c_api::module::*;
+    // RunOnce runs exactly once per handle.
+    let mut h: *mut c_void = std::ptr::null_mut();
+    let mut count = 0i32;
+    for _ in 0..3 {
+        assert_eq!(
+            unsafe {
+                TVMBackendRunOnce(
+                    &mut h,
+                    Some(once_cb),
+                    &mut count as *mut i32 as *mut c_void,
+                    0,
+                )
+            },
+            0
+        );
+    }
+    assert_eq!(count, 1);
+    // Env C API: known names accepted, unknown refused.
+    assert_eq!(
+        unsafe { TVMBackendRegisterEnvCAPI(c"PyErr_CheckSignals".as_ptr(), std::ptr::null_mut()) },
+        0
+    );
+    assert_eq!(
+        unsafe { TVMBackendRegisterEnvCAPI(c"Nope".as_ptr(), std::ptr::null_mut()) },
+        -1
+    );
+    // System library: a registered symbol is a function of runtime.SystemLib.
+    assert_eq!(
+        unsafe {
+            TVMBackendRegisterSystemLibSymbol(c"core_test_fn".as_ptr(), sys_func as *mut c_void)
+        },
+        0
+    );
+    let (r, m, c) = call(global(c"runtime.SystemLib"), &mut [], &mut []);
+    assert_eq!((r, c), (0, tc::MODULE_HANDLE));
+    let m = unsafe { m.v_handle };
+    let mut f = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { TVMModGetFunction(m, c"core_test_fn".as_ptr(), 0, &mut f) },
+        0
+    );
+    assert!(!f.is_null());
+    let (r, v, c) = call(f, &mut [TVMValue { v_int64: 0 }], &mut [tc::INT]);
+    assert_eq!((r, unsafe { v.v_int64 }, c), (0, 101, tc::INT));
+    let mut missing = std::ptr::dangling_mut::<c_void>();
+    assert_eq!(
+        unsafe { TVMModGetFunction(m, c"absent".as_ptr(), 1, &mut missing) },
+        0
+    );
+    assert!(missing.is_null());
+    // Environment lookup: through the module, then the registry.
+    let mut g = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { TVMBackendGetFuncFromEnv(m, c"core_test_fn".as_ptr(), &mut g) },
+        0
+    );
+    assert!(!g.is_null());
+    assert_eq!(
+        unsafe { TVMBackendGetFuncFromEnv(m, c"runtime.String".as_ptr(), &mut g) },
+        0
+    );
+    assert!(!g.is_null());
+    assert_eq!(
+        unsafe { TVMBackendGetFuncFromEnv(m, c"no.such.fn".as_ptr(), &mut g) },
+        -1
+    );
+    assert!(last_error().contains("no.such.fn"));
+    // A module cannot import itself.
+    assert_eq!(unsafe { TVMModImport(m, m) }, -1);
+    // Loading errors name the file.
+    let mut out = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { TVMModLoadFromFile(c"/no/such.so".as_ptr(), c"".as_ptr(), &mut out) },
+        -1
+    );
+    assert!(last_error().contains("/no/such.so"));
+    let tmp = std::env::temp_dir().join("tvmrt_not_elf.so");
+    std::fs::write(&tmp, b"this is not a library").unwrap();
+    let p = CString::new(tmp.to_str().unwrap()).unwrap();
+    assert_eq!(
+        unsafe { TVMModLoadFromFile(p.as_ptr(), c"so".as_ptr(), &mut out) },
+        -1
+    );
+    assert!(
+        last_error().contains("not a shared library"),
+        "{}",
+        last_error()
+    );
+    unsafe {
+        TVMFuncFree(f);
+        TVMModFree(m);
+    }
+}
+
+#[test]
+fn cb_arg_to_return_and_anylist() {
+    let s = CString::new("x").unwrap();
+    let (_, obj, _) = call(
+        global(c"runtime.String"),
+        &mut [TVMValue { v_str: s.as_ptr() }],
+        &mut [tc::STR],
+    );
+    // An object argument becomes an owned return value.
+    let mut v = obj;
+    let mut c = tc::OBJECT_HANDLE;
+    assert_eq!(unsafe { TVMCbArgToReturn(&mut v, &mut c) }, 0);
+    assert_eq!(c, tc::OBJECT_HANDLE);
+    assert_eq!(unsafe { TVMObjectFree(v.v_handle) }, 0);
+    let mut sv = TVMValue { v_str: s.as_ptr() };
+    let mut sc = tc::STR;
+    assert_eq!(unsafe { TVMCbArgToReturn(&mut sv, &mut sc) }, -1);
+    // AnyList: move a returned object in, pass it as an argument, reset it.
+    let mut list = tvm_runtime::c_api::backend::anylist_new(2);
+    let lp = list.as_mut_ptr() as *mut c_void;
+    let mut args = [obj, TVMValue::default()];
+    let mut codes = [tc::OBJECT_HANDLE, tc::NULLPTR];
+    assert_eq!(unsafe { TVMObjectRetain(obj.v_handle) }, 0);
+    assert_eq!(
+        unsafe {
+            TVMBackendAnyListMoveFromPackedReturn(lp, 1, args.as_mut_ptr(), codes.as_mut_ptr(), 0)
+        },
+        0
+    );
+    assert_eq!(
+        unsafe { TVMBackendAnyListSetPackedArg(lp, 1, args.as_mut_ptr(), codes.as_mut_ptr(), 1) },
+        0
+    );
+    assert_eq!(codes[1], tc::OBJECT_HANDLE);
+    assert_eq!(unsafe { args[1].v_handle }, unsafe { obj.v_handle });
+    assert_eq!(unsafe { TVMBackendAnyListResetItem(lp, 1) }, 0);
+    assert_eq!(
+        unsafe { TVMBackendAnyListResetItem(std::ptr::null_mut(), 0) },
+        -1
+    );
+    assert_eq!(unsafe { TVMObjectFree(obj.v_handle) }, 0);
+}
