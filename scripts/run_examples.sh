@@ -53,6 +53,15 @@ diff "$B/ref.out" "$B/ours.out" && echo "LD_LIBRARY_PATH: identical to the refer
 diff "$B/ref.out" "$B/preload.out" && echo "LD_PRELOAD: identical to the reference"
 diff "$B/ref.out" "$B/c.out" && echo "the example built on our package agrees too"
 
+echo "--- system library linked statically"
+SYSLIB="${SYSLIB:-$TVMRT_CACHE/fixtures/syslib_add.o}"
+cmake -S examples/syslib -B "$B/syslib" -DCMAKE_PREFIX_PATH="$PREFIX" -DSYSLIB_OBJECT="$SYSLIB" >/dev/null
+cmake --build "$B/syslib" >/dev/null
+if ldd "$B/syslib/syslib_demo" | grep -q libtvm_runtime; then
+  echo "syslib_demo should not need libtvm_runtime.so"; exit 1
+fi
+"$B/syslib/syslib_demo"
+
 echo "--- Rust"
 cargo run -q --release --example rust_api -- "$ADD"
 

@@ -36,7 +36,7 @@ if [ ! -f "$VENV/.ready" ]; then
   rm -rf "$VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q "numpy<2" "ml_dtypes<0.5" decorator attrs psutil scipy \
-    typing_extensions cloudpickle tornado packaging tqdm pytest
+    typing_extensions cloudpickle tornado packaging tqdm tflite pytest
   site="$("$VENV/bin/python" -c 'import site;print(site.getsitepackages()[0])')"
   cp -r "$WHEEL_DIR/tvm" "$site/"
   rm -f "$site"/tvm/_ffi/_cy3/*.so
