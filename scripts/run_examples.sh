@@ -62,6 +62,11 @@ if ldd "$B/syslib/syslib_demo" | grep -q libtvm_runtime; then
 fi
 "$B/syslib/syslib_demo"
 
+echo "--- device plugin (built against the installed package only)"
+cmake -S examples/device_plugin -B "$B/plugin" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake --build "$B/plugin" >/dev/null
+(cd "$B/plugin" && ctest --output-on-failure)
+
 echo "--- Rust"
 cargo run -q --release --example rust_api -- "$ADD"
 

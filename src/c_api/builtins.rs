@@ -231,6 +231,28 @@ fn devices(b: &mut Builtins<'_>) {
         *rv = RetValue::Handle(&device::cpu::CPU as *const _ as *mut std::ffi::c_void);
         Ok(())
     });
+    b.add(
+        "runtime.LoadDevicePlugin",
+        device::plugin::load_plugin_global,
+    );
+    b.add("runtime.DeviceTypeToName", |a, rv| {
+        let t = a.i64(0)? as i32;
+        *rv = RetValue::Str(device::type_name(t).ok_or_else(|| {
+            Error::value(format!(
+                "device type {t} has no name (no backend or plugin)"
+            ))
+        })?);
+        Ok(())
+    });
+    b.add("runtime.DeviceNameToType", |a, rv| {
+        let n = a.str(0)?;
+        *rv = RetValue::Int(
+            device::type_from_name(n)
+                .ok_or_else(|| Error::value(format!("unknown device name '{n}'")))?
+                as i64,
+        );
+        Ok(())
+    });
     b.add("runtime.RuntimeEnabled", |a, rv| {
         a.expect_len(1, "runtime.RuntimeEnabled")?;
         let target = a.str(0)?;
@@ -239,7 +261,7 @@ fn devices(b: &mut Builtins<'_>) {
             "cuda" | "gpu" => device::has_backend(crate::ffi::types::DL_CUDA),
             "vulkan" => device::has_backend(crate::ffi::types::DL_VULKAN),
             t if t.starts_with("rpc") => false,
-            t => registry_has(&format!("device_api.{t}")),
+            t => registry_has(&format!("device_api.{t}")) || device::type_from_name(t).is_some(),
         };
         *rv = RetValue::Int(enabled as i64);
         Ok(())

@@ -185,3 +185,30 @@ pub extern "C" fn TVMStreamStreamSynchronize(
         device::api(dev)?.sync_stream_from_to(dev, src, dst)
     })
 }
+
+/// Registers a device plugin table (`TVMDeviceRegisterPlugin`, see `device_plugin.h`; an
+/// extension of this runtime).
+///
+/// # Safety
+/// `plugin` NULL or a table following the plugin ABI.
+#[no_mangle]
+pub unsafe extern "C" fn TVMDeviceRegisterPlugin(
+    plugin: *const device::plugin::TVMDevicePlugin,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    guard(|| unsafe { device::plugin::register(plugin, None) })
+}
+
+/// Loads a device plugin library (`TVMDeviceLoadPlugin`, see `device_plugin.h`; an extension
+/// of this runtime).
+///
+/// # Safety
+/// `path` a string.
+#[no_mangle]
+pub unsafe extern "C" fn TVMDeviceLoadPlugin(path: *const c_char) -> c_int {
+    guard(|| {
+        // SAFETY: caller contract.
+        let path = unsafe { super::cstr(path, "TVMDeviceLoadPlugin: path")? };
+        device::plugin::load_library(path)
+    })
+}

@@ -5,6 +5,7 @@
 //! register under their type code; the CPU is built in.
 
 pub mod cpu;
+pub mod plugin;
 
 use crate::ffi::error::{Error, Result};
 use crate::ffi::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
@@ -191,13 +192,40 @@ pub trait DeviceApi: Send + Sync {
 static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
 
-/// A printable device: `cpu(0)`, `cuda(1)`, or `device type 99(0)`.
+/// The name of a device type: TVM's names for built-in codes, plugin names for plugins.
+pub fn type_name(device_type: i32) -> Option<String> {
+    match device_name(device_type) {
+        "unknown" => plugin::name_of(device_type).or_else(|| {
+            if device_type < plugin::MIN_PLUGIN_DEVICE_TYPE {
+                return None;
+            }
+            plugin::discover();
+            plugin::name_of(device_type)
+        }),
+        n => Some(n.to_string()),
+    }
+}
+
+/// The device type of a name (`cpu`, `cuda`, `llvm`, a plugin's name, ...).
+pub fn type_from_name(name: &str) -> Option<i32> {
+    let builtin = match name {
+        "cpu" | "llvm" | "c" | "stackvm" => Some(DL_CPU),
+        "gpu" => Some(crate::ffi::types::DL_CUDA),
+        _ => (1..=16).find(|&t| device_name(t) == name),
+    };
+    builtin.or_else(|| {
+        plugin::type_of(name).or_else(|| {
+            plugin::discover();
+            plugin::type_of(name)
+        })
+    })
+}
+
+/// A printable device: `cpu(0)`, `cuda(1)`, a plugin's `name(0)`, or `device type 99(0)`.
 pub fn describe(dev: DLDevice) -> String {
-    let name = device_name(dev.device_type);
-    if name == "unknown" {
-        format!("device type {}({})", dev.device_type, dev.device_id)
-    } else {
-        format!("{name}({})", dev.device_id)
+    match type_name(dev.device_type) {
+        Some(name) => format!("{name}({})", dev.device_id),
+        None => format!("device type {}({})", dev.device_type, dev.device_id),
     }
 }
 
@@ -237,18 +265,28 @@ impl std::ops::Deref for ApiRef {
     }
 }
 
+fn registered(device_type: i32) -> Option<Arc<dyn DeviceApi>> {
+    BACKENDS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&device_type)
+        .cloned()
+}
+
 /// The backend for a device; an error naming the device when none is available.
 #[inline]
 pub fn api(dev: DLDevice) -> Result<ApiRef> {
     if dev.device_type == DL_CPU {
         return Ok(ApiRef::Cpu(&cpu::CPU));
     }
-    if let Some(a) = BACKENDS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(&dev.device_type)
-    {
-        return Ok(ApiRef::Other(a.clone()));
+    if let Some(a) = registered(dev.device_type) {
+        return Ok(ApiRef::Other(a));
+    }
+    if dev.device_type >= plugin::MIN_PLUGIN_DEVICE_TYPE {
+        plugin::discover();
+        if let Some(a) = registered(dev.device_type) {
+            return Ok(ApiRef::Other(a));
+        }
     }
     Err(Error::value(format!(
         "device {} is not available: no {} backend is built in or registered",
