@@ -101,9 +101,10 @@ pub fn checked_nbytes(shape: &[i64], dtype: DLDataType) -> Result<usize> {
             .checked_mul(d as usize)
             .ok_or_else(|| Error::value(format!("shape {shape:?} is too large: size overflows")))?;
     }
-    let bits = dtype.bits as usize * dtype.lanes as usize;
-    n.checked_mul(bits)
-        .map(|b| b.div_ceil(8))
+    // Whole bytes per element, as the reference: sub-byte types (bool is uint1) take a byte
+    // each, which is what compiled code reads and writes.
+    let elem = (dtype.bits as usize * dtype.lanes as usize).div_ceil(8);
+    n.checked_mul(elem)
         .ok_or_else(|| Error::value(format!("shape {shape:?} is too large: size overflows")))
 }
 

@@ -254,8 +254,8 @@ fn type_table() {
         (c"runtime.Module", 1),
         (c"runtime.NDArray", 2),
         (c"runtime.String", 3),
-        (c"runtime.Array", 4),
-        (c"runtime.Map", 5),
+        (c"Array", 4),
+        (c"Map", 5),
         (c"runtime.ShapeTuple", 6),
         (c"runtime.PackedFunc", 7),
     ] {

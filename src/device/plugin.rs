@@ -369,6 +369,10 @@ impl ModuleNode for PluginModule {
         }))
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn get_format(&self) -> String {
         self.format.clone()
     }

@@ -1,7 +1,112 @@
 //! Executors: the graph executor, its factory, the debug executor, params and the time
 //! evaluator.
+//!
+//! Global functions registered here:
+//! - `tvm.graph_executor.create`, `tvm.graph_executor_debug.create`,
+//!   `tvm.graph_executor_factory.create`;
+//! - `runtime.module.loadbinary_GraphExecutorFactory` (and the old name
+//!   `runtime.module.loadbinary_GraphRuntimeFactory`);
+//! - `runtime.SaveParams`, `runtime.LoadParams`, `runtime.SaveParamsToFile`,
+//!   `runtime.LoadParamsFromFile`;
+//! - `runtime.RPCTimeEvaluator` (local modules and global functions);
+//! - `tvm.relay._save_param_dict`, `tvm.relay._load_param_dict`: aliases of `SaveParams` and
+//!   `LoadParams` that TVM's compiler library registers and that the Python debug executor
+//!   of TVM 0.16 calls to dump tensors, so that it also works on this runtime alone.
 
+pub mod debug;
+pub mod factory;
+mod functions;
+pub mod graph;
+pub mod graph_executor;
+pub mod params;
+pub mod time_eval;
+
+pub use debug::{NodeProfile, OpProfile, ProfileReport};
+pub use factory::FactoryNode;
+pub use graph::Graph;
+pub use graph_executor::{GraphExecutor, TensorInfo};
+pub use time_eval::TimeEvalConfig;
+
+use crate::ffi::error::{Error, Result};
 use crate::ffi::registry::Builtins;
+use crate::ffi::value::{Args, RetValue};
+use crate::ndarray::NDArray;
+
+/// Reads a Map (String → NDArray) argument.
+fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray)>> {
+    let o = a
+        .object(i)?
+        .ok_or_else(|| Error::value(format!("{what}: the parameter map is NULL")))?;
+    factory::params_from_map(o.to_ref()).map_err(|e| e.context(what))
+}
+
+fn save_params_to_file(a: Args<'_>) -> Result<()> {
+    a.expect_len(2, "runtime.SaveParamsToFile")?;
+    let p = params_arg(&a, 0, "runtime.SaveParamsToFile")?;
+    let path = a.str(1)?;
+    let bytes = params::save_params(&p)?;
+    std::fs::write(path, bytes).map_err(|e| {
+        Error::value(format!(
+            "runtime.SaveParamsToFile: cannot write {path}: {e}"
+        ))
+    })
+}
+
+fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
+    a.expect_len(1, "runtime.LoadParamsFromFile")?;
+    let path = a.str(0)?;
+    let bytes = std::fs::read(path).map_err(|e| {
+        Error::value(format!(
+            "runtime.LoadParamsFromFile: cannot read {path}: {e}"
+        ))
+    })?;
+    let p = params::load_params(&bytes).map_err(|e| e.context(path))?;
+    Ok(factory::params_to_map(&p).into())
+}
 
 /// Registers the executors' global functions.
-pub fn register(_b: &mut Builtins<'_>) {}
+pub fn register(b: &mut Builtins<'_>) {
+    b.add("tvm.graph_executor.create", |a, rv| {
+        *rv = functions::create(a, false)?.into_object().into();
+        Ok(())
+    });
+    b.add("tvm.graph_executor_debug.create", |a, rv| {
+        *rv = functions::create(a, true)?.into_object().into();
+        Ok(())
+    });
+    b.add("tvm.graph_executor_factory.create", |a, rv| {
+        *rv = factory::create(a)?.into_object().into();
+        Ok(())
+    });
+    for key in ["GraphExecutorFactory", "GraphRuntimeFactory"] {
+        b.add(&format!("runtime.module.loadbinary_{key}"), |a, rv| {
+            *rv = factory::load_binary(a)?.into_object().into();
+            Ok(())
+        });
+    }
+    for name in ["runtime.SaveParams", "tvm.relay._save_param_dict"] {
+        b.add(name, move |a, rv| {
+            a.expect_len(1, name)?;
+            let p = params_arg(&a, 0, name)?;
+            *rv = RetValue::Bytes(params::save_params(&p)?);
+            Ok(())
+        });
+    }
+    for name in ["runtime.LoadParams", "tvm.relay._load_param_dict"] {
+        b.add(name, move |a, rv| {
+            a.expect_len(1, name)?;
+            let bytes = functions::bytes_arg(&a, 0, name)?;
+            *rv = factory::params_to_map(&params::load_params(bytes)?).into();
+            Ok(())
+        });
+    }
+    b.add("runtime.SaveParamsToFile", |a, _rv| save_params_to_file(a));
+    b.add("runtime.LoadParamsFromFile", |a, rv| {
+        *rv = load_params_from_file(a)?;
+        Ok(())
+    });
+    b.add("runtime.RPCTimeEvaluator", |a, rv| {
+        *rv = time_eval::rpc_time_evaluator(a)?.into_object().into();
+        Ok(())
+    });
+}

@@ -108,6 +108,10 @@ impl ModuleNode for LibraryModule {
         )))
     }
 
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
     fn property_mask(&self) -> i32 {
         super::property::BINARY_SERIALIZABLE | super::property::RUNNABLE
     }

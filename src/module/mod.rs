@@ -57,6 +57,18 @@ pub trait ModuleNode: Send + Sync {
         )))
     }
 
+    /// Serialises the module for a `__tvm_dev_mblob` entry (what its `loadbinary` loader
+    /// reads back), for modules that can be saved that way.
+    fn save_to_binary(&self) -> Result<Vec<u8>> {
+        Err(Error::value(format!(
+            "module of type {} cannot be serialised to binary",
+            self.type_key()
+        )))
+    }
+
+    /// The node as `Any`, to get back to a concrete module type.
+    fn as_any(&self) -> &dyn std::any::Any;
+
     /// Whether the module has the function (without creating it).
     fn implements_function(&self, name: &str) -> bool {
         matches!(self.get_function(name, None), Ok(Some(_)))

@@ -53,13 +53,13 @@ impl StringObj {
     }
 }
 
-/// An array of objects (`runtime.Array`); entries may be null.
+/// An array of objects (`Array`); entries may be null.
 pub struct ArrayObj {
     /// The entries.
     pub items: Vec<Option<ObjectRef>>,
 }
 
-impl_object_type!(ArrayObj, "runtime.Array", static TYPE_ARRAY);
+impl_object_type!(ArrayObj, "Array", static TYPE_ARRAY);
 
 impl ArrayObj {
     /// A new array object.
@@ -82,14 +82,14 @@ fn map_key(o: &ObjectRef) -> MapKey {
     }
 }
 
-/// A map from objects to objects (`runtime.Map`), iterated in insertion order.
+/// A map from objects to objects (`Map`), iterated in insertion order.
 #[derive(Default)]
 pub struct MapObj {
     entries: Vec<(ObjectRef, Option<ObjectRef>)>,
     index: HashMap<MapKey, usize>,
 }
 
-impl_object_type!(MapObj, "runtime.Map", static TYPE_MAP);
+impl_object_type!(MapObj, "Map", static TYPE_MAP);
 
 impl MapObj {
     /// Inserts or replaces an entry.

@@ -12,9 +12,9 @@ pub const TYPE_MODULE: u32 = 1;
 pub const TYPE_NDARRAY: u32 = 2;
 /// `runtime.String`.
 pub const TYPE_STRING: u32 = 3;
-/// `runtime.Array`.
+/// `Array`.
 pub const TYPE_ARRAY: u32 = 4;
-/// `runtime.Map`.
+/// `Map`.
 pub const TYPE_MAP: u32 = 5;
 /// `runtime.ShapeTuple`.
 pub const TYPE_SHAPE_TUPLE: u32 = 6;
@@ -39,11 +39,11 @@ static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
         "runtime.Module",
         "runtime.NDArray",
         "runtime.String",
-        "runtime.Array",
-        "runtime.Map",
+        "Array",
+        "Map",
         "runtime.ShapeTuple",
         "runtime.PackedFunc",
-        "runtime.DiscoDRef",
+        "runtime.disco.DRef",
         "runtime.RPCObjectRef",
     ];
     let mut t = Table {

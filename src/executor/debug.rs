@@ -1,0 +1,324 @@
+//! The debug executor's reports: per-node and per-op timings, printable as a table (for the
+//! CLI and the `profile` function) and as the reference's profiling report JSON (for
+//! `profile_rpc`, which Python turns back into a `Report`).
+
+use crate::ffi::types::{device_name, DLDevice};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Timing of one node (one call of its op per run).
+#[derive(Clone, Debug)]
+pub struct NodeProfile {
+    /// The node's index in the graph.
+    pub node_index: usize,
+    /// The node's name.
+    pub node: String,
+    /// The function it calls (`__nop`, `__copy` or a library function).
+    pub op: String,
+    /// Where it runs.
+    pub device: DLDevice,
+    /// Mean time per run, in microseconds.
+    pub time_us: f64,
+    /// Data type names and shapes of its arguments (inputs, then outputs).
+    pub arg_shapes: Vec<(String, Vec<i64>)>,
+    /// The node's other attributes (`hash`, layouts, ...).
+    pub attrs: BTreeMap<String, String>,
+}
+
+impl NodeProfile {
+    /// Argument shapes as the reference prints them: `float32[1, 4], float32[4]`.
+    pub fn shape_string(&self) -> String {
+        self.arg_shapes
+            .iter()
+            .map(|(t, s)| {
+                let dims: Vec<String> = s.iter().map(i64::to_string).collect();
+                format!("{t}[{}]", dims.join(", "))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// Timing of one op (function), summed over the nodes calling it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OpProfile {
+    /// The function.
+    pub name: String,
+    /// Mean time per run over all its calls, in microseconds.
+    pub time_us: f64,
+    /// Share of the total run time, in percent.
+    pub percent: f64,
+    /// Calls per run (nodes calling it).
+    pub calls: usize,
+}
+
+/// A profile of a graph: per node, per op, and the whole run.
+#[derive(Clone, Debug)]
+pub struct ProfileReport {
+    /// Per node, in graph order.
+    pub nodes: Vec<NodeProfile>,
+    /// Per op, slowest first.
+    pub ops: Vec<OpProfile>,
+    /// Mean time of a whole run, in microseconds (timing overhead included).
+    pub total_us: f64,
+    /// Runs measured.
+    pub runs: usize,
+    /// The executor's devices.
+    pub devices: Vec<DLDevice>,
+}
+
+/// The reference's device string: `cpu0`, `cuda1`.
+pub fn device_string(d: DLDevice) -> String {
+    format!("{}{}", device_name(d.device_type), d.device_id)
+}
+
+fn json_str(s: &str) -> String {
+    serde_json::Value::String(s.to_string()).to_string()
+}
+
+impl ProfileReport {
+    /// Builds a report, aggregating nodes by op.
+    pub fn new(
+        nodes: Vec<NodeProfile>,
+        total_us: f64,
+        runs: usize,
+        devices: Vec<DLDevice>,
+    ) -> Self {
+        let mut by_op: Vec<OpProfile> = Vec::new();
+        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
+        for n in &nodes {
+            match index.get(n.op.as_str()) {
+                Some(&i) => {
+                    by_op[i].time_us += n.time_us;
+                    by_op[i].calls += 1;
+                }
+                None => {
+                    index.insert(&n.op, by_op.len());
+                    by_op.push(OpProfile {
+                        name: n.op.clone(),
+                        time_us: n.time_us,
+                        percent: 0.0,
+                        calls: 1,
+                    });
+                }
+            }
+        }
+        for o in &mut by_op {
+            o.percent = if total_us > 0.0 {
+                o.time_us / total_us * 100.0
+            } else {
+                0.0
+            };
+        }
+        by_op.sort_by(|a, b| b.time_us.total_cmp(&a.time_us));
+        ProfileReport {
+            nodes,
+            ops: by_op,
+            total_us,
+            runs,
+            devices,
+        }
+    }
+
+    /// Share of the total for one node, in percent.
+    pub fn node_percent(&self, n: &NodeProfile) -> f64 {
+        if self.total_us > 0.0 {
+            n.time_us / self.total_us * 100.0
+        } else {
+            0.0
+        }
+    }
+
+    /// The per-op table: name, time, share, calls; then the total.
+    pub fn op_table(&self) -> String {
+        let w = self
+            .ops
+            .iter()
+            .map(|o| o.name.len())
+            .max()
+            .unwrap_or(0)
+            .max(2);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:>12}  {:>8}  {:>5}",
+            "Op", "Time (us)", "Percent", "Calls"
+        );
+        for o in &self.ops {
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:>12.3}  {:>7.2}%  {:>5}",
+                o.name, o.time_us, o.percent, o.calls
+            );
+        }
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:>12.3}  {:>7.2}%  {:>5}",
+            "Total",
+            self.total_us,
+            100.0,
+            self.nodes.len()
+        );
+        s
+    }
+
+    /// The per-node table, in graph order.
+    pub fn node_table(&self) -> String {
+        let wn = self
+            .nodes
+            .iter()
+            .map(|n| n.node.len())
+            .max()
+            .unwrap_or(0)
+            .max(4);
+        let wo = self
+            .nodes
+            .iter()
+            .map(|n| n.op.len())
+            .max()
+            .unwrap_or(0)
+            .max(2);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:<wn$}  {:<wo$}  {:>12}  {:>8}  {:<6}  Argument Shapes",
+            "Node", "Op", "Time (us)", "Percent", "Device"
+        );
+        for n in &self.nodes {
+            let _ = writeln!(
+                s,
+                "{:<wn$}  {:<wo$}  {:>12.3}  {:>7.2}%  {:<6}  {}",
+                n.node,
+                n.op,
+                n.time_us,
+                self.node_percent(n),
+                device_string(n.device),
+                n.shape_string()
+            );
+        }
+        s
+    }
+
+    /// Both tables, as the debug executor's `profile` returns them.
+    pub fn table(&self) -> String {
+        format!(
+            "{}\n{}\nMean over {} run(s); total includes timing overhead.\n",
+            self.node_table(),
+            self.op_table(),
+            self.runs
+        )
+    }
+
+    /// The reference's report JSON (`Report::AsJSON`): one call per node with its duration,
+    /// count, name, device, argument shapes, percentage, hash and layouts; the total per
+    /// device; the configuration.
+    pub fn to_json(&self) -> String {
+        let dur = |us: f64| format!("{{\"microseconds\":{us:.17}}}");
+        let count = |c: usize| format!("{{\"count\":{c}}}");
+        let string = |s: &str| format!("{{\"string\":{}}}", json_str(s));
+        let mut calls = Vec::new();
+        for n in &self.nodes {
+            let mut kv: Vec<(String, String)> = vec![
+                ("Duration (us)".into(), dur(n.time_us)),
+                ("Count".into(), count(1)),
+                ("Name".into(), string(&n.op)),
+                ("Device".into(), string(&device_string(n.device))),
+                ("Argument Shapes".into(), string(&n.shape_string())),
+                (
+                    "Percent".into(),
+                    format!("{{\"percent\":{:.17}}}", self.node_percent(n)),
+                ),
+            ];
+            for (k, v) in &n.attrs {
+                if k == "hash" {
+                    kv.push(("Hash".into(), string(v)));
+                } else if k.contains("layout") {
+                    kv.push((k.clone(), string(v)));
+                }
+            }
+            let body: Vec<String> = kv
+                .iter()
+                .map(|(k, v)| format!("{}:{v}", json_str(k)))
+                .collect();
+            calls.push(format!("{{{}}}", body.join(",")));
+        }
+        let devs: Vec<String> = self
+            .devices
+            .iter()
+            .map(|d| {
+                let name = device_string(*d);
+                format!(
+                    "{}:{{\"Duration (us)\":{},\"Count\":{},\"Name\":{},\"Device\":{}}}",
+                    json_str(&name),
+                    dur(self.total_us),
+                    count(1),
+                    string("Total"),
+                    string(&name)
+                )
+            })
+            .collect();
+        format!(
+            "{{\"calls\":[{}],\"device_metrics\":{{{}}},\"configuration\":{{\"Number of \
+             threads\":{},\"Executor\":{}}}}}",
+            calls.join(","),
+            devs.join(","),
+            count(crate::threading::num_threads()),
+            string("Graph")
+        )
+    }
+}
+
+/// Packs `run_individual` results as the reference does: the node count (`i64`), then each
+/// node's `repeat` times (`f64`), little-endian.
+pub fn pack_run_individual(times: &[Vec<f64>]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(8 + times.iter().map(|t| t.len() * 8).sum::<usize>());
+    out.extend_from_slice(&(times.len() as i64).to_le_bytes());
+    for t in times {
+        for x in t {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(i: usize, op: &str, us: f64) -> NodeProfile {
+        NodeProfile {
+            node_index: i,
+            node: format!("n{i}"),
+            op: op.into(),
+            device: DLDevice::CPU,
+            time_us: us,
+            arg_shapes: vec![("float32".into(), vec![1, 4])],
+            attrs: [("hash".to_string(), "h".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn aggregates_and_prints() {
+        let r = ProfileReport::new(
+            vec![
+                node(1, "add", 1.0),
+                node(2, "relu", 3.0),
+                node(3, "add", 2.0),
+            ],
+            10.0,
+            5,
+            vec![DLDevice::CPU],
+        );
+        assert_eq!(r.ops[0].name, "add");
+        assert_eq!(r.ops[0].calls, 2);
+        assert!((r.ops[0].time_us - 3.0).abs() < 1e-9);
+        assert!((r.ops[0].percent - 30.0).abs() < 1e-9);
+        let t = r.table();
+        assert!(t.contains("relu") && t.contains("float32[1, 4]"), "{t}");
+        let j: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(j["calls"].as_array().unwrap().len(), 3);
+        assert_eq!(j["calls"][0]["Name"]["string"], "add");
+        assert_eq!(j["calls"][0]["Hash"]["string"], "h");
+        assert_eq!(j["device_metrics"]["cpu0"]["Name"]["string"], "Total");
+    }
+}

@@ -1,0 +1,320 @@
+//! The graph executor factory (type key `GraphExecutorFactory`): what `relay.build` packs into
+//! an exported library. It holds the graph JSON, the parameters and the name of the model, and
+//! creates executors over the library it imports.
+//!
+//! Serialised payload (in the library's `__tvm_dev_mblob`): the graph JSON (string), a `u64`
+//! count, the parameter names (vector of strings), that many arrays (`NDArray::Save` format),
+//! then the module name (string).
+
+use super::graph_executor::{make_module, Executor, LinkedParamLookup};
+use super::params::{self, ByteSource};
+use crate::ffi::error::{Error, Result};
+use crate::ffi::function::Function;
+use crate::ffi::types::DLDevice;
+use crate::ffi::value::{ArgValue, Args, RetValue};
+use crate::module::blob::BlobReader;
+use crate::module::{Module, ModuleNode};
+use crate::ndarray::NDArray;
+use crate::object::containers::{MapObj, StringObj};
+use crate::object::ObjectRef;
+use std::sync::Arc;
+
+/// What a factory holds.
+struct FactoryData {
+    graph_json: String,
+    params: Vec<(String, NDArray)>,
+    module_name: String,
+}
+
+/// The factory module node.
+pub struct FactoryNode {
+    d: Arc<FactoryData>,
+}
+
+impl FactoryNode {
+    /// A factory for a graph, its parameters and the model name (usually `default`).
+    pub fn new(graph_json: String, params: Vec<(String, NDArray)>, module_name: String) -> Self {
+        FactoryNode {
+            d: Arc::new(FactoryData {
+                graph_json,
+                params,
+                module_name,
+            }),
+        }
+    }
+
+    /// The graph JSON.
+    pub fn graph_json(&self) -> &str {
+        &self.d.graph_json
+    }
+
+    /// The parameters, in stored order.
+    pub fn params(&self) -> &[(String, NDArray)] {
+        &self.d.params
+    }
+
+    /// The model name (the function that creates an executor).
+    pub fn module_name(&self) -> &str {
+        &self.d.module_name
+    }
+
+    /// Reads a factory from its serialised payload.
+    pub fn load(r: &mut dyn ByteSource) -> Result<FactoryNode> {
+        let graph_json = params::read_string(r, "the graph JSON")?;
+        let mut count = [0u8; 8];
+        count.copy_from_slice(r.take(8, "the number of parameters")?);
+        let count = u64::from_le_bytes(count);
+        let names = params::read_strings(r, "the parameter names")?;
+        if count != names.len() as u64 {
+            return Err(Error::value(format!(
+                "GraphExecutorFactory: {count} parameters announced but {} names stored",
+                names.len()
+            )));
+        }
+        let mut p = Vec::with_capacity(names.len());
+        for name in names {
+            let a = params::load_ndarray(r)
+                .map_err(|e| e.context(format!("GraphExecutorFactory: parameter '{name}'")))?;
+            p.push((name, a));
+        }
+        let module_name = params::read_string(r, "the module name")?;
+        Ok(FactoryNode::new(graph_json, p, module_name))
+    }
+
+    /// Writes the serialised payload (the inverse of [`FactoryNode::load`]).
+    pub fn save_to_binary(&self) -> Result<Vec<u8>> {
+        let mut out = Vec::new();
+        let d = &self.d;
+        params::write_string(&mut out, &d.graph_json);
+        out.extend_from_slice(&(d.params.len() as u64).to_le_bytes());
+        let names: Vec<&str> = d.params.iter().map(|(n, _)| n.as_str()).collect();
+        params::write_strings(&mut out, &names);
+        for (_, a) in &d.params {
+            params::save_ndarray(&mut out, a)?;
+        }
+        params::write_string(&mut out, &d.module_name);
+        Ok(out)
+    }
+
+    /// Creates an executor on `devices` over `lib`, with the parameters set.
+    pub fn create_executor(
+        &self,
+        lib: Module,
+        devices: &[DLDevice],
+        debug: bool,
+    ) -> Result<Module> {
+        create_executor(&self.d, lib, devices, debug)
+    }
+}
+
+fn create_executor(
+    d: &FactoryData,
+    lib: Module,
+    devices: &[DLDevice],
+    debug: bool,
+) -> Result<Module> {
+    if devices.is_empty() {
+        return Err(Error::value(format!(
+            "{}: at least one device is needed",
+            d.module_name
+        )));
+    }
+    let exec = Arc::new(Executor::new(
+        &d.graph_json,
+        lib,
+        devices,
+        LinkedParamLookup::Default,
+    )?);
+    exec.set_params(&d.params, false)?;
+    Ok(make_module(exec, debug))
+}
+
+/// The parameters as a Map object (String → NDArray).
+pub fn params_to_map(p: &[(String, NDArray)]) -> ObjectRef {
+    let mut m = MapObj::default();
+    for (k, v) in p {
+        m.insert(StringObj::new_ref(k), Some(v.as_object().clone()));
+    }
+    ObjectRef::new(m)
+}
+
+/// Reads a Map object (String → NDArray) into a list, in map order.
+pub fn params_from_map(o: ObjectRef) -> Result<Vec<(String, NDArray)>> {
+    let m = o.downcast_ref::<MapObj>().ok_or_else(|| {
+        Error::type_error(format!(
+            "expected a Map of names to NDArrays but got {}",
+            o.type_key()
+        ))
+    })?;
+    let mut out = Vec::with_capacity(m.len());
+    for (k, v) in m.iter() {
+        let name = k
+            .downcast_ref::<StringObj>()
+            .ok_or_else(|| Error::type_error("parameter names must be strings"))?
+            .as_str()
+            .to_string();
+        let arr = v
+            .clone()
+            .ok_or_else(|| Error::value(format!("parameter '{name}' is NULL")))
+            .and_then(NDArray::from_object)
+            .map_err(|e| e.context(format!("parameter '{name}'")))?;
+        out.push((name, arr));
+    }
+    Ok(out)
+}
+
+fn devices_from(args: &Args<'_>, from: usize) -> Result<Vec<DLDevice>> {
+    (from..args.len()).map(|i| args.device(i)).collect()
+}
+
+fn first_import(this: &ObjectRef) -> Result<Module> {
+    Module::from_object(this.clone())?
+        .imports()
+        .into_iter()
+        .next()
+        .ok_or_else(|| Error::value("GraphExecutorFactory: no library module is imported"))
+}
+
+impl ModuleNode for FactoryNode {
+    fn save_to_binary(&self) -> Result<Vec<u8>> {
+        FactoryNode::save_to_binary(self)
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn type_key(&self) -> &str {
+        "GraphExecutorFactory"
+    }
+
+    fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
+        // Functions that need the factory's imports need its module object.
+        let this = this.cloned();
+        let node = move || -> Result<(ObjectRef, Module)> {
+            let this = this
+                .clone()
+                .ok_or_else(|| Error::internal("GraphExecutorFactory: no module object"))?;
+            let lib = first_import(&this)?;
+            Ok((this, lib))
+        };
+        let d = self.d.clone();
+        let f = if name == d.module_name {
+            Function::from_rust(move |a, rv| {
+                let (_this, lib) = node()?;
+                let devs = devices_from(&a, 0)?;
+                *rv = create_executor(&d, lib, &devs, false)?.into_object().into();
+                Ok(())
+            })
+        } else {
+            match name {
+                "get_graph_json" => Function::from_rust(move |_a, rv| {
+                    *rv = RetValue::Str(d.graph_json.clone());
+                    Ok(())
+                }),
+                "get_graph_params" => Function::from_rust(move |_a, rv| {
+                    *rv = params_to_map(&d.params).into();
+                    Ok(())
+                }),
+                "debug_create" => Function::from_rust(move |a, rv| {
+                    if a.is_empty() {
+                        return Err(Error::value(
+                            "debug_create expects (module_name, device, ...)",
+                        ));
+                    }
+                    let want = a.str(0)?;
+                    if want != d.module_name {
+                        return Err(Error::value(format!(
+                            "debug_create: this factory holds model '{}', not '{want}'",
+                            d.module_name
+                        )));
+                    }
+                    let (_this, lib) = node()?;
+                    let devs = devices_from(&a, 1)?;
+                    *rv = create_executor(&d, lib, &devs, true)?.into_object().into();
+                    Ok(())
+                }),
+                "remove_params" => Function::from_rust(move |_a, rv| {
+                    let (_this, lib) = node()?;
+                    let m = Module::new(Box::new(FactoryNode::new(
+                        d.graph_json.clone(),
+                        Vec::new(),
+                        d.module_name.clone(),
+                    )));
+                    m.import(&lib)?;
+                    *rv = m.into_object().into();
+                    Ok(())
+                }),
+                "cuda_graph_create" => Function::from_rust(|_a, _rv| {
+                    Err(Error::new(
+                        crate::ffi::ErrorKind::RuntimeError,
+                        "cuda_graph_create: the CUDA graph executor is not supported by this \
+                         runtime",
+                    ))
+                }),
+                _ => return Ok(None),
+            }
+        };
+        Ok(Some(f))
+    }
+
+    fn property_mask(&self) -> i32 {
+        crate::module::property::BINARY_SERIALIZABLE
+    }
+}
+
+/// `runtime.module.loadbinary_GraphExecutorFactory`: reads a factory from a blob reader.
+pub fn load_binary(args: Args<'_>) -> Result<Module> {
+    let h = args.handle(0)?;
+    if h.is_null() {
+        return Err(Error::value(
+            "runtime.module.loadbinary_GraphExecutorFactory: the stream handle is NULL",
+        ));
+    }
+    // SAFETY: blob loaders are called by `module::blob::load_entry` with a pointer to a live
+    // BlobReader, exclusively ours for the call.
+    let r = unsafe { &mut *(h as *mut BlobReader<'_>) };
+    let node = FactoryNode::load(r).map_err(|e| e.context("loading GraphExecutorFactory"))?;
+    Ok(Module::new(Box::new(node)))
+}
+
+/// `tvm.graph_executor_factory.create(graph_json, module, module_name, [name, array]...)`.
+pub fn create(args: Args<'_>) -> Result<Module> {
+    const NAME: &str = "tvm.graph_executor_factory.create";
+    if args.len() < 3 || (args.len() - 3) % 2 != 0 {
+        return Err(Error::value(format!(
+            "{NAME} expects (graph_json, module, module_name, [param_name, param_array]...) but \
+             got {} arguments",
+            args.len()
+        )));
+    }
+    let json = args.str(0)?.to_string();
+    let lib = match args.get(1)? {
+        ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?,
+        v => {
+            return Err(Error::type_error(format!(
+                "{NAME}: argument 1 must be a Module, got {}",
+                v.kind_name()
+            )))
+        }
+    };
+    let module_name = args.str(2)?.to_string();
+    let mut p = Vec::new();
+    for i in (3..args.len()).step_by(2) {
+        let name = args.str(i)?.to_string();
+        let arr = match args.get(i + 1)? {
+            ArgValue::Object(o) => NDArray::from_object(o.to_ref())
+                .map_err(|e| e.context(format!("{NAME}: parameter '{name}'")))?,
+            v => {
+                return Err(Error::type_error(format!(
+                    "{NAME}: parameter '{name}' must be an NDArray, got {}",
+                    v.kind_name()
+                )))
+            }
+        };
+        p.push((name, arr));
+    }
+    let m = Module::new(Box::new(FactoryNode::new(json, p, module_name)));
+    m.import(&lib)?;
+    Ok(m)
+}

@@ -1,0 +1,422 @@
+//! The PackedFunc surface of executor modules (`module["set_input"]`, ...) and the argument
+//! conversions shared by the executors' global functions.
+
+use super::debug::pack_run_individual;
+use super::graph_executor::{executor_of, Executor, TensorArg, TensorInfo};
+use super::time_eval::TimeEvalConfig;
+use crate::ffi::dtype::dtype_to_string;
+use crate::ffi::error::{Error, Result};
+use crate::ffi::function::Function;
+use crate::ffi::types::DLDevice;
+use crate::ffi::value::{ArgValue, Args, RetValue};
+use crate::module::Module;
+use crate::object::containers::{ArrayObj, MapObj, ShapeTupleObj, StringObj};
+use crate::object::ObjectRef;
+use std::sync::Arc;
+
+/// A key naming an input or output: a name or an index.
+pub(crate) enum Key<'a> {
+    /// By name.
+    Name(&'a str),
+    /// By index.
+    Index(i64),
+}
+
+/// Reads argument `i` as a name or an index.
+pub(crate) fn key_arg<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<Key<'a>> {
+    match a.get(i)? {
+        ArgValue::Int(v) => Ok(Key::Index(v)),
+        ArgValue::Bool(b) => Ok(Key::Index(b as i64)),
+        ArgValue::Str(_) => Ok(Key::Name(a.str(i)?)),
+        ArgValue::Object(o) if o.downcast_ref::<StringObj>().is_some() => Ok(Key::Name(a.str(i)?)),
+        v => Err(Error::type_error(format!(
+            "{what}: argument {i} must be a name or an index, got {}",
+            v.kind_name()
+        ))),
+    }
+}
+
+/// Reads argument `i` as bytes (bytes, a string, or a String object).
+pub(crate) fn bytes_arg<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a [u8]> {
+    match a.get(i)? {
+        ArgValue::Bytes(b) => Ok(b),
+        ArgValue::Str(s) => Ok(s.to_bytes()),
+        ArgValue::Object(o) => match o.downcast_ref::<StringObj>() {
+            Some(s) => Ok(s.as_bytes()),
+            None => Err(Error::type_error(format!(
+                "{what}: argument {i} must be bytes, got {}",
+                ArgValue::Object(o).kind_name()
+            ))),
+        },
+        v => Err(Error::type_error(format!(
+            "{what}: argument {i} must be bytes, got {}",
+            v.kind_name()
+        ))),
+    }
+}
+
+fn index(v: i64, what: &str) -> Result<usize> {
+    if v < 0 {
+        return Err(Error::index(format!("{what}: index {v} is negative")));
+    }
+    Ok(v as usize)
+}
+
+fn input_of(e: &Executor, k: Key<'_>, what: &str) -> Result<usize> {
+    match k {
+        Key::Name(n) => e
+            .input_index_or_err(n)
+            .map_err(|err| err.context(what.to_string())),
+        Key::Index(i) => index(i, what),
+    }
+}
+
+fn output_of(e: &Executor, k: Key<'_>, what: &str) -> Result<usize> {
+    match k {
+        Key::Name(n) => e
+            .output_index_or_err(n)
+            .map_err(|err| err.context(what.to_string())),
+        Key::Index(i) => index(i, what),
+    }
+}
+
+/// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}`, as the reference returns.
+pub(crate) fn info_map(info: &[TensorInfo]) -> ObjectRef {
+    let mut shapes = MapObj::default();
+    let mut dtypes = MapObj::default();
+    for t in info {
+        shapes.insert(
+            StringObj::new_ref(&t.name),
+            Some(ShapeTupleObj::new_ref(&t.shape)),
+        );
+        dtypes.insert(
+            StringObj::new_ref(&t.name),
+            Some(StringObj::new_ref(&dtype_to_string(t.dtype))),
+        );
+    }
+    let mut m = MapObj::default();
+    m.insert(StringObj::new_ref("shape"), Some(ObjectRef::new(shapes)));
+    m.insert(StringObj::new_ref("dtype"), Some(ObjectRef::new(dtypes)));
+    ObjectRef::new(m)
+}
+
+fn ints(a: &Args<'_>, from: usize, n: usize, what: &str) -> Result<Vec<i64>> {
+    if a.len() < from + n {
+        return Err(Error::value(format!(
+            "{what} expects {} arguments but {} were given",
+            from + n,
+            a.len()
+        )));
+    }
+    (from..from + n).map(|i| a.i64(i)).collect()
+}
+
+/// The debug executor's measuring settings, checked as the reference checks them.
+fn debug_cfg(v: &[i64], what: &str) -> Result<TimeEvalConfig> {
+    let cfg = TimeEvalConfig {
+        number: v[0],
+        repeat: v[1],
+        min_repeat_ms: v[2],
+        limit_zero_time_iterations: v[3],
+        cooldown_interval_ms: v[4],
+        repeats_to_cooldown: v[5],
+        cache_flush_bytes: 0,
+    };
+    if cfg.repeat <= 0 || cfg.repeats_to_cooldown <= 0 {
+        return Err(Error::value(format!(
+            "{what}: repeat and repeats_to_cooldown must be positive"
+        )));
+    }
+    cfg.validate().map_err(|e| e.context(what.to_string()))?;
+    Ok(cfg)
+}
+
+type Body = fn(&Executor, Args<'_>, &mut RetValue) -> Result<()>;
+
+fn body(name: &str, debug: bool) -> Option<Body> {
+    let f: Body = match name {
+        "set_input" => |e, a, _rv| {
+            a.expect_len(2, "set_input")?;
+            let i = input_of(e, key_arg(&a, 0, "set_input")?, "set_input")?;
+            let t = TensorArg::from_arg(a.get(1)?, "set_input")?;
+            e.set_input(i, tensor_dl(&t))
+        },
+        "set_input_zero_copy" => |e, a, _rv| {
+            a.expect_len(2, "set_input_zero_copy")?;
+            let i = input_of(
+                e,
+                key_arg(&a, 0, "set_input_zero_copy")?,
+                "set_input_zero_copy",
+            )?;
+            let t = TensorArg::from_arg(a.get(1)?, "set_input_zero_copy")?;
+            e.set_input_zero_copy(i, &t)
+        },
+        "set_output_zero_copy" => |e, a, _rv| {
+            a.expect_len(2, "set_output_zero_copy")?;
+            let i = output_of(
+                e,
+                key_arg(&a, 0, "set_output_zero_copy")?,
+                "set_output_zero_copy",
+            )?;
+            let t = TensorArg::from_arg(a.get(1)?, "set_output_zero_copy")?;
+            e.set_output_zero_copy(i, &t)
+        },
+        "get_output" => |e, a, rv| {
+            if a.is_empty() || a.len() > 2 {
+                return Err(Error::value("get_output expects (index[, out])"));
+            }
+            let i = output_of(e, key_arg(&a, 0, "get_output")?, "get_output")?;
+            if a.len() == 2 && !matches!(a.get(1)?, ArgValue::Null) {
+                let t = TensorArg::from_arg(a.get(1)?, "get_output")?;
+                return e.copy_output_to(i, tensor_dl(&t));
+            }
+            *rv = e.get_output(i)?.into_object().into();
+            Ok(())
+        },
+        "get_input" => |e, a, rv| {
+            a.expect_len(1, "get_input")?;
+            let i = match key_arg(&a, 0, "get_input")? {
+                // An unknown name gives None (Python's GraphModule relies on it).
+                Key::Name(n) => match e.input_index(n) {
+                    Some(i) => i,
+                    None => {
+                        *rv = RetValue::Null;
+                        return Ok(());
+                    }
+                },
+                Key::Index(i) => index(i, "get_input")?,
+            };
+            *rv = e.get_input(i)?.into_object().into();
+            Ok(())
+        },
+        "get_num_outputs" => |e, _a, rv| {
+            *rv = RetValue::Int(e.num_outputs() as i64);
+            Ok(())
+        },
+        "get_num_inputs" => |e, _a, rv| {
+            *rv = RetValue::Int(e.num_inputs() as i64);
+            Ok(())
+        },
+        "run" => |e, _a, _rv| e.run(),
+        "run_from_inputs" => |e, a, rv| {
+            if a.len() < 2 || a.len() % 2 != 0 {
+                return Err(Error::value(
+                    "run_from_inputs expects (device_type, device_id, [input, value]...)",
+                ));
+            }
+            let host = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+            for k in (2..a.len()).step_by(2) {
+                let i = input_of(e, key_arg(&a, k, "run_from_inputs")?, "run_from_inputs")?;
+                let t = TensorArg::from_arg(a.get(k + 1)?, "run_from_inputs")?;
+                e.set_input(i, tensor_dl(&t))?;
+            }
+            e.run()?;
+            let mut outs = Vec::with_capacity(e.num_outputs());
+            for i in 0..e.num_outputs() {
+                let o = e.get_output(i)?;
+                let c = crate::ndarray::NDArray::empty(o.shape(), o.dtype(), host)?;
+                o.copy_to(&c)?;
+                outs.push(Some(c.into_object()));
+            }
+            *rv = ArrayObj::new_ref(outs).into();
+            Ok(())
+        },
+        "load_params" => |e, a, _rv| {
+            a.expect_len(1, "load_params")?;
+            e.load_params(bytes_arg(&a, 0, "load_params")?)
+        },
+        "share_params" => |e, a, _rv| {
+            a.expect_len(2, "share_params")?;
+            let other = match a.get(0)? {
+                ArgValue::Object(o) => Module::from_object(o.to_ref())?,
+                v => {
+                    return Err(Error::type_error(format!(
+                        "share_params: argument 0 must be a GraphExecutor module, got {}",
+                        v.kind_name()
+                    )))
+                }
+            };
+            let other = executor_of(&other).ok_or_else(|| {
+                Error::type_error(format!(
+                    "share_params: argument 0 must be a GraphExecutor module of this runtime, \
+                     got a module of type {}",
+                    other.type_key()
+                ))
+            })?;
+            e.share_params(&other, bytes_arg(&a, 1, "share_params")?)
+        },
+        "get_input_index" => |e, a, rv| {
+            a.expect_len(1, "get_input_index")?;
+            let name = a
+                .str(0)
+                .map_err(|_| Error::type_error("get_input_index: the input key is not a string"))?;
+            *rv = RetValue::Int(e.input_index(name).map_or(-1, |i| i as i64));
+            Ok(())
+        },
+        "get_output_index" => |e, a, rv| {
+            a.expect_len(1, "get_output_index")?;
+            let name = a.str(0).map_err(|_| {
+                Error::type_error("get_output_index: the output key is not a string")
+            })?;
+            *rv = RetValue::Int(e.output_index(name).map_or(-1, |i| i as i64));
+            Ok(())
+        },
+        "get_input_info" => |e, _a, rv| {
+            *rv = info_map(&e.input_info()?).into();
+            Ok(())
+        },
+        "get_output_info" => |e, _a, rv| {
+            *rv = info_map(&e.output_info()).into();
+            Ok(())
+        },
+        _ if !debug => return None,
+        "run_individual" => |e, a, rv| {
+            let v = ints(&a, 0, 6, "run_individual")?;
+            let cfg = debug_cfg(&v, "run_individual")?;
+            *rv = RetValue::Bytes(pack_run_individual(&e.run_individual(&cfg)?));
+            Ok(())
+        },
+        "run_individual_node" => |e, a, rv| {
+            let v = ints(&a, 0, 7, "run_individual_node")?;
+            let cfg = debug_cfg(&v[1..], "run_individual_node")?;
+            let t = e.run_individual_node(v[0], &cfg)?;
+            *rv = RetValue::Bytes(super::time_eval::pack_f64(&t));
+            Ok(())
+        },
+        "debug_get_output" => |e, a, rv| {
+            if a.is_empty() || a.len() > 2 {
+                return Err(Error::value("debug_get_output expects (node[, out])"));
+            }
+            let nid = match key_arg(&a, 0, "debug_get_output")? {
+                Key::Name(n) => e.node_index(n)? as i64,
+                Key::Index(i) => i,
+            };
+            let out = if a.len() == 2 && !matches!(a.get(1)?, ArgValue::Null) {
+                Some(TensorArg::from_arg(a.get(1)?, "debug_get_output")?)
+            } else {
+                None
+            };
+            let arr = e.debug_get_output(nid, out.as_ref().map(tensor_dl))?;
+            if out.is_none() {
+                *rv = arr.into_object().into();
+            }
+            Ok(())
+        },
+        "execute_node" => |e, a, _rv| {
+            a.expect_len(1, "execute_node")?;
+            e.execute_node(a.i64(0)?)
+        },
+        "get_node_output" => |e, a, rv| {
+            a.expect_len(2, "get_node_output")?;
+            *rv = e
+                .get_node_output(a.i64(0)?, a.i64(1)?)?
+                .into_object()
+                .into();
+            Ok(())
+        },
+        "profile" => |e, a, rv| {
+            if a.len() > 1 {
+                return Err(Error::value("profile expects ([collectors])"));
+            }
+            if !a.is_empty() {
+                match a.get(0)? {
+                    ArgValue::Null => {}
+                    ArgValue::Object(o)
+                        if o.downcast_ref::<ArrayObj>()
+                            .is_some_and(|x| x.items.is_empty()) => {}
+                    _ => {
+                        return Err(Error::value(
+                            "profile: metric collectors are not supported by this runtime",
+                        ))
+                    }
+                }
+            }
+            *rv = RetValue::Str(e.profile(0)?.table());
+            Ok(())
+        },
+        "profile_rpc" => |e, _a, rv| {
+            *rv = RetValue::Str(e.profile(0)?.to_json());
+            Ok(())
+        },
+        _ => return None,
+    };
+    Some(f)
+}
+
+fn tensor_dl(t: &TensorArg) -> &crate::ffi::types::DLTensor {
+    t.dl()
+}
+
+/// The function `name` of an executor module (`None` when it has no such function).
+pub(crate) fn executor_function(exec: &Arc<Executor>, debug: bool, name: &str) -> Option<Function> {
+    let b = body(name, debug)?;
+    let exec = exec.clone();
+    Some(Function::from_rust(move |a, rv| b(&exec, a, rv)))
+}
+
+/// Devices from `tvm.graph_executor.create`-style arguments starting at `from`: pairs of
+/// `(device_type, device_id)` integers, or `Device` values.
+pub(crate) fn devices_from(a: &Args<'_>, from: usize, what: &str) -> Result<Vec<DLDevice>> {
+    let mut devs = Vec::new();
+    let mut i = from;
+    while i < a.len() {
+        match a.get(i)? {
+            ArgValue::Device(d) => {
+                devs.push(d);
+                i += 1;
+            }
+            _ => {
+                if i + 1 >= a.len() {
+                    return Err(Error::value(format!(
+                        "{what}: devices must be given as (device_type, device_id) pairs; \
+                         argument {i} has no device id after it"
+                    )));
+                }
+                devs.push(DLDevice::new(a.i64(i)? as i32, a.i64(i + 1)? as i32));
+                i += 2;
+            }
+        }
+    }
+    if devs.is_empty() {
+        return Err(Error::value(format!("{what}: no device given")));
+    }
+    Ok(devs)
+}
+
+/// `tvm.graph_executor.create(graph_json, lib, [lookup_linked_param], device_type, device_id,
+/// ...)` and its debug twin.
+pub(crate) fn create(a: Args<'_>, debug: bool) -> Result<Module> {
+    let what = if debug {
+        "tvm.graph_executor_debug.create"
+    } else {
+        "tvm.graph_executor.create"
+    };
+    if a.len() < 3 {
+        return Err(Error::value(format!(
+            "{what} expects (graph_json, module, device_type, device_id, ...) but got {} \
+             arguments",
+            a.len()
+        )));
+    }
+    let json = a.str(0)?;
+    let lib = match a.get(1)? {
+        ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(what))?,
+        v => {
+            return Err(Error::type_error(format!(
+                "{what}: argument 1 must be a Module, got {}",
+                v.kind_name()
+            )))
+        }
+    };
+    let mut start = 2;
+    let mut lookup = super::graph_executor::LinkedParamLookup::Default;
+    if let ArgValue::Object(o) = a.get(2)? {
+        if let Ok(f) = Function::from_object(o.to_ref()) {
+            lookup = super::graph_executor::LinkedParamLookup::Custom(f);
+            start = 3;
+        }
+    }
+    let devs = devices_from(&a, start, what)?;
+    let exec = Arc::new(Executor::new(json, lib, &devs, lookup)?);
+    Ok(super::graph_executor::make_module(exec, debug))
+}

@@ -1,0 +1,391 @@
+//! The binary formats of arrays and parameter dictionaries, byte for byte as TVM writes them
+//! (`NDArray::Save`/`Load`, `runtime.SaveParams`/`LoadParams`).
+//!
+//! One array: `u64 kTVMNDArrayMagic`, `u64 reserved (0)`, `DLDevice` (`i32 type`, `i32 id`,
+//! always CPU), `i32 ndim`, `DLDataType` (`u8 code`, `u8 bits`, `u16 lanes`), `ndim × i64`
+//! shape, `i64 data_byte_size`, then the data. As in the reference, the data size is
+//! `((bits + 7) / 8) × elements` (lanes are not counted). A parameter dictionary:
+//! `u64 kTVMNDArrayListMagic`, `u64 reserved`, the names (`u64 count`, then each a `u64`
+//! length and bytes), `u64 count` again, then that many arrays. Everything little-endian.
+
+use crate::device;
+use crate::ffi::error::{Error, Result};
+use crate::ffi::types::{DLDataType, DLDevice, DLTensor, DL_CPU};
+use crate::module::blob::BlobReader;
+use crate::ndarray::{shape_of, NDArray};
+use std::ffi::c_void;
+
+/// Magic number starting one saved array (`kTVMNDArrayMagic`).
+pub const NDARRAY_MAGIC: u64 = 0xDD5E40F096B4A13F;
+/// Magic number starting a saved parameter dictionary (`kTVMNDArrayListMagic`).
+pub const NDARRAY_LIST_MAGIC: u64 = 0xF7E58D4F05049CB7;
+
+/// Something bytes can be read from with bounds checks.
+pub trait ByteSource {
+    /// Reads exactly `n` bytes; an error naming `what` when fewer are left.
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8]>;
+    /// Bytes left.
+    fn left(&self) -> usize;
+}
+
+/// A cursor over a byte slice.
+pub struct ByteReader<'a> {
+    data: &'a [u8],
+    pos: usize,
+    context: &'static str,
+}
+
+impl<'a> ByteReader<'a> {
+    /// A reader over `data`; `context` starts error messages.
+    pub fn new(data: &'a [u8], context: &'static str) -> Self {
+        ByteReader {
+            data,
+            pos: 0,
+            context,
+        }
+    }
+}
+
+impl ByteSource for ByteReader<'_> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
+        if n > self.data.len() - self.pos {
+            return Err(Error::value(format!(
+                "{}: the data is truncated: cannot read {what} ({n} bytes) at byte {} of {}",
+                self.context,
+                self.pos,
+                self.data.len()
+            )));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+
+    fn left(&self) -> usize {
+        self.data.len() - self.pos
+    }
+}
+
+impl ByteSource for BlobReader<'_> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
+        self.read_bytes(n, what)
+    }
+
+    fn left(&self) -> usize {
+        self.remaining()
+    }
+}
+
+fn read_u64(r: &mut dyn ByteSource, what: &str) -> Result<u64> {
+    Ok(u64::from_le_bytes(
+        r.take(8, what)?.try_into().expect("8 bytes"),
+    ))
+}
+
+fn read_i32(r: &mut dyn ByteSource, what: &str) -> Result<i32> {
+    Ok(i32::from_le_bytes(
+        r.take(4, what)?.try_into().expect("4 bytes"),
+    ))
+}
+
+/// Reads a `u64`-length-prefixed UTF-8 string.
+pub fn read_string(r: &mut dyn ByteSource, what: &str) -> Result<String> {
+    let n = read_u64(r, what)?;
+    if n > r.left() as u64 {
+        return Err(Error::value(format!(
+            "{what}: length {n} exceeds the {} bytes left",
+            r.left()
+        )));
+    }
+    let b = r.take(n as usize, what)?;
+    String::from_utf8(b.to_vec()).map_err(|_| Error::value(format!("{what} is not UTF-8")))
+}
+
+/// Reads a vector of strings (`u64` count, then each string).
+pub fn read_strings(r: &mut dyn ByteSource, what: &str) -> Result<Vec<String>> {
+    let n = read_u64(r, what)?;
+    // Every string takes at least its 8-byte length.
+    if n > (r.left() / 8) as u64 {
+        return Err(Error::value(format!(
+            "{what}: a count of {n} exceeds the {} bytes left",
+            r.left()
+        )));
+    }
+    (0..n).map(|_| read_string(r, what)).collect()
+}
+
+/// Appends a `u64`-length-prefixed string.
+pub fn write_string(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// Appends a vector of strings.
+pub fn write_strings<S: AsRef<str>>(out: &mut Vec<u8>, v: &[S]) {
+    out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+    for s in v {
+        write_string(out, s.as_ref());
+    }
+}
+
+/// Bytes the reference stores for `num_elems` elements of `dtype`: lanes are not counted.
+fn saved_data_size(dtype: DLDataType, num_elems: u64) -> Option<u64> {
+    num_elems.checked_mul((dtype.bits as u64).div_ceil(8))
+}
+
+/// Copies up to `n` bytes of a tensor's data to host memory, returning exactly `n` bytes
+/// (zero-padded if the tensor holds fewer, which only happens for sub-byte types).
+///
+/// # Safety
+/// `t` must describe valid memory on its device.
+unsafe fn tensor_bytes(t: &DLTensor, n: usize) -> Result<Vec<u8>> {
+    let have = crate::ndarray::tensor_nbytes(t)?;
+    if !crate::ndarray::is_contiguous(t) {
+        return Err(Error::value(
+            "cannot save a non-contiguous array: make a compact copy first",
+        ));
+    }
+    let mut out = vec![0u8; n];
+    let k = n.min(have);
+    if k == 0 {
+        return Ok(out);
+    }
+    let api = device::api(t.device)?;
+    // SAFETY: the tensor holds `have >= k` bytes from data + byte_offset (caller contract);
+    // `out` holds n >= k bytes.
+    unsafe {
+        api.copy_data(
+            t.data,
+            t.byte_offset,
+            out.as_mut_ptr() as *mut c_void,
+            0,
+            k,
+            t.device,
+            DLDevice::CPU,
+            t.dtype,
+            std::ptr::null_mut(),
+        )?;
+    }
+    api.stream_sync(t.device, std::ptr::null_mut())?;
+    Ok(out)
+}
+
+/// Appends one tensor in the reference's `NDArray::Save` format.
+///
+/// # Safety
+/// `t` must describe valid memory on its device (shape holding `ndim` entries).
+pub unsafe fn save_dltensor(out: &mut Vec<u8>, t: &DLTensor) -> Result<()> {
+    if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
+        return Err(Error::value("cannot save an array without a valid shape"));
+    }
+    // SAFETY: caller contract.
+    let shape = unsafe { shape_of(t) };
+    let mut num_elems: u64 = 1;
+    for &d in shape {
+        if d < 0 {
+            return Err(Error::value(format!(
+                "cannot save an array of shape {shape:?}"
+            )));
+        }
+        num_elems = num_elems
+            .checked_mul(d as u64)
+            .ok_or_else(|| Error::value(format!("array of shape {shape:?} is too large")))?;
+    }
+    let size = saved_data_size(t.dtype, num_elems)
+        .filter(|&s| s <= i64::MAX as u64)
+        .ok_or_else(|| Error::value(format!("array of shape {shape:?} is too large")))?;
+    out.extend_from_slice(&NDARRAY_MAGIC.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&DL_CPU.to_le_bytes());
+    out.extend_from_slice(&0i32.to_le_bytes());
+    out.extend_from_slice(&t.ndim.to_le_bytes());
+    out.push(t.dtype.code);
+    out.push(t.dtype.bits);
+    out.extend_from_slice(&t.dtype.lanes.to_le_bytes());
+    for &d in shape {
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    out.extend_from_slice(&(size as i64).to_le_bytes());
+    // SAFETY: caller contract.
+    let data = unsafe { tensor_bytes(t, size as usize)? };
+    out.extend_from_slice(&data);
+    Ok(())
+}
+
+/// Appends one array in the reference's `NDArray::Save` format.
+pub fn save_ndarray(out: &mut Vec<u8>, a: &NDArray) -> Result<()> {
+    // SAFETY: a live NDArray describes its own valid memory.
+    unsafe { save_dltensor(out, a.dltensor()) }
+}
+
+/// Reads one array in the reference's `NDArray::Load` format, into a new CPU array.
+pub fn load_ndarray(r: &mut dyn ByteSource) -> Result<NDArray> {
+    let invalid = |why: String| Error::value(format!("invalid NDArray data: {why}"));
+    let magic = read_u64(r, "the array magic number")?;
+    let _reserved = read_u64(r, "the array header")?;
+    if magic != NDARRAY_MAGIC {
+        return Err(invalid(format!(
+            "bad magic number {magic:#018x} (expected {NDARRAY_MAGIC:#018x})"
+        )));
+    }
+    let dev_type = read_i32(r, "the array device")?;
+    let _dev_id = read_i32(r, "the array device")?;
+    let ndim = read_i32(r, "the array rank")?;
+    let dt = r.take(4, "the array data type")?;
+    let dtype = DLDataType::new(dt[0], dt[1], u16::from_le_bytes([dt[2], dt[3]]));
+    if dev_type != DL_CPU {
+        return Err(invalid(format!(
+            "device type {dev_type}: arrays can only be saved as CPU arrays"
+        )));
+    }
+    if ndim < 0 || ndim as u64 > (r.left() / 8) as u64 {
+        return Err(invalid(format!("rank {ndim} is out of range")));
+    }
+    let mut shape = Vec::with_capacity(ndim as usize);
+    for _ in 0..ndim {
+        let b = r.take(8, "the array shape")?;
+        shape.push(i64::from_le_bytes(b.try_into().expect("8 bytes")));
+    }
+    let mut num_elems: u64 = 1;
+    for &d in &shape {
+        if d < 0 {
+            return Err(invalid(format!("negative dimension in shape {shape:?}")));
+        }
+        num_elems = num_elems
+            .checked_mul(d as u64)
+            .ok_or_else(|| invalid(format!("shape {shape:?} is too large")))?;
+    }
+    let size = read_u64(r, "the array data size")?;
+    let expected = saved_data_size(dtype, num_elems);
+    if expected != Some(size) {
+        return Err(invalid(format!(
+            "data size {size} does not match shape {shape:?} of {}",
+            crate::ffi::dtype::dtype_to_string(dtype)
+        )));
+    }
+    if size > r.left() as u64 {
+        return Err(invalid(format!(
+            "the data is truncated: {size} bytes of data announced, {} left",
+            r.left()
+        )));
+    }
+    let arr = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
+    let data = r.take(size as usize, "the array data")?;
+    let n = data.len().min(arr.nbytes());
+    if n > 0 {
+        let t = arr.dltensor();
+        // SAFETY: a fresh CPU array holding nbytes >= n bytes at data + byte_offset; `data`
+        // holds at least n bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                (t.data as *mut u8).add(t.byte_offset as usize),
+                n,
+            );
+        }
+    }
+    Ok(arr)
+}
+
+/// Serialises a parameter dictionary in the reference's `SaveParams` format.
+pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    out.extend_from_slice(&NDARRAY_LIST_MAGIC.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
+    write_strings(&mut out, &names);
+    out.extend_from_slice(&(params.len() as u64).to_le_bytes());
+    for (name, a) in params {
+        save_ndarray(&mut out, a).map_err(|e| e.context(format!("saving parameter '{name}'")))?;
+    }
+    Ok(out)
+}
+
+/// Reads the header and names of a parameter dictionary, leaving `r` at the first array.
+pub fn read_params_header(r: &mut dyn ByteSource) -> Result<Vec<String>> {
+    let invalid = |why: &str| Error::value(format!("invalid parameters file format: {why}"));
+    let magic = read_u64(r, "the parameters magic number")?;
+    if magic != NDARRAY_LIST_MAGIC {
+        return Err(invalid(&format!(
+            "bad magic number {magic:#018x} (expected {NDARRAY_LIST_MAGIC:#018x})"
+        )));
+    }
+    let _reserved = read_u64(r, "the parameters header")?;
+    let names = read_strings(r, "the parameter names")?;
+    let count = read_u64(r, "the number of arrays")?;
+    if count != names.len() as u64 {
+        return Err(invalid(&format!(
+            "{} names but {count} arrays",
+            names.len()
+        )));
+    }
+    Ok(names)
+}
+
+/// Reads a parameter dictionary in the reference's `LoadParams` format (arrays on the CPU),
+/// in file order.
+pub fn load_params(bytes: &[u8]) -> Result<Vec<(String, NDArray)>> {
+    let mut r = ByteReader::new(bytes, "LoadParams");
+    let names = read_params_header(&mut r)?;
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
+        let a =
+            load_ndarray(&mut r).map_err(|e| e.context(format!("loading parameter '{name}'")))?;
+        out.push((name, a));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn array_layout() {
+        let a = NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+        let mut b = Vec::new();
+        save_ndarray(&mut b, &a).unwrap();
+        let mut want = Vec::new();
+        want.extend_from_slice(&NDARRAY_MAGIC.to_le_bytes());
+        want.extend_from_slice(&[0; 8]);
+        want.extend_from_slice(&[1, 0, 0, 0, 0, 0, 0, 0]); // cpu(0)
+        want.extend_from_slice(&[1, 0, 0, 0]); // ndim
+        want.extend_from_slice(&[2, 32, 1, 0]); // float32
+        want.extend_from_slice(&2i64.to_le_bytes());
+        want.extend_from_slice(&8i64.to_le_bytes());
+        want.extend_from_slice(&1.0f32.to_le_bytes());
+        want.extend_from_slice(&2.0f32.to_le_bytes());
+        assert_eq!(b, want);
+        let back = load_ndarray(&mut ByteReader::new(&b, "t")).unwrap();
+        assert_eq!(back.to_vec::<f32>().unwrap(), vec![1.0, 2.0]);
+        for cut in 0..b.len() {
+            assert!(load_ndarray(&mut ByteReader::new(&b[..cut], "t")).is_err());
+        }
+    }
+
+    #[test]
+    fn params_round_trip_and_errors() {
+        let p = vec![
+            (
+                "w".to_string(),
+                NDArray::from_slice(&[1i32, 2, 3], &[3]).unwrap(),
+            ),
+            (
+                "b".to_string(),
+                NDArray::from_slice(&[0.5f64], &[]).unwrap(),
+            ),
+        ];
+        let bytes = save_params(&p).unwrap();
+        let q = load_params(&bytes).unwrap();
+        assert_eq!(q[0].0, "w");
+        assert_eq!(q[0].1.to_vec::<i32>().unwrap(), vec![1, 2, 3]);
+        assert_eq!(q[1].1.shape(), &[] as &[i64]);
+        assert_eq!(q[1].1.to_vec::<f64>().unwrap(), vec![0.5]);
+        for cut in 0..bytes.len() {
+            assert!(load_params(&bytes[..cut]).is_err());
+        }
+        let mut bad = bytes.clone();
+        bad[0] ^= 1;
+        assert!(load_params(&bad).unwrap_err().message.contains("magic"));
+    }
+}

@@ -1,0 +1,274 @@
+//! The time evaluator (`runtime.RPCTimeEvaluator` for local modules): runs a function
+//! `1 + number × repeat` times (more when `min_repeat_ms` asks) and reports the mean time
+//! of each repeat, in seconds, as packed little-endian `f64`s, with the semantics of the
+//! reference's `WrapTimeEvaluator`.
+
+use crate::device;
+use crate::ffi::error::{Error, Result};
+use crate::ffi::function::Function;
+use crate::ffi::registry;
+use crate::ffi::types::{DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
+use crate::ffi::value::{Args, RetValue};
+use crate::module::Module;
+use crate::ndarray::NDArray;
+use std::time::{Duration, Instant};
+
+/// How to measure.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TimeEvalConfig {
+    /// Calls per measurement (raised automatically to reach `min_repeat_ms`).
+    pub number: i64,
+    /// Measurements to report.
+    pub repeat: i64,
+    /// Minimum duration of one measurement in milliseconds (0: no minimum).
+    pub min_repeat_ms: i64,
+    /// Give up raising `number` after this many measurements that took no time at all.
+    pub limit_zero_time_iterations: i64,
+    /// Pause between measurements, in milliseconds (0: none).
+    pub cooldown_interval_ms: i64,
+    /// Pause after every this many measurements.
+    pub repeats_to_cooldown: i64,
+    /// Bytes of device memory to copy before each measurement to flush caches (0: none).
+    pub cache_flush_bytes: i64,
+}
+
+impl Default for TimeEvalConfig {
+    fn default() -> Self {
+        TimeEvalConfig {
+            number: 10,
+            repeat: 1,
+            min_repeat_ms: 0,
+            limit_zero_time_iterations: 100,
+            cooldown_interval_ms: 0,
+            repeats_to_cooldown: 1,
+            cache_flush_bytes: 0,
+        }
+    }
+}
+
+impl TimeEvalConfig {
+    /// Checks the settings, as the reference's debug executor does.
+    pub fn validate(&self) -> Result<()> {
+        let checks = [
+            (self.number > 0, "number must be positive"),
+            (self.repeat >= 0, "repeat must not be negative"),
+            (
+                self.min_repeat_ms >= 0,
+                "min_repeat_ms must not be negative",
+            ),
+            (
+                self.limit_zero_time_iterations >= 0,
+                "limit_zero_time_iterations must not be negative",
+            ),
+            (
+                self.cooldown_interval_ms >= 0,
+                "cooldown_interval_ms must not be negative",
+            ),
+            (
+                self.cache_flush_bytes >= 0,
+                "cache_flush_bytes must not be negative",
+            ),
+        ];
+        for (ok, msg) in checks {
+            if !ok {
+                return Err(Error::value(format!("time evaluator: {msg}")));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Waits for the device's queued work (the CPU runs synchronously).
+#[inline]
+pub(crate) fn sync_device(dev: DLDevice) -> Result<()> {
+    if dev.device_type == DL_CPU {
+        return Ok(());
+    }
+    device::api(dev)?.stream_sync(dev, std::ptr::null_mut())
+}
+
+/// Measures `f` on `dev`: one discarded call, then `repeat` measurements, each the mean of
+/// `number` calls (raised until a measurement lasts `min_repeat_ms`). `preproc` runs before
+/// each measurement. Returns seconds per call, one value per repeat.
+pub fn time_evaluate(
+    f: &mut dyn FnMut() -> Result<()>,
+    mut preproc: Option<&mut dyn FnMut() -> Result<()>>,
+    dev: DLDevice,
+    cfg: &TimeEvalConfig,
+) -> Result<Vec<f64>> {
+    cfg.validate()?;
+    f()?;
+    let flush = if cfg.cache_flush_bytes > 0 {
+        let n = cfg.cache_flush_bytes / 4;
+        let t = DLDataType::new(DL_INT, 32, 1);
+        Some((NDArray::empty(&[n], t, dev)?, NDArray::empty(&[n], t, dev)?))
+    } else {
+        None
+    };
+    sync_device(dev)?;
+    let mut number = cfg.number;
+    let cooldown_every = cfg.repeats_to_cooldown.max(1);
+    let mut out = Vec::with_capacity(cfg.repeat as usize);
+    for i in 0..cfg.repeat {
+        if let Some(p) = preproc.as_mut() {
+            p()?;
+        }
+        let mut duration_ms = 0.0f64;
+        let mut zero_times = 0;
+        loop {
+            if duration_ms > 0.0 {
+                const GOLDEN_RATIO: f64 = 1.618;
+                let per_call = duration_ms / number as f64;
+                number = (cfg.min_repeat_ms as f64 / per_call + 1.0)
+                    .max(number as f64 * GOLDEN_RATIO)
+                    .min(i32::MAX as f64) as i64;
+            }
+            if let Some((a, b)) = &flush {
+                b.copy_to(a)?;
+            }
+            sync_device(dev)?;
+            let start = Instant::now();
+            for _ in 0..number {
+                f()?;
+            }
+            sync_device(dev)?;
+            let nanos = start.elapsed().as_nanos();
+            if nanos == 0 {
+                zero_times += 1;
+            }
+            duration_ms = nanos as f64 / 1e6;
+            if !(duration_ms < cfg.min_repeat_ms as f64
+                && zero_times < cfg.limit_zero_time_iterations)
+            {
+                break;
+            }
+        }
+        out.push(duration_ms / 1e3 / number as f64);
+        if cfg.cooldown_interval_ms > 0 && i % cooldown_every == 0 {
+            std::thread::sleep(Duration::from_millis(cfg.cooldown_interval_ms as u64));
+        }
+    }
+    Ok(out)
+}
+
+/// Packs seconds as the reference returns them: consecutive native (little-endian) `f64`s.
+pub fn pack_f64(v: &[f64]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Wraps `pf` in a PackedFunc that measures it with the arguments it is called with and
+/// returns the packed seconds.
+pub fn wrap_time_evaluator(
+    pf: Function,
+    dev: DLDevice,
+    cfg: TimeEvalConfig,
+    f_preproc: Option<Function>,
+) -> Function {
+    Function::from_rust(move |args: Args<'_>, rv: &mut RetValue| {
+        let mut values: Vec<TVMValue> = args.values.to_vec();
+        let mut codes: Vec<i32> = args.codes.to_vec();
+        let n = values.len() as i32;
+        let mut call = |g: &Function| -> Result<()> {
+            let mut tmp = RetValue::Null;
+            // SAFETY: the copies hold `n` entries of the caller's arguments, whose pointees
+            // live for this call.
+            unsafe {
+                g.obj()
+                    .call_raw(values.as_mut_ptr(), codes.as_mut_ptr(), n, &mut tmp)
+            }
+        };
+        let mut pre_call;
+        let pre: Option<&mut dyn FnMut() -> Result<()>> = match &f_preproc {
+            Some(p) => {
+                pre_call = {
+                    let mut values: Vec<TVMValue> = args.values.to_vec();
+                    let mut codes: Vec<i32> = args.codes.to_vec();
+                    move || -> Result<()> {
+                        let mut tmp = RetValue::Null;
+                        // SAFETY: as above.
+                        unsafe {
+                            p.obj()
+                                .call_raw(values.as_mut_ptr(), codes.as_mut_ptr(), n, &mut tmp)
+                        }
+                    }
+                };
+                Some(&mut pre_call)
+            }
+            None => None,
+        };
+        let times = time_evaluate(&mut || call(&pf), pre, dev, &cfg)?;
+        *rv = RetValue::Bytes(pack_f64(&times));
+        Ok(())
+    })
+}
+
+/// `runtime.RPCTimeEvaluator` for local modules: `(module or NULL, name, device_type,
+/// device_id, number, repeat, min_repeat_ms, limit_zero_time_iterations,
+/// cooldown_interval_ms, repeats_to_cooldown, cache_flush_bytes, f_preproc_name)`. The function
+/// is looked up in the module and its imports, or in the global registry when the module is
+/// NULL.
+pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
+    const NAME: &str = "runtime.RPCTimeEvaluator";
+    if args.len() < 10 {
+        return Err(Error::value(format!(
+            "{NAME} expects (module, func_name, device_type, device_id, number, repeat, \
+             min_repeat_ms, limit_zero_time_iterations, cooldown_interval_ms, \
+             repeats_to_cooldown[, cache_flush_bytes[, f_preproc_name]]) but got {} arguments",
+            args.len()
+        )));
+    }
+    let module = match args.object(0)? {
+        None => None,
+        Some(o) => Some(Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?),
+    };
+    let name = args.str(1)?;
+    let dev = DLDevice::new(args.i64(2)? as i32, args.i64(3)? as i32);
+    if dev.device_type >= crate::ffi::types::RPC_SESS_MASK {
+        return Err(Error::value(format!(
+            "{NAME}: device type {} is a remote (RPC) device; RPC is not supported by this \
+             runtime",
+            dev.device_type
+        )));
+    }
+    let cfg = TimeEvalConfig {
+        number: args.i64(4)?,
+        repeat: args.i64(5)?,
+        min_repeat_ms: args.i64(6)?,
+        limit_zero_time_iterations: args.i64(7)?,
+        cooldown_interval_ms: args.i64(8)?,
+        repeats_to_cooldown: args.i64(9)?,
+        cache_flush_bytes: if args.len() > 10 { args.i64(10)? } else { 0 },
+    };
+    cfg.validate().map_err(|e| e.context(NAME))?;
+    let preproc_name = if args.len() > 11 {
+        match args.get(11)? {
+            crate::ffi::value::ArgValue::Null => "",
+            _ => args.str(11)?,
+        }
+    } else {
+        ""
+    };
+    let f_preproc = if preproc_name.is_empty() {
+        None
+    } else {
+        Some(registry::get(preproc_name).ok_or_else(|| {
+            Error::value(format!(
+                "{NAME}: cannot find the preprocessing function {preproc_name} in the global \
+                 registry"
+            ))
+        })?)
+    };
+    let pf = match &module {
+        Some(m) => m.get_function(name, true)?.ok_or_else(|| {
+            Error::attribute(format!(
+                "{NAME}: cannot find function {name} in the module (type {}) or its imports",
+                m.type_key()
+            ))
+        })?,
+        None => registry::get(name).ok_or_else(|| {
+            Error::attribute(format!("{NAME}: cannot find {name} in the global registry"))
+        })?,
+    };
+    device::api(dev).map_err(|e| e.context(NAME))?;
+    Ok(wrap_time_evaluator(pf, dev, cfg, f_preproc))
+}
