@@ -4,7 +4,7 @@
 
 use crate::device::{self, Stream};
 use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor, DL_BFLOAT, DL_FLOAT};
+use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor, DL_FLOAT};
 use crate::impl_object_type;
 use crate::object::{payload_ptr, Object, ObjectRef, PAYLOAD_OFFSET, TYPE_NDARRAY};
 use std::ffi::c_void;
@@ -156,17 +156,30 @@ pub fn is_contiguous(t: &DLTensor) -> bool {
 }
 
 fn check_dtype(dtype: DLDataType) -> Result<()> {
-    if dtype.bits == 0 || dtype.lanes == 0 {
-        return Err(Error::value(format!(
-            "invalid data type: code {} bits {} lanes {}",
-            dtype.code, dtype.bits, dtype.lanes
-        )));
+    let bad = |why: &str| {
+        Err(Error::value(format!(
+            "invalid data type {} (code {} bits {} lanes {}): {why}",
+            crate::ffi::dtype::dtype_to_string(dtype),
+            dtype.code,
+            dtype.bits,
+            dtype.lanes
+        )))
+    };
+    if dtype.lanes == 0 {
+        return bad("lanes must be at least 1");
     }
-    if (dtype.code == DL_FLOAT || dtype.code == DL_BFLOAT) && dtype.bits < 8 {
-        return Err(Error::value(format!(
-            "invalid data type: float with {} bits",
-            dtype.bits
-        )));
+    let sub_byte_ok = matches!(
+        (dtype.code, dtype.bits),
+        (crate::ffi::types::DL_UINT, 1)
+            | (crate::ffi::types::DL_INT, 1)
+            | (crate::ffi::types::DL_UINT, 4)
+            | (crate::ffi::types::DL_INT, 4)
+    );
+    if dtype.bits % 8 != 0 && (dtype.code == DL_FLOAT || !sub_byte_ok) {
+        return bad("bits must be a multiple of 8 (sub-byte only for int1/uint1/int4/uint4)");
+    }
+    if dtype.bits == 0 || !dtype.bits.is_power_of_two() {
+        return bad("bits must be a power of two");
     }
     Ok(())
 }
@@ -237,6 +250,17 @@ impl NDArrayObj {
         if t.ndim < 0 || (t.ndim > 0 && t.shape.is_null()) {
             return Err(Error::value(
                 "TVMArrayFromDLPack: the tensor has no valid shape",
+            ));
+        }
+        let addr = (t.data as usize).wrapping_add(t.byte_offset as usize);
+        if addr % ALLOC_ALIGNMENT != 0 {
+            return Err(Error::value(format!(
+                "TVMArrayFromDLPack: data (with byte_offset) is not {ALLOC_ALIGNMENT}-byte aligned"
+            )));
+        }
+        if !is_contiguous(t) {
+            return Err(Error::value(
+                "TVMArrayFromDLPack: only compact row-major tensors are supported (strides)",
             ));
         }
         // SAFETY: shape/strides hold ndim entries by the DLPack contract.

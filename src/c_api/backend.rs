@@ -4,12 +4,11 @@
 use super::{check_out, cstr};
 use crate::device;
 use crate::ffi::error::{guard, guard_value, Error};
-use crate::ffi::registry;
-use crate::ffi::types::{DLDataType, DLDevice, TVMValue};
-use crate::ffi::value::RetValue;
+use crate::ffi::types::{type_code as tc, DLDataType, DLDevice, TVMValue};
 use crate::module::{system_lib, Module};
 use crate::object::{Object, ObjectRef, TYPE_MODULE};
 use crate::threading::{self, ParallelGroupEnv, ParallelLambda};
+use std::ffi::CString;
 use std::ffi::{c_char, c_int, c_void};
 
 /// Resolves a function for compiled code (`TVMBackendGetFuncFromEnv`): through the module
@@ -30,7 +29,7 @@ pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
         let name = unsafe { cstr(func_name, "TVMBackendGetFuncFromEnv: func_name")? };
         check_out(out, "TVMBackendGetFuncFromEnv: out")?;
         let p = if mod_node.is_null() {
-            global_env_func(name)?
+            crate::module::global_env_func_raw(name)?
         } else {
             // SAFETY: caller contract: a live object.
             if unsafe { (*(mod_node as *mut Object)).type_index() } != TYPE_MODULE {
@@ -48,27 +47,6 @@ pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
         unsafe { *out = p as *mut c_void };
         Ok(())
     })
-}
-
-/// Registry lookups without a module: functions are kept in a process-wide cache so the
-/// borrowed handle stays valid even if the registry entry is later replaced.
-fn global_env_func(name: &str) -> crate::ffi::Result<*mut Object> {
-    use std::collections::HashMap;
-    use std::sync::{LazyLock, Mutex};
-    static KEEP: LazyLock<Mutex<HashMap<String, Vec<crate::ffi::Function>>>> =
-        LazyLock::new(|| Mutex::new(HashMap::new()));
-    let f = registry::get(name).ok_or_else(|| {
-        Error::attribute(format!(
-            "Cannot find function {name} in the global registry"
-        ))
-    })?;
-    let p = f.as_object().as_ptr();
-    let mut keep = KEEP.lock().unwrap_or_else(|e| e.into_inner());
-    let list = keep.entry(name.to_string()).or_default();
-    if !list.iter().any(|g| g.as_object().as_ptr() == p) {
-        list.push(f);
-    }
-    Ok(p)
 }
 
 /// Registers a symbol of the system library (`TVMBackendRegisterSystemLibSymbol`).
@@ -208,78 +186,103 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
     0
 }
 
-/// Stores argument `arg_offset` of a packed call from AnyList slot `index`
-/// (`TVMBackendAnyListSetPackedArg`). An AnyList is an array of the runtime's return-value
-/// slots, allocated by the runtime's VM; the stored value borrows from the slot.
-///
-/// # Safety
-/// `anylist` holds at least `index + 1` slots; `args`/`type_codes` hold `arg_offset + 1`.
-#[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
-    anylist: *mut c_void,
-    index: c_int,
-    args: *mut TVMValue,
-    type_codes: *mut c_int,
-    arg_offset: c_int,
-) -> c_int {
-    guard(|| {
-        check_anylist(anylist, index, !args.is_null())?;
-        // SAFETY: caller contract on sizes.
+/// One AnyList cell: a value and its type code, the layout of TVM's `TVMRetValue`. Cells own
+/// what they hold: an object reference, or (for strings and bytes) a private copy.
+#[repr(C)]
+pub struct AnyCell {
+    /// The value.
+    pub value: TVMValue,
+    /// Its type code.
+    pub type_code: c_int,
+}
+
+impl AnyCell {
+    /// An empty cell.
+    pub fn empty() -> AnyCell {
+        AnyCell {
+            value: TVMValue::default(),
+            type_code: tc::NULLPTR,
+        }
+    }
+
+    /// Releases what the cell owns and empties it.
+    fn reset(&mut self) {
+        // SAFETY: cells are only filled by `move_in`, which stores owned values per code.
         unsafe {
-            let slot = &*(anylist as *mut RetValue).add(index as usize);
-            let (v, c) = match slot {
-                RetValue::Str(_) | RetValue::Bytes(_) => {
-                    return Err(Error::type_error(
-                        "TVMBackendAnyListSetPackedArg: string slots cannot be passed in place",
-                    ))
+            match self.type_code {
+                tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE => {
+                    Object::dec_ref(self.value.v_handle as *mut Object)
                 }
-                other => other.as_arg().to_c(),
-            };
-            *args.add(arg_offset as usize) = v;
-            *type_codes.add(arg_offset as usize) = c;
+                tc::NDARRAY_HANDLE => Object::dec_ref(crate::ndarray::object_of_handle(
+                    self.value.v_handle as *mut crate::ffi::types::DLTensor,
+                )),
+                tc::STR => drop(CString::from_raw(self.value.v_handle as *mut c_char)),
+                tc::BYTES => drop(Box::from_raw(self.value.v_handle as *mut Vec<u8>)),
+                _ => {}
+            }
         }
+        *self = AnyCell::empty();
+    }
+
+    /// Takes a value returned by a packed call: objects transfer their reference, strings
+    /// and bytes are copied.
+    ///
+    /// # Safety
+    /// `v` valid for `code`; object codes carry one reference.
+    unsafe fn move_in(&mut self, v: TVMValue, code: c_int) -> crate::ffi::Result<()> {
+        let value = match code {
+            tc::OBJECT_RVALUE_REF_ARG => {
+                return Err(Error::type_error(
+                    "AnyList: an rvalue reference cannot be stored",
+                ))
+            }
+            // SAFETY: caller contract.
+            tc::STR => TVMValue {
+                v_handle: unsafe { std::ffi::CStr::from_ptr(v.v_str) }
+                    .to_owned()
+                    .into_raw() as *mut c_void,
+            },
+            tc::BYTES => {
+                // SAFETY: caller contract: a TVMByteArray*.
+                let b = unsafe { &*(v.v_handle as *const crate::ffi::types::TVMByteArray) };
+                // SAFETY: the array holds `size` bytes.
+                let bytes = unsafe { std::slice::from_raw_parts(b.data as *const u8, b.size) };
+                TVMValue {
+                    v_handle: Box::into_raw(Box::new(bytes.to_vec())) as *mut c_void,
+                }
+            }
+            c if (0..=15).contains(&c) => v,
+            c => return Err(Error::type_error(format!("AnyList: unknown type code {c}"))),
+        };
+        self.reset();
+        self.value = value;
+        self.type_code = code;
         Ok(())
-    })
+    }
 }
 
-/// Clears AnyList slot `index` (`TVMBackendAnyListResetItem`).
-///
-/// # Safety
-/// `anylist` holds at least `index + 1` slots.
-#[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListResetItem(anylist: *mut c_void, index: c_int) -> c_int {
-    guard(|| {
-        check_anylist(anylist, index, true)?;
-        // SAFETY: caller contract on sizes.
-        unsafe { *(anylist as *mut RetValue).add(index as usize) = RetValue::Null };
-        Ok(())
-    })
+/// An AnyList owned by Rust (the runtime's VM allocates these; tests use them): cells are
+/// released on drop.
+pub struct AnyList(Box<[AnyCell]>);
+
+impl AnyList {
+    /// `n` empty cells.
+    pub fn new(n: usize) -> AnyList {
+        AnyList((0..n).map(|_| AnyCell::empty()).collect())
+    }
+
+    /// The pointer compiled code receives.
+    pub fn as_mut_ptr(&mut self) -> *mut c_void {
+        self.0.as_mut_ptr() as *mut c_void
+    }
 }
 
-/// Moves the return value at `args[ret_offset]` into AnyList slot `index`
-/// (`TVMBackendAnyListMoveFromPackedReturn`); object values transfer their reference.
-///
-/// # Safety
-/// `anylist` holds at least `index + 1` slots; `args`/`type_codes` hold `ret_offset + 1`.
-#[no_mangle]
-pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
-    anylist: *mut c_void,
-    index: c_int,
-    args: *mut TVMValue,
-    type_codes: *mut c_int,
-    ret_offset: c_int,
-) -> c_int {
-    guard(|| {
-        check_anylist(anylist, index, !args.is_null())?;
-        // SAFETY: caller contract on sizes; the value carries ownership.
-        unsafe {
-            let v = *args.add(ret_offset as usize);
-            let c = *type_codes.add(ret_offset as usize);
-            *(anylist as *mut RetValue).add(index as usize) = RetValue::from_c_take(v, c)?;
-            *type_codes.add(ret_offset as usize) = crate::ffi::types::type_code::NULLPTR;
+impl Drop for AnyList {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut() {
+            c.reset();
         }
-        Ok(())
-    })
+    }
 }
 
 fn check_anylist(anylist: *mut c_void, index: c_int, args_ok: bool) -> crate::ffi::Result<()> {
@@ -292,7 +295,79 @@ fn check_anylist(anylist: *mut c_void, index: c_int, args_ok: bool) -> crate::ff
     Ok(())
 }
 
-/// Allocates an AnyList of `n` empty slots (for the runtime's VM and tests).
-pub fn anylist_new(n: usize) -> Box<[RetValue]> {
-    (0..n).map(|_| RetValue::Null).collect()
+/// Passes AnyList cell `index` as argument `arg_offset` of a packed call
+/// (`TVMBackendAnyListSetPackedArg`); the argument borrows from the cell.
+///
+/// # Safety
+/// `anylist` holds at least `index + 1` cells; `args`/`type_codes` hold `arg_offset + 1`.
+#[no_mangle]
+pub unsafe extern "C" fn TVMBackendAnyListSetPackedArg(
+    anylist: *mut c_void,
+    index: c_int,
+    args: *mut TVMValue,
+    type_codes: *mut c_int,
+    arg_offset: c_int,
+) -> c_int {
+    guard(|| {
+        check_anylist(
+            anylist,
+            index,
+            !args.is_null() && !type_codes.is_null() && arg_offset >= 0,
+        )?;
+        // SAFETY: caller contract on sizes.
+        unsafe {
+            let cell = &*(anylist as *mut AnyCell).add(index as usize);
+            if cell.type_code == tc::BYTES {
+                return Err(Error::type_error(
+                    "TVMBackendAnyListSetPackedArg: bytes cannot be passed in place",
+                ));
+            }
+            *args.add(arg_offset as usize) = cell.value;
+            *type_codes.add(arg_offset as usize) = cell.type_code;
+        }
+        Ok(())
+    })
+}
+
+/// Empties AnyList cell `index`, releasing what it holds (`TVMBackendAnyListResetItem`).
+///
+/// # Safety
+/// `anylist` holds at least `index + 1` cells.
+#[no_mangle]
+pub unsafe extern "C" fn TVMBackendAnyListResetItem(anylist: *mut c_void, index: c_int) -> c_int {
+    guard(|| {
+        check_anylist(anylist, index, true)?;
+        // SAFETY: caller contract on sizes.
+        unsafe { (*(anylist as *mut AnyCell).add(index as usize)).reset() };
+        Ok(())
+    })
+}
+
+/// Moves the return value at `args[ret_offset]` into AnyList cell `index`
+/// (`TVMBackendAnyListMoveFromPackedReturn`): the cell takes the object reference the return
+/// carried (strings and bytes are copied); the source slots are left as they are.
+///
+/// # Safety
+/// `anylist` holds at least `index + 1` cells; `args`/`type_codes` hold `ret_offset + 1`.
+#[no_mangle]
+pub unsafe extern "C" fn TVMBackendAnyListMoveFromPackedReturn(
+    anylist: *mut c_void,
+    index: c_int,
+    args: *mut TVMValue,
+    type_codes: *mut c_int,
+    ret_offset: c_int,
+) -> c_int {
+    guard(|| {
+        check_anylist(
+            anylist,
+            index,
+            !args.is_null() && !type_codes.is_null() && ret_offset >= 0,
+        )?;
+        // SAFETY: caller contract on sizes; the value carries ownership.
+        unsafe {
+            let v = *args.add(ret_offset as usize);
+            let c = *type_codes.add(ret_offset as usize);
+            (*(anylist as *mut AnyCell).add(index as usize)).move_in(v, c)
+        }
+    })
 }

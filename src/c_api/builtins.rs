@@ -211,6 +211,12 @@ fn devices(b: &mut Builtins<'_>) {
         let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
         let kind = DeviceAttr::from_i32(a.i64(2)? as i32)?;
         if kind == DeviceAttr::Exist && !device::has_backend(dev.device_type) {
+            if device::type_name(dev.device_type).is_none() {
+                return Err(Error::value(format!(
+                    "runtime.GetDeviceAttr: unknown device type {}",
+                    dev.device_type
+                )));
+            }
             *rv = RetValue::Int(0);
             return Ok(());
         }

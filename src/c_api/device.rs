@@ -20,9 +20,9 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
 ) -> c_int {
     guard(|| {
         check_out(out_data, "TVMDeviceAllocDataSpace: out_data")?;
-        if alignment != 0 && !alignment.is_power_of_two() {
+        if alignment < 8 || !alignment.is_power_of_two() {
             return Err(Error::value(format!(
-                "TVMDeviceAllocDataSpace: alignment {alignment} is not a power of two"
+                "TVMDeviceAllocDataSpace: alignment {alignment} must be a power of two, at least 8"
             )));
         }
         let p = device::api(dev)?.alloc_data_space(dev, nbytes, alignment, type_hint)?;
@@ -81,10 +81,11 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
 #[no_mangle]
 pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void) -> c_int {
     guard(|| {
+        let api = device::api(dev)?;
         if ptr.is_null() {
             return Ok(());
         }
-        device::api(dev)?.free_data_space(dev, ptr)
+        api.free_data_space(dev, ptr)
     })
 }
 

@@ -175,6 +175,14 @@ fn write_ret(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> crate::ffi::Result<()> {
+    if let RetValue::DataType(t) = rv {
+        if !crate::ffi::dtype::known_code(t) {
+            return Err(Error::value(format!(
+                "TVMFuncCall: cannot return a data type with unknown type code {}",
+                t.code
+            )));
+        }
+    }
     if ret_val.is_null() || ret_type_code.is_null() {
         if matches!(rv, RetValue::Null) {
             return Ok(());
@@ -263,19 +271,44 @@ pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int
         check_out(value, "TVMCbArgToReturn: value")?;
         check_out(code, "TVMCbArgToReturn: code")?;
         // SAFETY: checked non-null; caller contract on validity.
-        let rv = unsafe { RetValue::from_c_copy(*value, *code)? };
-        if matches!(rv, RetValue::Str(_) | RetValue::Bytes(_)) {
-            return Err(Error::type_error(
+        let (v, c) = unsafe { (*value, *code) };
+        match c {
+            tc::STR | tc::BYTES => Err(Error::type_error(
                 "TVMCbArgToReturn: strings and bytes cannot be moved to a return value",
-            ));
+            )),
+            tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE | tc::NDARRAY_HANDLE => {
+                // The caller gets its own reference; the code stays.
+                // SAFETY: a valid argument of an object code.
+                let rv = unsafe { RetValue::from_c_copy(v, c)? };
+                std::mem::forget(rv);
+                Ok(())
+            }
+            tc::OBJECT_RVALUE_REF_ARG => {
+                // Move: the caller takes the slot's reference and the slot is emptied.
+                // SAFETY: code 14 carries a pointer to an object handle slot.
+                unsafe {
+                    let slot = v.v_handle as *mut *mut c_void;
+                    if slot.is_null() {
+                        return Err(Error::value("TVMCbArgToReturn: NULL rvalue slot"));
+                    }
+                    (*value).v_handle = *slot;
+                    *slot = std::ptr::null_mut();
+                    *code = tc::OBJECT_HANDLE;
+                }
+                Ok(())
+            }
+            tc::INT
+            | tc::FLOAT
+            | tc::OPAQUE_HANDLE
+            | tc::NULLPTR
+            | tc::DATA_TYPE
+            | tc::DEVICE
+            | tc::DLTENSOR_HANDLE
+            | tc::BOOL => Ok(()),
+            c => Err(Error::type_error(format!(
+                "TVMCbArgToReturn: unknown type code {c}"
+            ))),
         }
-        let (v, c) = rv.into_c();
-        // SAFETY: checked non-null.
-        unsafe {
-            *value = v;
-            *code = c;
-        }
-        Ok(())
     })
 }
 

@@ -8,8 +8,8 @@ pub fn dtype_to_string(t: DLDataType) -> String {
     if t.code == DL_UINT && t.bits == 1 && t.lanes == 1 {
         return "bool".into();
     }
-    if t.code == DL_OPAQUE_HANDLE && t.bits == 0 && t.lanes == 0 {
-        return "void".into();
+    if t.bits == 0 {
+        return String::new();
     }
     let base = match t.code {
         DL_INT => "int",
@@ -19,7 +19,7 @@ pub fn dtype_to_string(t: DLDataType) -> String {
         DL_BFLOAT => "bfloat",
         DL_COMPLEX => "complex",
         DL_BOOL => "bool",
-        c => return format!("custom[{c}]{}", t.bits),
+        c => return format!("unknown_type_code_{c}_{}", t.bits),
     };
     let mut s = base.to_string();
     if t.code != DL_OPAQUE_HANDLE {
@@ -29,6 +29,14 @@ pub fn dtype_to_string(t: DLDataType) -> String {
         s.push_str(&format!("x{}", t.lanes));
     }
     s
+}
+
+/// Whether the type code is one TVM can print.
+pub fn known_code(t: DLDataType) -> bool {
+    matches!(
+        t.code,
+        DL_INT | DL_UINT | DL_FLOAT | DL_OPAQUE_HANDLE | DL_BFLOAT | DL_COMPLEX | DL_BOOL
+    )
 }
 
 /// Parses a data type name (`float32`, `int8x4`, `bool`, `handle`, `float16`, `bfloat16`,

@@ -231,8 +231,9 @@ impl Module {
         Ok(None)
     }
 
-    /// What compiled code gets for `name`: this module and its imports, then the global
-    /// registry. Cached; the reference returned stays valid while the module lives.
+    /// What compiled code gets for `name`: this module and its imports (cached, so later
+    /// imports do not change an answer already given), then the global registry (looked up
+    /// each time, so an import added later takes precedence, as in the reference).
     pub fn get_func_from_env(&self, name: &str) -> Result<Function> {
         let obj = self.obj();
         if let Some(f) = obj
@@ -247,25 +248,53 @@ impl Module {
         if found.is_none() {
             found = self.find_in_imports(name)?;
         }
-        let f = match found {
-            Some(f) => f,
-            None => registry::get(name).ok_or_else(|| {
-                Error::attribute(format!(
-                    "Cannot find function {name} in the imported modules or global registry"
-                ))
-            })?,
-        };
-        obj.env_cache
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), f.clone());
-        Ok(f)
+        if let Some(f) = found {
+            obj.env_cache
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_string(), f.clone());
+            return Ok(f);
+        }
+        registry::get(name).ok_or_else(|| {
+            Error::attribute(format!(
+                "Cannot find function {name} in the imported modules or global registry"
+            ))
+        })
     }
 
     /// Like [`Module::get_func_from_env`], returning a pointer to the cached function object
     /// that stays valid while the module lives (what `TVMBackendGetFuncFromEnv` hands out).
     pub fn get_func_from_env_raw(&self, name: &str) -> Result<*mut crate::object::Object> {
-        Ok(self.get_func_from_env(name)?.as_object().as_ptr())
+        let f = self.get_func_from_env(name)?;
+        let p = f.as_object().as_ptr();
+        keep_alive(name, f);
+        Ok(p)
+    }
+}
+
+/// A registry function for compiled code without a module context, as a borrowed pointer
+/// that stays valid for the process.
+pub fn global_env_func_raw(name: &str) -> Result<*mut crate::object::Object> {
+    let f = registry::get(name).ok_or_else(|| {
+        Error::attribute(format!(
+            "Cannot find function {name} in the global registry"
+        ))
+    })?;
+    let p = f.as_object().as_ptr();
+    keep_alive(name, f);
+    Ok(p)
+}
+
+/// Keeps functions handed out as borrowed pointers alive for the process, so that a registry
+/// entry replaced later cannot invalidate a pointer compiled code cached.
+fn keep_alive(name: &str, f: Function) {
+    use std::sync::{LazyLock, Mutex};
+    static KEEP: LazyLock<Mutex<HashMap<String, Vec<Function>>>> =
+        LazyLock::new(|| Mutex::new(HashMap::new()));
+    let mut keep = KEEP.lock().unwrap_or_else(|e| e.into_inner());
+    let list = keep.entry(name.to_string()).or_default();
+    if !list.iter().any(|g| g.as_object().same_as(f.as_object())) {
+        list.push(f);
     }
 }
 

@@ -55,7 +55,10 @@ static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
             name: name.to_string(),
             parent: 0,
         }));
-        t.by_key.insert(name.to_string(), i as u32);
+        // Index 0 has a name but, as in the reference, no key lookup.
+        if i != 0 {
+            t.by_key.insert(name.to_string(), i as u32);
+        }
     }
     RwLock::new(t)
 });
