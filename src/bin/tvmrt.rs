@@ -1,10 +1,13 @@
 //! `tvmrt`: run TVM-compiled models and inspect modules and devices from the command line.
 
 use clap::{Parser, Subcommand};
+use npyz::WriterBuilder;
 use std::process::ExitCode;
-use tvm_runtime::device::{self, DeviceAttr};
-use tvm_runtime::ffi::types::{device_name, DLDevice};
-use tvm_runtime::{Module, RetValue};
+use std::time::Instant;
+use tvm_runtime::device::{self, plugin, DeviceAttr};
+use tvm_runtime::executor::{GraphExecutor, TensorInfo};
+use tvm_runtime::ffi::types::{device_name, DLDevice, DL_FLOAT, DL_INT, DL_UINT};
+use tvm_runtime::{dtype_to_string, DLDataType, Error, Module, NDArray, RetValue};
 
 #[derive(Parser)]
 #[command(
@@ -19,7 +22,27 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print a library's module tree and its functions.
+    /// Run a graph library (made by relay.build(...).export_library) and time it.
+    Run {
+        /// The model library.
+        model: String,
+        /// An input as NAME=FILE.npy (repeatable); missing inputs get seeded random values.
+        #[arg(long = "input", value_name = "NAME=FILE.npy")]
+        inputs: Vec<String>,
+        /// Write each output as DIR/output_<i>.npy.
+        #[arg(long)]
+        output: Option<String>,
+        /// Device: cpu, cuda, vulkan, or a plugin's name (with an optional :id).
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// Timed runs after one warm-up run.
+        #[arg(long, default_value_t = 10)]
+        repeat: usize,
+        /// Print a per-operator profile.
+        #[arg(long)]
+        profile: bool,
+    },
+    /// Print a library's module tree, functions, inputs and outputs.
     Info {
         /// The library (`.so` exported by TVM).
         model: String,
@@ -28,8 +51,275 @@ enum Command {
     Devices,
 }
 
-/// Device types probed by `tvmrt devices`.
-const PROBED: [i32; 4] = [1, 2, 7, 4];
+fn parse_device(s: &str) -> tvm_runtime::Result<DLDevice> {
+    let (name, id) = match s.split_once(':') {
+        Some((n, i)) => (
+            n,
+            i.parse::<i32>()
+                .map_err(|_| Error::value(format!("bad device id in '{s}'")))?,
+        ),
+        None => (s, 0),
+    };
+    let ty = device::type_from_name(name)
+        .ok_or_else(|| Error::value(format!("unknown device '{name}'")))?;
+    Ok(DLDevice::new(ty, id))
+}
+
+macro_rules! with_elem {
+    ($dtype:expr, $T:ident, $body:block) => {{
+        let d: DLDataType = $dtype;
+        match (d.code, d.bits, d.lanes) {
+            (DL_FLOAT, 32, 1) => {
+                type $T = f32;
+                $body
+            }
+            (DL_FLOAT, 64, 1) => {
+                type $T = f64;
+                $body
+            }
+            (DL_INT, 8, 1) => {
+                type $T = i8;
+                $body
+            }
+            (DL_INT, 16, 1) => {
+                type $T = i16;
+                $body
+            }
+            (DL_INT, 32, 1) => {
+                type $T = i32;
+                $body
+            }
+            (DL_INT, 64, 1) => {
+                type $T = i64;
+                $body
+            }
+            (DL_UINT, 8, 1) => {
+                type $T = u8;
+                $body
+            }
+            (DL_UINT, 16, 1) => {
+                type $T = u16;
+                $body
+            }
+            (DL_UINT, 32, 1) => {
+                type $T = u32;
+                $body
+            }
+            (DL_UINT, 64, 1) => {
+                type $T = u64;
+                $body
+            }
+            _ => Err(Error::value(format!(
+                "tvmrt handles float32/64 and (u)int8-64 tensors, not {}",
+                dtype_to_string(d)
+            ))),
+        }
+    }};
+}
+
+fn io_err(path: &str) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::value(format!("{path}: {e}"))
+}
+
+fn read_npy(path: &str, info: &TensorInfo) -> tvm_runtime::Result<NDArray> {
+    let bytes = std::fs::read(path).map_err(io_err(path))?;
+    let npy = npyz::NpyFile::new(&bytes[..]).map_err(io_err(path))?;
+    let shape: Vec<i64> = npy.shape().iter().map(|&d| d as i64).collect();
+    if shape != info.shape {
+        return Err(Error::value(format!(
+            "{path}: shape {shape:?} does not match input {} {:?}",
+            info.name, info.shape
+        )));
+    }
+    with_elem!(info.dtype, T, {
+        let v: Vec<T> = npy.into_vec::<T>().map_err(|e| {
+            Error::value(format!(
+                "{path}: cannot read as {} ({e})",
+                dtype_to_string(info.dtype)
+            ))
+        })?;
+        NDArray::from_slice(&v, &shape)
+    })
+}
+
+fn write_npy(path: &str, a: &NDArray) -> tvm_runtime::Result<()> {
+    let shape: Vec<u64> = a.shape().iter().map(|&d| d as u64).collect();
+    with_elem!(a.dtype(), T, {
+        let v: Vec<T> = a.to_vec()?;
+        let f = std::fs::File::create(path).map_err(io_err(path))?;
+        let mut w = npyz::WriteOptions::<T>::new()
+            .default_dtype()
+            .shape(&shape)
+            .writer(std::io::BufWriter::new(f))
+            .begin_nd()
+            .map_err(io_err(path))?;
+        w.extend(v).map_err(io_err(path))?;
+        w.finish().map_err(io_err(path))
+    })
+}
+
+/// Deterministic pseudo-random input (xorshift), in [-1, 1) for floats, small ints else.
+fn random_input(info: &TensorInfo, seed: u64) -> tvm_runtime::Result<NDArray> {
+    let n: i64 = info.shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut next = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        s
+    };
+    with_elem!(info.dtype, T, {
+        let v: Vec<T> = (0..n)
+            .map(|_| {
+                let r = next();
+                if info.dtype.code == DL_FLOAT {
+                    (((r >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0) as T
+                } else {
+                    ((r % 8) as u8) as T
+                }
+            })
+            .collect();
+        NDArray::from_slice(&v, &info.shape)
+    })
+}
+
+fn summary(a: &NDArray) -> String {
+    let stats = |v: Vec<f64>| {
+        let n = v.len().max(1) as f64;
+        let (mut lo, mut hi, mut sum) = (f64::INFINITY, f64::NEG_INFINITY, 0.0);
+        for &x in &v {
+            lo = lo.min(x);
+            hi = hi.max(x);
+            sum += x;
+        }
+        let head: Vec<String> = v.iter().take(5).map(|x| format!("{x:.6}")).collect();
+        format!(
+            "min {lo:.6} max {hi:.6} mean {:.6} [{} ...]",
+            sum / n,
+            head.join(", ")
+        )
+    };
+    let values = || -> tvm_runtime::Result<Vec<f64>> {
+        with_elem!(a.dtype(), T, {
+            Ok(a.to_vec::<T>()?.into_iter().map(|x| x as f64).collect())
+        })
+    };
+    values().map(stats).unwrap_or_else(|e| e.to_string())
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    model: &str,
+    inputs: &[String],
+    output: Option<&str>,
+    device: &str,
+    repeat: usize,
+    profile: bool,
+) -> tvm_runtime::Result<()> {
+    let dev = parse_device(device)?;
+    let lib = Module::load(model)?;
+    let ex = GraphExecutor::from_factory(&lib, &[dev])?;
+    let infos = ex.input_info()?;
+    let mut given = std::collections::HashMap::new();
+    for spec in inputs {
+        let (name, file) = spec
+            .split_once('=')
+            .ok_or_else(|| Error::value(format!("--input expects NAME=FILE.npy, got '{spec}'")))?;
+        given.insert(name.to_string(), file.to_string());
+    }
+    for name in given.keys() {
+        if !infos.iter().any(|i| &i.name == name) {
+            let names: Vec<&str> = infos.iter().map(|i| i.name.as_str()).collect();
+            return Err(Error::value(format!(
+                "the model has no input '{name}' (inputs: {})",
+                names.join(", ")
+            )));
+        }
+    }
+    for (k, info) in infos.iter().enumerate() {
+        let host = match given.get(&info.name) {
+            Some(file) => read_npy(file, info)?,
+            None => random_input(info, k as u64 + 1)?,
+        };
+        let how = if given.contains_key(&info.name) {
+            "from file"
+        } else {
+            "random"
+        };
+        println!(
+            "input  {} {:?} {} ({how})",
+            info.name,
+            info.shape,
+            dtype_to_string(info.dtype)
+        );
+        ex.set_input(&info.name, &host)?;
+    }
+    ex.run()?;
+    let mut times = Vec::with_capacity(repeat);
+    for _ in 0..repeat.max(1) {
+        let t = Instant::now();
+        ex.run()?;
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    for (i, info) in ex.output_info().iter().enumerate() {
+        let out = ex.output(i)?;
+        let host = NDArray::empty(out.shape(), out.dtype(), DLDevice::CPU)?;
+        out.copy_to(&host)?;
+        println!(
+            "output {i} {} {:?} {}: {}",
+            info.name,
+            out.shape(),
+            dtype_to_string(out.dtype()),
+            summary(&host)
+        );
+        if let Some(dir) = output {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+            let path = format!("{dir}/output_{i}.npy");
+            write_npy(&path, &host)?;
+            println!("       written to {path}");
+        }
+    }
+    times.sort_by(|a, b| a.total_cmp(b));
+    let ms = |t: f64| {
+        if t < 1.0 {
+            format!("{:.1} us", t * 1e3)
+        } else {
+            format!("{t:.3} ms")
+        }
+    };
+    println!(
+        "latency over {} runs on {}: median {}, min {}, max {}",
+        times.len(),
+        device::describe(dev),
+        ms(percentile(&times, 0.5)),
+        ms(times[0]),
+        ms(times[times.len() - 1])
+    );
+    if profile {
+        let create = lib.function("debug_create")?;
+        let dbg = GraphExecutor::from_module(&Module::from_object(
+            create
+                .call(&[
+                    tvm_runtime::ArgValue::Str(c"default"),
+                    tvm_runtime::ArgValue::Device(dev),
+                ])?
+                .into_object()?,
+        )?)?;
+        for info in &infos {
+            let i = ex
+                .input_index(&info.name)
+                .ok_or_else(|| Error::value(format!("input {} vanished", info.name)))?;
+            dbg.set_input(&info.name, &ex.input(i)?)?;
+        }
+        let report = dbg.profile(repeat.max(1))?;
+        println!("{}", report.table());
+    }
+    Ok(())
+}
 
 fn attr_text(v: RetValue) -> Option<String> {
     match v {
@@ -42,8 +332,11 @@ fn attr_text(v: RetValue) -> Option<String> {
 }
 
 fn devices() -> tvm_runtime::Result<()> {
-    for ty in PROBED {
-        let name = device_name(ty);
+    plugin::discover();
+    let mut types = vec![1, 2, 7, 4];
+    types.extend(plugin::list().into_iter().map(|(t, _)| t));
+    for ty in types {
+        let name = device::type_name(ty).unwrap_or_else(|| device_name(ty).to_string());
         if !device::has_backend(ty) {
             println!("{name}: not available (no backend in this build or no driver)");
             continue;
@@ -51,14 +344,13 @@ fn devices() -> tvm_runtime::Result<()> {
         for id in 0..16 {
             let dev = DLDevice::new(ty, id);
             let api = device::api(dev)?;
-            let exists = matches!(api.get_attr(dev, DeviceAttr::Exist)?, RetValue::Int(1));
-            if !exists {
+            if !matches!(api.get_attr(dev, DeviceAttr::Exist)?, RetValue::Int(1)) {
                 if id == 0 {
                     println!("{name}: no device present");
                 }
                 break;
             }
-            println!("{name}({id}):");
+            println!("{name}({id}) [device type {ty}]:");
             for (label, kind) in [
                 ("device name", DeviceAttr::DeviceName),
                 ("max threads per block", DeviceAttr::MaxThreadsPerBlock),
@@ -92,14 +384,26 @@ fn devices() -> tvm_runtime::Result<()> {
 }
 
 fn print_tree(m: &Module, depth: usize) {
-    println!(
-        "{}- {} ({})",
-        "  ".repeat(depth),
-        m.type_key(),
-        m.node().get_format()
-    );
+    let fmt = m.node().get_format();
+    let fmt = if fmt.is_empty() {
+        String::new()
+    } else {
+        format!(" [{fmt}]")
+    };
+    println!("{}- {}{fmt}", "  ".repeat(depth), m.type_key());
     for i in m.imports() {
         print_tree(&i, depth + 1);
+    }
+}
+
+fn show(label: &str, infos: &[TensorInfo]) {
+    for i in infos {
+        println!(
+            "  {label} {} {:?} {}",
+            i.name,
+            i.shape,
+            dtype_to_string(i.dtype)
+        );
     }
 }
 
@@ -107,12 +411,39 @@ fn info(path: &str) -> tvm_runtime::Result<()> {
     let m = Module::load(path)?;
     println!("{path}:");
     print_tree(&m, 1);
+    if m.get_function("get_graph_json", false)?.is_some() {
+        let ex = GraphExecutor::from_factory(&m, &[DLDevice::CPU])?;
+        println!("graph: {} nodes", ex.graph().nodes.len());
+        show("input ", &ex.input_info()?);
+        show("output", &ex.output_info());
+        let mut funcs: Vec<String> = ex
+            .graph()
+            .nodes
+            .iter()
+            .map(|n| n.param.func_name.clone())
+            .filter(|f| !f.is_empty())
+            .collect();
+        funcs.sort();
+        funcs.dedup();
+        println!("functions called: {}", funcs.join(", "));
+    }
     Ok(())
 }
 
 fn main() -> ExitCode {
+    // Behave like other command-line tools when the reader of stdout goes away (`| head`).
+    // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let r = match cli.command {
+        Command::Run {
+            model,
+            inputs,
+            output,
+            device,
+            repeat,
+            profile,
+        } => run(&model, &inputs, output.as_deref(), &device, repeat, profile),
         Command::Info { model } => info(&model),
         Command::Devices => devices(),
     };
