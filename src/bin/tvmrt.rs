@@ -159,6 +159,7 @@ fn write_npy(path: &str, a: &NDArray) -> tvm_runtime::Result<()> {
 }
 
 /// Deterministic pseudo-random input (xorshift), in [-1, 1) for floats, small ints else.
+#[allow(clippy::unnecessary_cast)]
 fn random_input(info: &TensorInfo, seed: u64) -> tvm_runtime::Result<NDArray> {
     let n: i64 = info.shape.iter().product();
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -183,6 +184,8 @@ fn random_input(info: &TensorInfo, seed: u64) -> tvm_runtime::Result<NDArray> {
     })
 }
 
+// `with_elem!` instantiates the same code for every element type, f64 included.
+#[allow(clippy::unnecessary_cast)]
 fn summary(a: &NDArray) -> String {
     let stats = |v: Vec<f64>| {
         let n = v.len().max(1) as f64;
