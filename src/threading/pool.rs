@@ -93,12 +93,16 @@ struct Pool {
     shutdown: AtomicBool,
     job: Job,
     mailboxes: Vec<Padded<Mailbox>>,
-    pending: Padded<AtomicUsize>,
+    pending: Padded<AtomicU32>,
+    launcher_sleeping: AtomicBool,
     failed: AtomicBool,
     error: Mutex<Option<String>>,
     barrier: Barrier,
     launches: AtomicU32,
 }
+
+/// Spin iterations a launcher waits for its workers before sleeping (a few microseconds).
+const LAUNCHER_SPIN: u32 = 2000;
 
 thread_local! {
     static IN_TASK: Cell<bool> = const { Cell::new(false) };
@@ -138,7 +142,8 @@ impl Pool {
                     })
                 })
                 .collect(),
-            pending: Padded(AtomicUsize::new(0)),
+            pending: Padded(AtomicU32::new(0)),
+            launcher_sleeping: AtomicBool::new(false),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             launches: AtomicU32::new(0),
@@ -192,7 +197,11 @@ impl Pool {
                 return;
             }
             self.run_task(w as i32 + 1);
-            self.pending.0.fetch_sub(1, Ordering::Release);
+            if self.pending.0.fetch_sub(1, Ordering::AcqRel) == 1
+                && self.launcher_sleeping.load(Ordering::SeqCst)
+            {
+                futex_wake(&self.pending.0);
+            }
         }
     }
 
@@ -228,7 +237,7 @@ impl Pool {
         self.job.cdata.store(cdata, Ordering::Relaxed);
         self.job.num_task.store(num_task as i32, Ordering::Relaxed);
         self.failed.store(false, Ordering::Relaxed);
-        self.pending.0.store(num_task - 1, Ordering::Relaxed);
+        self.pending.0.store(num_task as u32 - 1, Ordering::Relaxed);
         let generation = self
             .launches
             .fetch_add(1, Ordering::Relaxed)
@@ -240,14 +249,25 @@ impl Pool {
             }
         }
         self.run_task(0);
+        // Spin briefly for the workers, then sleep: a sleeping launcher frees its core, so
+        // a worker that is runnable but has no core (another process busy on the other one)
+        // gets pulled onto it at once instead of after the other process's time slice.
         let mut spins = 0u32;
         while self.pending.0.load(Ordering::Acquire) != 0 {
-            if spins < self.config.spin_count.max(1000) {
+            if spins < LAUNCHER_SPIN {
                 spins += 1;
                 std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
+                continue;
             }
+            self.launcher_sleeping.store(true, Ordering::SeqCst);
+            loop {
+                let p = self.pending.0.load(Ordering::SeqCst);
+                if p == 0 {
+                    break;
+                }
+                futex_wait(&self.pending.0, p);
+            }
+            self.launcher_sleeping.store(false, Ordering::SeqCst);
         }
         if self.failed.load(Ordering::Relaxed) {
             let msg = self
