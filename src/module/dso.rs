@@ -72,11 +72,11 @@ pub fn load(path: &str) -> Result<Module> {
             )));
         }
     }
-    // RTLD_NOW | RTLD_LOCAL as the reference, so missing symbols fail here, not mid-run.
+    // RTLD_LAZY | RTLD_LOCAL as the reference: binding on first call keeps loading cheap.
     // SAFETY: loading runs the library's initialisers; TVM output has only static
     // registrations, which call back into this runtime's C API.
     let lib = unsafe {
-        libloading::os::unix::Library::open(Some(path), libc::RTLD_NOW | libc::RTLD_LOCAL)
+        libloading::os::unix::Library::open(Some(path), libc::RTLD_LAZY | libc::RTLD_LOCAL)
     }
     .map_err(|e| Error::value(format!("cannot load {path}: {e}")))?;
     let lib = Arc::new(DsoLibrary {
