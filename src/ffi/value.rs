@@ -572,24 +572,10 @@ impl RetValue {
     /// to the caller; strings, data types and bytes live in thread-local storage until the
     /// next call on this thread.
     pub fn into_c(self) -> (TVMValue, i32) {
+        if let Some(c) = self.pod_to_c() {
+            return c;
+        }
         match self {
-            RetValue::Null => (
-                TVMValue {
-                    v_handle: std::ptr::null_mut(),
-                },
-                tc::NULLPTR,
-            ),
-            RetValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
-            RetValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
-            RetValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::BOOL),
-            RetValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
-            RetValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
-            RetValue::DLTensor(t) => (
-                TVMValue {
-                    v_handle: t as *mut c_void,
-                },
-                tc::DLTENSOR_HANDLE,
-            ),
             RetValue::DataType(t) => Self::store_str(dtype_to_string(t)),
             RetValue::Str(s) => Self::store_str(s),
             RetValue::Bytes(b) => RET_STORE.with(|st| {
@@ -611,6 +597,8 @@ impl RetValue {
                 // SAFETY: `p` carries the reference we just gave up, so it is live.
                 unsafe { object_to_c(p) }
             }
+            // Plain values were returned above.
+            pod => pod.pod_to_c().unwrap_or_default(),
         }
     }
 
