@@ -4,6 +4,7 @@
 use super::{check_out, cstr};
 use crate::device;
 use crate::ffi::error::{guard, guard_value, Error};
+use crate::ffi::types::TVMFunctionHandle;
 use crate::ffi::types::{type_code as tc, DLDataType, DLDevice, TVMValue};
 use crate::module::{system_lib, Module};
 use crate::object::{Object, ObjectRef, TYPE_MODULE};
@@ -22,7 +23,7 @@ use std::ffi::{c_char, c_int, c_void};
 pub unsafe extern "C" fn TVMBackendGetFuncFromEnv(
     mod_node: *mut c_void,
     func_name: *const c_char,
-    out: *mut *mut c_void,
+    out: *mut TVMFunctionHandle,
 ) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
@@ -167,8 +168,9 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
     handle: *mut *mut c_void,
     f: Option<unsafe extern "C" fn(*mut c_void) -> c_int>,
     cdata: *mut c_void,
-    _nbytes: c_int,
+    nbytes: c_int,
 ) -> c_int {
+    let _ = nbytes; // the size of `*handle`'s pointee: unused, as in TVM
     if handle.is_null() {
         crate::ffi::error::set_last_error(&Error::value("TVMBackendRunOnce: handle is NULL"));
         return -1;

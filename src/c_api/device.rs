@@ -3,6 +3,7 @@
 use super::check_out;
 use crate::device;
 use crate::ffi::error::{guard, Error};
+use crate::ffi::types::TVMStreamHandle;
 use crate::ffi::types::{DLDataType, DLDevice, DLTensor};
 use std::ffi::{c_char, c_int, c_void, CStr};
 
@@ -97,7 +98,7 @@ pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void)
 pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
     from: *mut DLTensor,
     to: *mut DLTensor,
-    stream: *mut c_void,
+    stream: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         check_out(from, "TVMDeviceCopyDataFromTo: from")?;
@@ -115,7 +116,7 @@ pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
 pub unsafe extern "C" fn TVMStreamCreate(
     device_type: c_int,
     device_id: c_int,
-    out: *mut *mut c_void,
+    out: *mut TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         check_out(out, "TVMStreamCreate: out")?;
@@ -132,7 +133,7 @@ pub unsafe extern "C" fn TVMStreamCreate(
 pub extern "C" fn TVMStreamFree(
     device_type: c_int,
     device_id: c_int,
-    stream: *mut c_void,
+    stream: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
@@ -142,7 +143,11 @@ pub extern "C" fn TVMStreamFree(
 
 /// Sets this thread's current stream for a device (`TVMSetStream`).
 #[no_mangle]
-pub extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, handle: *mut c_void) -> c_int {
+pub extern "C" fn TVMSetStream(
+    device_type: c_int,
+    device_id: c_int,
+    handle: TVMStreamHandle,
+) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
         device::api(dev)?.set_stream(dev, handle)
@@ -154,7 +159,7 @@ pub extern "C" fn TVMSetStream(device_type: c_int, device_id: c_int, handle: *mu
 pub extern "C" fn TVMSynchronize(
     device_type: c_int,
     device_id: c_int,
-    stream: *mut c_void,
+    stream: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
@@ -168,7 +173,7 @@ pub extern "C" fn TVMSynchronize(
 pub extern "C" fn TVMStreamSync(
     device_type: c_int,
     device_id: c_int,
-    stream: *mut c_void,
+    stream: TVMStreamHandle,
 ) -> c_int {
     TVMSynchronize(device_type, device_id, stream)
 }
@@ -178,8 +183,8 @@ pub extern "C" fn TVMStreamSync(
 pub extern "C" fn TVMStreamStreamSynchronize(
     device_type: c_int,
     device_id: c_int,
-    src: *mut c_void,
-    dst: *mut c_void,
+    src: TVMStreamHandle,
+    dst: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);

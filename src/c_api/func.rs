@@ -5,6 +5,7 @@ use crate::ffi::error::{guard, Error};
 use crate::ffi::function::{FuncImpl, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
 use crate::ffi::registry;
 use crate::ffi::types::{type_code as tc, TVMByteArray, TVMValue};
+use crate::ffi::types::{TVMFunctionHandle, TVMRetValueHandle};
 use crate::ffi::value::RetValue;
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
 use std::cell::RefCell;
@@ -15,7 +16,7 @@ use std::ffi::{c_char, c_int, c_void, CString};
 /// # Safety
 /// `func` must be NULL or a function handle the caller owns.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFuncFree(func: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMFuncFree(func: TVMFunctionHandle) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { super::object::TVMObjectFree(func) }
 }
@@ -28,7 +29,7 @@ pub unsafe extern "C" fn TVMFuncFree(func: *mut c_void) -> c_int {
 /// the out-pointers must be valid.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFuncCall(
-    func: *mut c_void,
+    func: TVMFunctionHandle,
     arg_values: *mut TVMValue,
     type_codes: *mut c_int,
     num_args: c_int,
@@ -207,7 +208,7 @@ fn write_ret(
 /// `ret` must be the handle passed to the callback; `value`/`type_code` hold `num_ret` entries.
 #[no_mangle]
 pub unsafe extern "C" fn TVMCFuncSetReturn(
-    ret: *mut c_void,
+    ret: TVMRetValueHandle,
     value: *mut TVMValue,
     type_code: *mut c_int,
     num_ret: c_int,
@@ -322,7 +323,7 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
     func: Option<PackedCFunc>,
     resource_handle: *mut c_void,
     fin: Option<PackedCFuncFinalizer>,
-    out: *mut *mut c_void,
+    out: *mut TVMFunctionHandle,
 ) -> c_int {
     guard(|| {
         check_out(out, "TVMFuncCreateFromCFunc: out")?;
@@ -342,7 +343,7 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
 #[no_mangle]
 pub unsafe extern "C" fn TVMFuncRegisterGlobal(
     name: *const c_char,
-    f: *mut c_void,
+    f: TVMFunctionHandle,
     r#override: c_int,
 ) -> c_int {
     guard(|| {
@@ -361,7 +362,10 @@ pub unsafe extern "C" fn TVMFuncRegisterGlobal(
 /// # Safety
 /// `name` must be a string; `out` valid.
 #[no_mangle]
-pub unsafe extern "C" fn TVMFuncGetGlobal(name: *const c_char, out: *mut *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMFuncGetGlobal(
+    name: *const c_char,
+    out: *mut TVMFunctionHandle,
+) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMFuncGetGlobal: name")? };

@@ -2,6 +2,7 @@
 
 use super::{check_out, cstr};
 use crate::ffi::error::{guard, Error, Result};
+use crate::ffi::types::{TVMFunctionHandle, TVMModuleHandle};
 use crate::module::{self, Module};
 use crate::object::{Object, ObjectRef};
 use std::ffi::{c_char, c_int, c_void};
@@ -26,7 +27,7 @@ pub(crate) unsafe fn module_arg(h: *mut c_void, what: &str) -> Result<Module> {
 pub unsafe extern "C" fn TVMModLoadFromFile(
     file_name: *const c_char,
     format: *const c_char,
-    out: *mut *mut c_void,
+    out: *mut TVMModuleHandle,
 ) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
@@ -50,7 +51,7 @@ pub unsafe extern "C" fn TVMModLoadFromFile(
 /// # Safety
 /// Both live module handles.
 #[no_mangle]
-pub unsafe extern "C" fn TVMModImport(r#mod: *mut c_void, dep: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMModImport(r#mod: TVMModuleHandle, dep: TVMModuleHandle) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
         let m = unsafe { module_arg(r#mod, "TVMModImport")? };
@@ -66,10 +67,10 @@ pub unsafe extern "C" fn TVMModImport(r#mod: *mut c_void, dep: *mut c_void) -> c
 /// `mod` a live module handle; `func_name` a string; `out` valid.
 #[no_mangle]
 pub unsafe extern "C" fn TVMModGetFunction(
-    r#mod: *mut c_void,
+    r#mod: TVMModuleHandle,
     func_name: *const c_char,
     query_imports: c_int,
-    out: *mut *mut c_void,
+    out: *mut TVMFunctionHandle,
 ) -> c_int {
     guard(|| {
         // SAFETY: caller contract.
@@ -92,7 +93,7 @@ pub unsafe extern "C" fn TVMModGetFunction(
 /// # Safety
 /// `mod` NULL or a module handle the caller owns.
 #[no_mangle]
-pub unsafe extern "C" fn TVMModFree(r#mod: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMModFree(r#mod: TVMModuleHandle) -> c_int {
     // SAFETY: forwarded contract.
     unsafe { super::object::TVMObjectFree(r#mod) }
 }

@@ -2,6 +2,7 @@
 
 use super::check_out;
 use crate::ffi::error::{guard, Error, Result};
+use crate::ffi::types::{tvm_index_t, TVMArrayHandle, TVMStreamHandle};
 use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
 use crate::ndarray::{self, NDArrayObj};
 use crate::object::{ObjectRef, TYPE_NDARRAY};
@@ -21,14 +22,14 @@ fn check_handle(h: *mut DLTensor, what: &str) -> Result<()> {
 #[no_mangle]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn TVMArrayAlloc(
-    shape: *const i64,
+    shape: *const tvm_index_t,
     ndim: c_int,
     dtype_code: c_int,
     dtype_bits: c_int,
     dtype_lanes: c_int,
     device_type: c_int,
     device_id: c_int,
-    out: *mut *mut DLTensor,
+    out: *mut TVMArrayHandle,
 ) -> c_int {
     guard(|| {
         check_out(out, "TVMArrayAlloc: out")?;
@@ -70,7 +71,7 @@ pub unsafe extern "C" fn TVMArrayAlloc(
 /// # Safety
 /// `handle` must be NULL or an NDArray handle the caller owns.
 #[no_mangle]
-pub unsafe extern "C" fn TVMArrayFree(handle: *mut DLTensor) -> c_int {
+pub unsafe extern "C" fn TVMArrayFree(handle: TVMArrayHandle) -> c_int {
     if handle.is_null() {
         return 0;
     }
@@ -84,7 +85,7 @@ pub unsafe extern "C" fn TVMArrayFree(handle: *mut DLTensor) -> c_int {
 /// `handle` a valid tensor; `data` holds `nbytes`.
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayCopyFromBytes(
-    handle: *mut DLTensor,
+    handle: TVMArrayHandle,
     data: *mut c_void,
     nbytes: usize,
 ) -> c_int {
@@ -104,7 +105,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(
 /// `handle` a valid tensor; `data` holds `nbytes`.
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayCopyToBytes(
-    handle: *mut DLTensor,
+    handle: TVMArrayHandle,
     data: *mut c_void,
     nbytes: usize,
 ) -> c_int {
@@ -124,9 +125,9 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
 /// Both handles valid tensors.
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayCopyFromTo(
-    from: *mut DLTensor,
-    to: *mut DLTensor,
-    stream: *mut c_void,
+    from: TVMArrayHandle,
+    to: TVMArrayHandle,
+    stream: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         check_handle(from, "TVMArrayCopyFromTo: from")?;
@@ -144,7 +145,7 @@ pub unsafe extern "C" fn TVMArrayCopyFromTo(
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayFromDLPack(
     from: *mut DLManagedTensor,
-    out: *mut *mut DLTensor,
+    out: *mut TVMArrayHandle,
 ) -> c_int {
     guard(|| {
         check_out(out, "TVMArrayFromDLPack: out")?;
@@ -164,7 +165,7 @@ pub unsafe extern "C" fn TVMArrayFromDLPack(
 /// `from` an NDArray handle; `out` valid.
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayToDLPack(
-    from: *mut DLTensor,
+    from: TVMArrayHandle,
     out: *mut *mut DLManagedTensor,
 ) -> c_int {
     guard(|| {
@@ -205,7 +206,7 @@ pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedT
 /// `handle` an NDArray handle; `out_tindex` valid.
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayGetTypeIndex(
-    handle: *mut DLTensor,
+    handle: TVMArrayHandle,
     out_tindex: *mut c_uint,
 ) -> c_int {
     guard(|| {

@@ -2,15 +2,19 @@
 
 use super::{check_out, cstr};
 use crate::ffi::error::{guard, Error};
+use crate::ffi::types::TVMObjectHandle;
 use crate::object::{self, Object};
-use std::ffi::{c_char, c_int, c_uint, c_void};
+use std::ffi::{c_char, c_int, c_uint};
 
 /// The type index of an object (`TVMObjectGetTypeIndex`).
 ///
 /// # Safety
 /// `obj` must be a live object handle; `out_tindex` valid.
 #[no_mangle]
-pub unsafe extern "C" fn TVMObjectGetTypeIndex(obj: *mut c_void, out_tindex: *mut c_uint) -> c_int {
+pub unsafe extern "C" fn TVMObjectGetTypeIndex(
+    obj: TVMObjectHandle,
+    out_tindex: *mut c_uint,
+) -> c_int {
     guard(|| {
         check_out(obj, "TVMObjectGetTypeIndex: obj")?;
         check_out(out_tindex, "TVMObjectGetTypeIndex: out_tindex")?;
@@ -72,7 +76,7 @@ pub unsafe extern "C" fn TVMObjectTypeIndex2Key(
 /// # Safety
 /// `obj` must be NULL or a live object handle.
 #[no_mangle]
-pub unsafe extern "C" fn TVMObjectRetain(obj: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMObjectRetain(obj: TVMObjectHandle) -> c_int {
     guard(|| {
         if !obj.is_null() {
             // SAFETY: caller contract.
@@ -87,7 +91,7 @@ pub unsafe extern "C" fn TVMObjectRetain(obj: *mut c_void) -> c_int {
 /// # Safety
 /// `obj` must be NULL or an object handle on which the caller owns a reference.
 #[no_mangle]
-pub unsafe extern "C" fn TVMObjectFree(obj: *mut c_void) -> c_int {
+pub unsafe extern "C" fn TVMObjectFree(obj: TVMObjectHandle) -> c_int {
     guard(|| {
         if !obj.is_null() {
             let o = obj as *mut Object;

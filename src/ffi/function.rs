@@ -2,20 +2,20 @@
 //! compiled TVM function, or a Rust closure.
 
 use super::error::{Error, Result};
-use super::types::{TVMByteArray, TVMValue};
+use super::types::{TVMByteArray, TVMRetValueHandle, TVMValue};
 use super::value::{ArgValue, Args, RetValue};
 use crate::impl_object_type;
 use crate::object::{ObjectRef, TYPE_PACKED_FUNC};
-use std::ffi::{c_char, c_void};
+use std::ffi::{c_char, c_int, c_void};
 
 /// `TVMPackedCFunc`: a C callback in the frontend convention.
 pub type PackedCFunc = unsafe extern "C" fn(
     args: *mut TVMValue,
-    type_codes: *mut i32,
-    num_args: i32,
-    ret: *mut c_void,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret: TVMRetValueHandle,
     resource_handle: *mut c_void,
-) -> i32;
+) -> c_int;
 
 /// `TVMPackedCFuncFinalizer`.
 pub type PackedCFuncFinalizer = unsafe extern "C" fn(resource_handle: *mut c_void);
@@ -23,12 +23,12 @@ pub type PackedCFuncFinalizer = unsafe extern "C" fn(resource_handle: *mut c_voi
 /// `TVMBackendPackedCFunc`: the convention of functions TVM compiles.
 pub type BackendPackedCFunc = unsafe extern "C" fn(
     args: *mut TVMValue,
-    type_codes: *mut i32,
-    num_args: i32,
+    type_codes: *mut c_int,
+    num_args: c_int,
     out_ret_value: *mut TVMValue,
-    out_ret_tcode: *mut i32,
+    out_ret_tcode: *mut c_int,
     resource_handle: *mut c_void,
-) -> i32;
+) -> c_int;
 
 /// Something a compiled function keeps alive: its module object or its loaded library.
 pub enum Owner {

@@ -52,6 +52,32 @@ pub const DEVICE_EXT_END: i32 = 36;
 /// Device types at or above this mask address a remote (RPC) session.
 pub const RPC_SESS_MASK: i32 = 128;
 
+/// `DLDeviceType`: a device type code. An enum in C; a plain integer here so that every code a
+/// caller may pass (extension and RPC codes included) is a valid value.
+pub type DLDeviceType = i32;
+
+/// `tvm_index_t`: the integer type of shapes and indices.
+#[allow(non_camel_case_types)]
+pub type tvm_index_t = i64;
+
+/// `TVMArrayHandle`: a tensor passed by pointer.
+pub type TVMArrayHandle = *mut DLTensor;
+
+/// `TVMModuleHandle`: a module object.
+pub type TVMModuleHandle = *mut c_void;
+
+/// `TVMFunctionHandle`: a PackedFunc object.
+pub type TVMFunctionHandle = *mut c_void;
+
+/// `TVMRetValueHandle`: the return slot a C callback fills with `TVMCFuncSetReturn`.
+pub type TVMRetValueHandle = *mut c_void;
+
+/// `TVMStreamHandle`: a device stream (NULL: the default stream).
+pub type TVMStreamHandle = *mut c_void;
+
+/// `TVMObjectHandle`: any runtime object.
+pub type TVMObjectHandle = *mut c_void;
+
 /// The element type of a tensor (`DLDataType`).
 #[repr(C)]
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -81,7 +107,7 @@ impl DLDataType {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct DLDevice {
     /// Device type code (`DLDeviceType` or an extension code).
-    pub device_type: i32,
+    pub device_type: DLDeviceType,
     /// Device ordinal.
     pub device_id: i32,
 }

@@ -18,7 +18,7 @@ mod pool;
 
 pub use pool::{config_threadpool, num_threads, parallel_barrier, parallel_launch};
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 
 /// `TVMParallelGroupEnv`.
 #[repr(C)]
@@ -30,7 +30,8 @@ pub struct ParallelGroupEnv {
 }
 
 /// `FTVMParallelLambda`.
-pub type ParallelLambda = unsafe extern "C" fn(i32, *mut ParallelGroupEnv, *mut c_void) -> i32;
+pub type ParallelLambda =
+    unsafe extern "C" fn(task_id: c_int, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> c_int;
 
 /// Settings read from the environment, parsed without touching the process environment.
 #[derive(Clone, Debug, PartialEq, Eq)]
