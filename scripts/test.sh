@@ -43,4 +43,7 @@ if [ -d tests/python ]; then
   bash scripts/run_python_tests.sh ours
 fi
 
+step "examples, install layout, drop-in substitution, device plugin"
+bash scripts/run_examples.sh
+
 step "all tests passed"

@@ -87,13 +87,21 @@ pub fn load(path: &str) -> Result<Module> {
     init_context_functions(&*lib_dyn);
     let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
     let (root, ctx) = if blob_sym.is_null() {
-        let has_tvm = !lib.symbol(symbol::TVM_MODULE_CTX).is_null()
-            || !lib.symbol(symbol::TVM_MODULE_MAIN).is_null()
-            || !lib.symbol("__TVMFuncCall").is_null();
+        // Every TVM-compiled library has at least one of these (a module of several
+        // functions has neither entry nor context, but its error reporting slot).
+        let has_tvm = [
+            symbol::TVM_MODULE_CTX,
+            symbol::TVM_MODULE_MAIN,
+            "__TVMAPISetLastError",
+            "__TVMFuncCall",
+            "__TVMBackendGetFuncFromEnv",
+        ]
+        .iter()
+        .any(|s| !lib.symbol(s).is_null());
         if !has_tvm {
             return Err(Error::value(format!(
                 "cannot load {path}: the library has no TVM symbols (__tvm_module_ctx, \
-                 __tvm_main__, __tvm_dev_mblob); was it exported by TVM?"
+                 __tvm_main__, __tvm_dev_mblob, __TVMAPISetLastError); was it exported by TVM?"
             )));
         }
         let m = Module::new(Box::new(LibraryModule::new(lib_dyn)));
