@@ -27,9 +27,12 @@ class Function {
   explicit Function(TVMFunctionHandle h) : h_(h) {
     if (!h_) throw std::runtime_error("missing function");
   }
+  Function(Function&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
   Function(const Function&) = delete;
   Function& operator=(const Function&) = delete;
-  ~Function() { TVMFuncFree(h_); }
+  ~Function() {
+    if (h_) TVMFuncFree(h_);
+  }
 
   // Calls with already packed arguments; returns the value and its type code.
   std::pair<TVMValue, int> operator()(std::vector<TVMValue> args, std::vector<int> codes) const {
