@@ -47,20 +47,30 @@ case "$which" in
     supp="${TVMRT_REF_VALGRIND_SUPP-$PWD/c_tests/valgrind-ref.supp}"
     ;;
   ours)
-    cargo build --release
-    include_dirs="$PWD/include"
-    lib="$PWD/target/release/libtvm_runtime.so"
+    # Ours is tested as a consumer of the installed package: install to a prefix, then the
+    # suite finds it with find_package(tvm) (mode b of c_tests/CMakeLists.txt).
+    prefix="$PWD/build/prefix-ours"
+    cmake -S . -B build/runtime-ours -DTVMRT_CARGO_DIR="$PWD/target" >/dev/null
+    cmake --build build/runtime-ours >/dev/null
+    cmake --install build/runtime-ours --prefix "$prefix" >/dev/null
+    include_dirs=""
+    lib=""
     supp=""
     ;;
   *) usage ;;
 esac
-[ -f "$lib" ] || { echo "run_c_tests: $lib is missing (run scripts/setup.sh?)" >&2; exit 1; }
+if [ "$which" = ref ]; then
+  [ -f "$lib" ] || { echo "run_c_tests: $lib is missing (run scripts/setup.sh?)" >&2; exit 1; }
+  pkg=()
+else
+  pkg=(-DCMAKE_PREFIX_PATH="$prefix")
+fi
 
 build="build/c_tests-$which"
 [ "$valgrind" = ON ] && build="$build-valgrind"
 
 cmake -S c_tests -B "$build" -DCMAKE_BUILD_TYPE=Debug \
   -DTVM_INCLUDE_DIRS="$include_dirs" -DTVM_RUNTIME_LIB="$lib" -DTVMRT_VALGRIND="$valgrind" \
-  -DTVMRT_VALGRIND_SUPPRESSIONS="$supp" >/dev/null
+  -DTVMRT_VALGRIND_SUPPRESSIONS="$supp" "${pkg[@]}" >/dev/null
 cmake --build "$build" -j "$(nproc)"
 (cd "$build" && ctest --output-on-failure "$@")

@@ -18,7 +18,7 @@ PREFIX="$B/prefix"
 mkdir -p "$B"
 
 echo "--- install to $PREFIX"
-cmake -S . -B "$B/runtime" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake -S . -B "$B/runtime" -DCMAKE_BUILD_TYPE=Release -DTVMRT_CARGO_DIR="$ROOT/target" >/dev/null
 cmake --build "$B/runtime" >/dev/null
 cmake --install "$B/runtime" --prefix "$PREFIX" >/dev/null
 export LD_LIBRARY_PATH="$PREFIX/lib"
@@ -66,6 +66,12 @@ echo "--- device plugin (built against the installed package only)"
 cmake -S examples/device_plugin -B "$B/plugin" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
 cmake --build "$B/plugin" >/dev/null
 (cd "$B/plugin" && ctest --output-on-failure)
+
+echo "--- in-tree use with add_subdirectory"
+cmake -S examples/intree -B "$B/intree" -DTVMRT_CARGO_DIR="$ROOT/target" >/dev/null
+cmake --build "$B/intree" >/dev/null
+"$B/intree/deploy_model_intree" "$MODEL" "$INPUT" > "$B/intree.out"
+diff "$B/c.out" "$B/intree.out" && echo "in-tree build agrees with the installed package"
 
 echo "--- Rust"
 cargo run -q --release --example rust_api -- "$ADD"
