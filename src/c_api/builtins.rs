@@ -262,12 +262,27 @@ fn devices(b: &mut Builtins<'_>) {
     b.add("runtime.RuntimeEnabled", |a, rv| {
         a.expect_len(1, "runtime.RuntimeEnabled")?;
         let target = a.str(0)?;
+        // As the reference: "cpu" is always on; other targets are on when the function that
+        // serves them is registered (device APIs for devices, code generators otherwise).
+        let device = |t: i32| device::has_backend(t);
         let enabled = match target {
-            "cpu" | "llvm" | "c" | "stackvm" => true,
-            "cuda" | "gpu" => device::has_backend(crate::ffi::types::DL_CUDA),
-            "vulkan" => device::has_backend(crate::ffi::types::DL_VULKAN),
-            t if t.starts_with("rpc") => false,
-            t => registry_has(&format!("device_api.{t}")) || device::type_from_name(t).is_some(),
+            "cpu" => true,
+            "cuda" | "gpu" | "nvptx" => device(crate::ffi::types::DL_CUDA),
+            "cl" | "opencl" => device(crate::ffi::types::DL_OPENCL),
+            "mtl" | "metal" => device(crate::ffi::types::DL_METAL),
+            "vulkan" => device(crate::ffi::types::DL_VULKAN),
+            "rocm" => device(crate::ffi::types::DL_ROCM),
+            "hexagon" => device(crate::ffi::types::DL_HEXAGON),
+            "stackvm" => registry_has("target.build.stackvm"),
+            "tflite" => registry_has("target.runtime.tflite"),
+            "rpc" => registry_has("device_api.rpc"),
+            t if t.starts_with("llvm") => registry_has("codegen.llvm_target_enabled"),
+            t => match device::plugin::type_of(t) {
+                Some(_) => true,
+                None => {
+                    return Err(Error::tvm(format!("Unknown optional runtime {t}")));
+                }
+            },
         };
         *rv = RetValue::Int(enabled as i64);
         Ok(())

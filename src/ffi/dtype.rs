@@ -46,7 +46,7 @@ pub fn dtype_from_string(s: &str) -> Result<DLDataType> {
     match s {
         "bool" => return Ok(DLDataType::new(DL_UINT, 1, 1)),
         "void" => return Ok(DLDataType::new(DL_OPAQUE_HANDLE, 0, 0)),
-        "handle" => return Ok(DLDataType::new(DL_OPAQUE_HANDLE, 64, 1)),
+        "handle" | "handle64" => return Ok(DLDataType::new(DL_OPAQUE_HANDLE, 64, 1)),
         _ => {}
     }
     let (base, lanes) = match s.split_once('x') {
