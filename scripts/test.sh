@@ -19,10 +19,10 @@ fi
 step "fmt"
 cargo fmt --all -- --check
 
-if [ -f scripts/build_fixtures.py ]; then
-  step "fixtures (cached)"
-  "$TVMRT_PYTHON" scripts/build_fixtures.py
-fi
+step "fixtures incl. resnet18 and mobilenet (cached)"
+"$TVMRT_PYTHON" scripts/build_fixtures.py --models
+# Tests that need fixtures fail instead of skipping from here on.
+export TVMRT_REQUIRE_FIXTURES=1 TVMRT_REQUIRE_MODELS=1
 
 step "rust tests"
 cargo test --release

@@ -19,9 +19,29 @@ fn dir() -> Option<PathBuf> {
     if d.join("manifest.json").exists() {
         Some(d)
     } else {
+        assert!(
+            std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
+            "TVMRT_REQUIRE_FIXTURES is set but {} has no manifest.json",
+            d.display()
+        );
         eprintln!("skipped: fixtures not built (run scripts/build_fixtures.py)");
         None
     }
+}
+
+/// The directory when the large models (resnet18, mobilenet) were built (`--models`).
+fn models_dir() -> Option<PathBuf> {
+    let d = dir()?;
+    if d.join("resnet18.so").exists() && d.join("mobilenet.so").exists() {
+        return Some(d);
+    }
+    assert!(
+        std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
+        "TVMRT_REQUIRE_MODELS is set but resnet18/mobilenet are not in {}",
+        d.display()
+    );
+    eprintln!("skipped: models not built (run scripts/build_fixtures.py --models)");
+    None
 }
 
 struct Npz(npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>);
@@ -165,6 +185,24 @@ fn parallel_and_workspace_kernels() {
     assert_close(&b.to_vec::<f32>().unwrap(), &want, 0.0);
     close(m, f);
 
+    // Two parallel loops in one launch joined by TVMBackendParallelBarrier: the second loop
+    // reads values other tasks wrote in the first, so a barrier that does not wait shows up
+    // as wrong sums.
+    let (m, f) = load(&d, "parallel.so", "parallel_barrier");
+    let (uses, _) = e.get::<bool>("uses_parallel_barrier");
+    assert!(uses[0], "the fixture must call TVMBackendParallelBarrier");
+    let x = e.array::<f32>("barrier_A");
+    let (want_b, shape) = e.get::<f32>("barrier_B");
+    let (want_c, _) = e.get::<f32>("barrier_C");
+    for _ in 0..50 {
+        let b = NDArray::empty(&shape, x.dtype(), x.device()).unwrap();
+        let c = NDArray::empty(&shape, x.dtype(), x.device()).unwrap();
+        assert_eq!(call(f, &[&x, &b, &c]), 0);
+        assert_close(&b.to_vec::<f32>().unwrap(), &want_b, 0.0);
+        assert_close(&c.to_vec::<f32>().unwrap(), &want_c, 0.0);
+    }
+    close(m, f);
+
     let (m, f) = load(&d, "workspace.so", "matmul_plus_one");
     let mut e = Npz::open(&d, "workspace");
     let (uses, _) = e.get::<bool>("uses_workspace");
@@ -212,39 +250,59 @@ fn kernel_calls_a_registered_packed_function() {
     close(m, f);
 }
 
+/// Runs a graph library from the fixtures on the CPU with the input in its .npz; returns our
+/// output 0, the reference runtime's (from the .npz) and the output shape.
+fn run_graph_fixture(d: &std::path::Path, name: &str) -> (Vec<f32>, Vec<f32>, Vec<i64>) {
+    let lib = Module::load(d.join(format!("{name}.so")).to_str().unwrap()).unwrap();
+    let create = lib.function("default").unwrap();
+    let gmod = Module::from_object(
+        create
+            .call(&[tvm_runtime::ArgValue::Device(tvm_runtime::DLDevice::CPU)])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let mut e = Npz::open(d, name);
+    let x = e.array::<f32>("data");
+    gmod.function("set_input")
+        .unwrap()
+        .call(&[tvm_runtime::ArgValue::Str(c"data"), (&x).into()])
+        .unwrap();
+    gmod.function("run").unwrap().call(&[]).unwrap();
+    let out = gmod
+        .function("get_output")
+        .unwrap()
+        .call(&[tvm_runtime::ArgValue::Int(0)])
+        .unwrap();
+    let RetValue::Object(o) = out else {
+        panic!("get_output gave {out:?}")
+    };
+    let y = NDArray::from_object(o).unwrap();
+    let (want, shape) = e.get::<f32>("output_0");
+    assert_eq!(y.shape(), &shape[..], "{name}: output shape");
+    (y.to_vec::<f32>().unwrap(), want, shape)
+}
+
 #[test]
 fn graph_models_match_the_reference_runtime() {
     let Some(d) = dir() else { return };
     for name in ["mlp", "mlp_linked", "conv"] {
-        let lib = Module::load(d.join(format!("{name}.so")).to_str().unwrap()).unwrap();
-        let create = lib.function("default").unwrap();
-        let gmod = Module::from_object(
-            create
-                .call(&[tvm_runtime::ArgValue::Device(tvm_runtime::DLDevice::CPU)])
-                .unwrap()
-                .into_object()
-                .unwrap(),
-        )
-        .unwrap();
-        let mut e = Npz::open(&d, name);
-        let x = e.array::<f32>("data");
-        gmod.function("set_input")
-            .unwrap()
-            .call(&[tvm_runtime::ArgValue::Str(c"data"), (&x).into()])
-            .unwrap();
-        gmod.function("run").unwrap().call(&[]).unwrap();
-        let out = gmod
-            .function("get_output")
-            .unwrap()
-            .call(&[tvm_runtime::ArgValue::Int(0)])
-            .unwrap();
-        let RetValue::Object(o) = out else {
-            panic!("get_output gave {out:?}")
-        };
-        let y = NDArray::from_object(o).unwrap();
-        let (want, shape) = e.get::<f32>("output_0");
-        assert_eq!(y.shape(), &shape[..]);
-        assert_close(&y.to_vec::<f32>().unwrap(), &want, 1e-5);
+        let (got, want, _) = run_graph_fixture(&d, name);
+        assert_close(&got, &want, 1e-5);
+    }
+}
+
+#[test]
+fn resnet18_and_mobilenet_equal_the_reference_runtime() {
+    let Some(d) = models_dir() else { return };
+    for name in ["resnet18", "mobilenet"] {
+        let (got, want, shape) = run_graph_fixture(&d, name);
+        assert_eq!(shape, [1, 1000], "{name}");
+        // Same compiled kernels on the same input: the same bits as the reference runtime.
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{name}: element {i}: {g} vs {w}");
+        }
     }
 }
 
