@@ -53,6 +53,19 @@ diff "$B/ref.out" "$B/ours.out" && echo "LD_LIBRARY_PATH: identical to the refer
 diff "$B/ref.out" "$B/preload.out" && echo "LD_PRELOAD: identical to the reference"
 diff "$B/ref.out" "$B/c.out" && echo "the example built on our package agrees too"
 
+echo "--- drop-in on resnet18 and mobilenet (every output byte hashed)"
+for m in resnet18 mobilenet; do
+  so="$TVMRT_CACHE/fixtures/$m.so"
+  if [ ! -f "$so" ]; then
+    [ -z "${TVMRT_REQUIRE_MODELS:-}" ] || { echo "missing $so"; exit 1; }
+    echo "skipped: $m not built (scripts/build_fixtures.py --models)"; continue
+  fi
+  LD_LIBRARY_PATH="$B/ref-lib" "$B/deploy_ref" "$so" data > "$B/$m.ref.out"
+  LD_LIBRARY_PATH="$B/ours-lib" "$B/deploy_ref" "$so" data > "$B/$m.ours.out"
+  diff "$B/$m.ref.out" "$B/$m.ours.out"
+  echo "$m: identical to the reference ($(grep fnv1a "$B/$m.ours.out" | xargs))"
+done
+
 echo "--- system library linked statically"
 SYSLIB="${SYSLIB:-$TVMRT_CACHE/fixtures/syslib_add.o}"
 cmake -S examples/syslib -B "$B/syslib" -DCMAKE_PREFIX_PATH="$PREFIX" -DSYSLIB_OBJECT="$SYSLIB" >/dev/null

@@ -1,5 +1,6 @@
 //! The `tvmrt` command line on the bundled model.
 
+use npyz::WriterBuilder;
 use std::process::Command;
 
 fn tvmrt(args: &[&str]) -> (bool, String, String) {
@@ -81,4 +82,79 @@ fn errors_are_clear() {
     assert!(!ok && err.contains("unknown device 'warp9'"), "{err}");
     let (ok, _, err) = tvmrt(&["run", MODEL, "--device", "cuda"]);
     assert!(!ok && err.contains("cuda(0)"), "{err}");
+}
+
+/// The fixture directory when resnet18/mobilenet were built (`build_fixtures.py --models`).
+fn models_dir() -> Option<std::path::PathBuf> {
+    let base = std::env::var("TVMRT_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
+        });
+    let d = base.join("fixtures");
+    if d.join("resnet18.so").exists() && d.join("mobilenet.so").exists() {
+        return Some(d);
+    }
+    assert!(
+        std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
+        "TVMRT_REQUIRE_MODELS is set but the models are not in {}",
+        d.display()
+    );
+    eprintln!("skipped: models not built (run scripts/build_fixtures.py --models)");
+    None
+}
+
+fn npz_f32(path: &std::path::Path, key: &str) -> (Vec<f32>, Vec<u64>) {
+    let mut z = npyz::npz::NpzArchive::open(path).unwrap();
+    let npy = z.by_name(key).unwrap().unwrap();
+    let shape = npy.shape().to_vec();
+    (npy.into_vec::<f32>().unwrap(), shape)
+}
+
+#[test]
+fn run_resnet18_and_mobilenet_gives_the_reference_outputs() {
+    let Some(d) = models_dir() else { return };
+    let dir = std::env::temp_dir().join(format!("tvmrt_cli_models_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["resnet18", "mobilenet"] {
+        let npz = d.join(format!("{name}.npz"));
+        let (data, shape) = npz_f32(&npz, "data");
+        let input = dir.join(format!("{name}_data.npy"));
+        let mut w = npyz::WriteOptions::<f32>::new()
+            .default_dtype()
+            .shape(&shape)
+            .writer(std::fs::File::create(&input).unwrap())
+            .begin_nd()
+            .unwrap();
+        w.extend(data.iter().copied()).unwrap();
+        w.finish().unwrap();
+        let out_dir = dir.join(name);
+        let model = d.join(format!("{name}.so"));
+        let (ok, out, err) = tvmrt(&[
+            "run",
+            model.to_str().unwrap(),
+            "--input",
+            &format!("data={}", input.display()),
+            "--output",
+            out_dir.to_str().unwrap(),
+            "--repeat",
+            "3",
+        ]);
+        assert!(ok, "{name}: {err}");
+        assert!(
+            out.contains("output 0") && out.contains("[1, 1000] float32"),
+            "{name}: {out}"
+        );
+        let bytes = std::fs::read(out_dir.join("output_0.npy")).unwrap();
+        let got = npyz::NpyFile::new(&bytes[..])
+            .unwrap()
+            .into_vec::<f32>()
+            .unwrap();
+        let (want, _) = npz_f32(&npz, "output_0");
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            assert_eq!(g.to_bits(), w.to_bits(), "{name}: element {i}: {g} vs {w}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

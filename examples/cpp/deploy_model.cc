@@ -133,6 +133,12 @@ int main(int argc, char** argv) {
         }
         std::printf("  argmax %lld\n", static_cast<long long>(best));
       }
+      // 64-bit FNV-1a over every output byte, as the C example prints.
+      const auto* bytes = static_cast<const unsigned char*>(out->data);
+      const size_t nbytes = static_cast<size_t>(m) * ((out->dtype.bits * out->dtype.lanes + 7) / 8);
+      unsigned long long h = 1469598103934665603ULL;
+      for (size_t i = 0; i < nbytes; ++i) h = (h ^ bytes[i]) * 1099511628211ULL;
+      std::printf("  fnv1a %016llx\n", h);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,6 +1,7 @@
 """The graph executor through TVM's Python wrapper (tvm.contrib.graph_executor) on the relay
-models of the fixtures (mlp, mlp_linked, conv), compared with the outputs the reference runtime
-produced when the fixtures were built."""
+models of the fixtures (mlp, mlp_linked, conv, and resnet18/mobilenet when built with
+--models), compared with the outputs the reference runtime produced when the fixtures were
+built."""
 
 import os
 
@@ -48,6 +49,21 @@ def test_graph_executor_matches_expected(name):
     # the inputs read back
     for k in entry["inputs"]:
         np.testing.assert_array_equal(gm.get_input(k).numpy(), e[k])
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet"])
+def test_large_models_equal_the_reference_bit_for_bit(name):
+    if os.environ.get("TVMRT_REQUIRE_MODELS") and name not in H.manifest():
+        pytest.fail(f"TVMRT_REQUIRE_MODELS is set but {name} was not built")
+    entry, lib, e = model(name)
+    gm = graph_executor.GraphModule(lib["default"](tvm.cpu()))
+    feed(gm, entry, e)
+    for _ in range(2):
+        gm.run()
+        got = gm.get_output(0).numpy()
+        assert got.shape == (1, 1000) and got.dtype == np.float32
+        # the same kernels on the same input: the reference runtime's bits exactly
+        np.testing.assert_array_equal(got, e["output_0"])
 
 
 @pytest.mark.parametrize("name", MODELS)
