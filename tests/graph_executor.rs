@@ -746,6 +746,37 @@ fn factory_create_serialise_and_load() {
         ex.output(0).unwrap().to_vec::<f32>().unwrap(),
         expected(&X, &Y, &W).0
     );
+    // Loaded parameters are used in place by every executor; set_input on one of them
+    // copies on write, leaving the factory and the other executors as they were.
+    let ex2 = GraphExecutor::from_factory(&loaded, &[DLDevice::CPU]).unwrap();
+    let w2: Vec<f32> = W.iter().map(|v| v * 2.0).collect();
+    ex2.set_input("w", &arr(&w2, &[2, 3])).unwrap();
+    ex2.set_input("x", &arr(&X, &[2, 3])).unwrap();
+    ex2.set_input("y", &arr(&Y, &[2, 3])).unwrap();
+    ex2.run().unwrap();
+    assert_eq!(
+        ex2.output(0).unwrap().to_vec::<f32>().unwrap(),
+        expected(&X, &Y, &w2).0
+    );
+    ex.run().unwrap();
+    assert_eq!(
+        ex.output(0).unwrap().to_vec::<f32>().unwrap(),
+        expected(&X, &Y, &W).0
+    );
+    let gp = loaded
+        .function("get_graph_params")
+        .unwrap()
+        .call(&[])
+        .unwrap();
+    let gp = tvm_runtime::executor::factory::params_from_map(gp.into_object().unwrap()).unwrap();
+    assert_eq!(gp[0].1.to_vec::<f32>().unwrap(), W.to_vec());
+    assert_eq!(ex.input(2).unwrap().to_vec::<f32>().unwrap(), W.to_vec());
+    // A factory made from caller arrays copies them: changing the array later does not
+    // reach an executor created before.
+    let ex3 = GraphExecutor::from_factory(&fac, &[DLDevice::CPU]).unwrap();
+    w.copy_from_slice(&w2).unwrap();
+    assert_eq!(ex3.input(2).unwrap().to_vec::<f32>().unwrap(), W.to_vec());
+
     // The old name loads too; truncated payloads fail cleanly.
     let mut r = BlobReader::new(&payload, "old");
     assert!(global("runtime.module.loadbinary_GraphRuntimeFactory")

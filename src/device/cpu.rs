@@ -40,7 +40,25 @@ pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     // SAFETY: `aligned - 8 >= raw` and `aligned + nbytes <= raw + total`, so both the header
     // slot and the payload lie inside the block.
     unsafe { *((aligned - std::mem::size_of::<usize>()) as *mut *mut c_void) = raw };
+    if nbytes >= HUGE_PAGE {
+        advise_huge_pages(aligned, nbytes);
+    }
     Ok(aligned as *mut c_void)
+}
+
+const HUGE_PAGE: usize = 2 << 20;
+
+/// Asks for transparent huge pages over the 2 MiB-aligned part of a large block: weights and
+/// activations of real models are tens of megabytes, and filling them 4 KiB page by page
+/// spent most of a model's load time in page faults. Advice only; errors (no THP) are ignored.
+fn advise_huge_pages(start: usize, len: usize) {
+    let lo = (start + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
+    let hi = (start + len) & !(HUGE_PAGE - 1);
+    if hi > lo {
+        // SAFETY: [lo, hi) lies inside a block this process just allocated; MADV_HUGEPAGE
+        // changes how future faults are served, never the contents.
+        unsafe { libc::madvise(lo as *mut c_void, hi - lo, libc::MADV_HUGEPAGE) };
+    }
 }
 
 /// Frees what [`host_alloc`] returned.

@@ -24,6 +24,10 @@ struct FactoryData {
     graph_json: String,
     params: Vec<(String, NDArray)>,
     module_name: String,
+    /// Whether executors may use the parameter arrays in place: true for parameters read
+    /// from a library (nobody else holds them), false for arrays a caller passed in, which
+    /// the caller may still change (those are copied, as the reference does).
+    share_params: bool,
 }
 
 /// The factory module node.
@@ -39,6 +43,7 @@ impl FactoryNode {
                 graph_json,
                 params,
                 module_name,
+                share_params: false,
             }),
         }
     }
@@ -78,7 +83,11 @@ impl FactoryNode {
             p.push((name, a));
         }
         let module_name = params::read_string(r, "the module name")?;
-        Ok(FactoryNode::new(graph_json, p, module_name))
+        let mut node = FactoryNode::new(graph_json, p, module_name);
+        if let Some(d) = Arc::get_mut(&mut node.d) {
+            d.share_params = true;
+        }
+        Ok(node)
     }
 
     /// Writes the serialised payload (the inverse of [`FactoryNode::load`]).
@@ -125,7 +134,11 @@ fn create_executor(
         devices,
         LinkedParamLookup::Default,
     )?);
-    exec.set_params(&d.params, false)?;
+    if d.share_params {
+        exec.use_factory_params(&d.params)?;
+    } else {
+        exec.set_params(&d.params, false)?;
+    }
     Ok(make_module(exec, debug))
 }
 

@@ -70,6 +70,9 @@ struct State {
     data_entry: Vec<NDArray>,
     /// Names loaded through `load_params` (left out of the input info).
     param_names: HashSet<String>,
+    /// Entries that use a factory's parameter array instead of their own storage; writing
+    /// one through `set_input` first gives it storage of its own (copy on write).
+    borrowed: Vec<bool>,
     /// One op per node.
     ops: Vec<Op>,
     /// The argument tensors of all ops.
@@ -336,6 +339,7 @@ impl Executor {
             _storage_pool: storage_pool,
             data_entry,
             param_names: HashSet::new(),
+            borrowed: Vec::new(),
             ops: Vec::new(),
             tensors: Box::new([]),
             values: Box::new([]),
@@ -436,7 +440,15 @@ impl Executor {
     /// Copies `src` into input `index`.
     pub(crate) fn set_input(&self, index: usize, src: &DLTensor) -> Result<()> {
         let eid = self.check_input(index)?;
-        let st = self.state.lock()?;
+        let mut st = self.state.lock()?;
+        if st.borrowed.get(eid).copied().unwrap_or(false) {
+            // The entry shows a factory's parameter: give it storage of its own first, so
+            // that the factory (and executors created from it) keep their values.
+            let have = st.data_entry[eid].dltensor();
+            let own = NDArray::empty(&self.graph.shape[eid], have.dtype, have.device)
+                .map_err(|e| e.context("set_input"))?;
+            Self::redirect(&mut st, eid, own);
+        }
         let dst = st.data_entry[eid].dltensor();
         // SAFETY: `src` is a live tensor (caller contract of the argument), `dst` our array.
         unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }.map_err(|e| {
@@ -483,8 +495,51 @@ impl Executor {
         Ok(())
     }
 
+    /// Uses a factory's parameter arrays directly, without copying, for the parameters whose
+    /// entry is an input with storage of its own (no other entry shares its storage id and it
+    /// is not a graph output) and whose array fits it (shape, type, device, contiguity,
+    /// alignment); the others are copied as `set_params` does. Compiled kernels only read
+    /// inputs, and `set_input` copies on write, so the factory's arrays are never changed.
+    pub(crate) fn use_factory_params(&self, p: &[(String, NDArray)]) -> Result<()> {
+        let mut sid_users = HashMap::new();
+        for &sid in &self.graph.storage_id {
+            *sid_users.entry(sid).or_insert(0usize) += 1;
+        }
+        let outputs: HashSet<usize> = self
+            .graph
+            .outputs
+            .iter()
+            .map(|&e| self.graph.eid(e))
+            .collect();
+        let mut copy = Vec::new();
+        let mut st = self.state.lock()?;
+        if st.borrowed.len() != self.graph.num_entries() {
+            st.borrowed = vec![false; self.graph.num_entries()];
+        }
+        for (name, arr) in p {
+            let Some(i) = self.input_index(name) else {
+                continue;
+            };
+            let eid = self.check_input(i)?;
+            let shareable = sid_users[&self.graph.storage_id[eid]] == 1
+                && !outputs.contains(&eid)
+                && self.check_external(&st, arr.dltensor(), eid, name).is_ok();
+            if shareable {
+                Self::redirect(&mut st, eid, arr.clone());
+                st.borrowed[eid] = true;
+            } else {
+                copy.push((name.clone(), arr.clone()));
+            }
+        }
+        drop(st);
+        self.set_params(&copy, false)
+    }
+
     /// Points entry `eid` (and every argument using it) at `arr`.
     fn redirect(st: &mut State, eid: usize, arr: NDArray) {
+        if let Some(b) = st.borrowed.get_mut(eid) {
+            *b = false;
+        }
         let t = arr.dltensor();
         // SAFETY: only an address computation inside (or one past) the array's memory.
         let p = unsafe { (t.data as *mut u8).add(t.byte_offset as usize) } as *mut c_void;
