@@ -76,7 +76,8 @@ fi
 "$B/syslib/syslib_demo"
 
 echo "--- device plugin (built against the installed package only)"
-cmake -S examples/device_plugin -B "$B/plugin" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
+cmake -S examples/device_plugin -B "$B/plugin" -DCMAKE_PREFIX_PATH="$PREFIX" \
+  -DADD_LIBRARY="$ADD" >/dev/null
 cmake --build "$B/plugin" >/dev/null
 (cd "$B/plugin" && ctest --output-on-failure)
 
