@@ -148,6 +148,32 @@ static int mixed_graph(const char* plugin, const char* add_lib) {
   OK(TVMModLoadFromFile(path, "simk", &sim));
   remove(path);
   if (!lib || !sim) return 1;
+  /* Placed entirely on simaccel, a graph of the CPU library's kernel is refused (its code
+   * would read device handles as host pointers), not run into a crash. */
+  static const char kCpuOnly[] =
+      "{\"nodes\": [{\"op\": \"null\", \"name\": \"x\", \"inputs\": []},"
+      "{\"op\": \"null\", \"name\": \"w\", \"inputs\": []},"
+      "{\"op\": \"tvm_op\", \"name\": \"out\", \"attrs\": {\"func_name\": \"myadd\","
+      " \"num_inputs\": \"2\", \"num_outputs\": \"1\", \"flatten_data\": \"0\"},"
+      " \"inputs\": [[0, 0, 0], [1, 0, 0]]}],"
+      "\"arg_nodes\": [0, 1], \"heads\": [[2, 0, 0]], \"attrs\": {"
+      "\"dltype\": [\"list_str\", [\"float32\", \"float32\", \"float32\"]],"
+      "\"storage_id\": [\"list_int\", [0, 1, 2]],"
+      "\"shape\": [\"list_shape\", [[1024], [1024], [1024]]]},"
+      "\"node_row_ptr\": [0, 1, 2, 3]}";
+  {
+    TVMFunctionHandle create = NULL;
+    OK(TVMFuncGetGlobal("tvm.graph_executor.create", &create));
+    TVMValue a[4], r;
+    int c[4] = {kTVMStr, kTVMModuleHandle, kDLInt, kDLInt}, rc = 0;
+    a[0].v_str = kCpuOnly;
+    a[1].v_handle = lib;
+    a[2].v_int64 = SIM;
+    a[3].v_int64 = 0;
+    EXPECT(TVMFuncCall(create, a, c, 4, &r, &rc) != 0, "CPU code on simaccel data is refused");
+    EXPECT(strstr(TVMGetLastError(), "only CPU code") != NULL, "the error says why");
+    TVMFuncFree(create);
+  }
   /* The executor finds sim_add/sim_relu among the library's imports. */
   OK(TVMModImport(lib, sim));
 

@@ -293,6 +293,44 @@ fn entry_bytes(shape: &[i64], t: DLDataType) -> Result<u64> {
     Ok(n)
 }
 
+/// Refuses a graph whose kernels would get device memory they cannot read: a `tvm_op` with
+/// an argument on a device whose memory the host cannot address (not cpu, cuda_host or
+/// rocm_host), while the library and its imports hold only host code (`library` modules).
+/// Such kernels would dereference device handles as host pointers and crash the process.
+fn check_kernels_can_reach(graph: &Graph, lib: &Module, entries: &[NDArray]) -> Result<()> {
+    use crate::ffi::types::{DL_CPU, DL_CUDA_HOST, DL_ROCM_HOST};
+    fn host_only(m: &Module) -> bool {
+        m.type_key() == "library" && m.imports().iter().all(host_only)
+    }
+    for (nid, node) in graph.nodes.iter().enumerate() {
+        if node.op_type != OpType::TvmOp
+            || matches!(node.param.func_name.as_str(), "__nop" | "__copy")
+        {
+            continue;
+        }
+        let outs = (0..graph.num_outputs_of(nid)).map(|i| graph.entry_id(nid as u32, i));
+        for eid in node.inputs.iter().map(|&e| graph.eid(e)).chain(outs) {
+            let dev = entries[eid].device();
+            if matches!(dev.device_type, DL_CPU | DL_CUDA_HOST | DL_ROCM_HOST) {
+                continue;
+            }
+            if host_only(lib) {
+                return Err(Error::value(format!(
+                    "graph executor: node '{}' ({}) has data on {}, but the library holds \
+                     only CPU code (it imports no {} module); compile the model for that \
+                     device or run it on the CPU",
+                    node.name,
+                    node.param.func_name,
+                    device::describe(dev),
+                    device::type_name(dev.device_type).unwrap_or_else(|| "device".into())
+                )));
+            }
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 struct PoolEntry {
     device_type: i32,
     bytes: u64,
@@ -335,6 +373,7 @@ impl Executor {
             output_map.insert(format!("{}:{i}", graph.nodes[e.node_id as usize].name), i);
         }
         let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
+        check_kernels_can_reach(&graph, &lib, &data_entry)?;
         let mut state = State {
             _storage_pool: storage_pool,
             data_entry,
