@@ -93,7 +93,7 @@ pub fn checked_nbytes(shape: &[i64], dtype: DLDataType) -> Result<usize> {
     let mut n: usize = 1;
     for (i, &d) in shape.iter().enumerate() {
         if d < 0 {
-            return Err(Error::value(format!(
+            return Err(Error::tvm(format!(
                 "shape[{i}] = {d} is negative: array dimensions must be >= 0"
             )));
         }
@@ -174,9 +174,12 @@ fn check_dtype(dtype: DLDataType) -> Result<()> {
             | (crate::ffi::types::DL_INT, 1)
             | (crate::ffi::types::DL_UINT, 4)
             | (crate::ffi::types::DL_INT, 4)
+            | (crate::ffi::dtype::TVM_FLOAT4_E2M1FN, 4)
     );
     if dtype.bits % 8 != 0 && (dtype.code == DL_FLOAT || !sub_byte_ok) {
-        return bad("bits must be a multiple of 8 (sub-byte only for int1/uint1/int4/uint4)");
+        return bad(
+            "bits must be a multiple of 8 (sub-byte only for int1/uint1/int4/uint4/float4_e2m1fn)",
+        );
     }
     if dtype.bits == 0 || !dtype.bits.is_power_of_two() {
         return bad("bits must be a power of two");
@@ -254,12 +257,12 @@ impl NDArrayObj {
         }
         let addr = (t.data as usize).wrapping_add(t.byte_offset as usize);
         if addr % ALLOC_ALIGNMENT != 0 {
-            return Err(Error::value(format!(
+            return Err(Error::internal(format!(
                 "TVMArrayFromDLPack: data (with byte_offset) is not {ALLOC_ALIGNMENT}-byte aligned"
             )));
         }
         if !is_contiguous(t) {
-            return Err(Error::value(
+            return Err(Error::internal(
                 "TVMArrayFromDLPack: only compact row-major tensors are supported (strides)",
             ));
         }
@@ -344,7 +347,7 @@ pub fn create_view(
         .checked_add(need)
         .is_none_or(|end| end > have)
     {
-        return Err(Error::value(format!(
+        return Err(Error::internal(format!(
             "CreateView: a view of {need} bytes at offset {relative_byte_offset} does not fit \
              in an array of {have} bytes"
         )));

@@ -210,7 +210,11 @@ fn containers_through_globals() {
         &mut [tc::OBJECT_HANDLE, tc::INT],
     );
     assert_eq!(r, -1);
-    assert!(last_error().starts_with("IndexError: "), "{}", last_error());
+    assert!(
+        last_error().starts_with("InternalError: "),
+        "{}",
+        last_error()
+    );
     // Map with a string key given as str, looked up with a String object.
     let (_, m, _) = call(
         global(c"runtime.Map"),

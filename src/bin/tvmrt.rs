@@ -387,11 +387,9 @@ fn devices() -> tvm_runtime::Result<()> {
 }
 
 fn print_tree(m: &Module, depth: usize) {
-    let fmt = m.node().get_format();
-    let fmt = if fmt.is_empty() {
-        String::new()
-    } else {
-        format!(" [{fmt}]")
+    let fmt = match m.node().get_format() {
+        Ok(f) if !f.is_empty() => format!(" [{f}]"),
+        _ => String::new(),
     };
     println!("{}- {}{fmt}", "  ".repeat(depth), m.type_key());
     for i in m.imports() {

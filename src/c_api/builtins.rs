@@ -29,7 +29,7 @@ fn arg_to_object(args: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
 fn index_arg(args: &Args<'_>, i: usize, len: usize, what: &str) -> Result<usize> {
     let idx = args.i64(i)?;
     if idx < 0 || idx as usize >= len {
-        return Err(Error::index(format!(
+        return Err(Error::internal(format!(
             "{what}: index {idx} out of range for size {len}"
         )));
     }
@@ -109,7 +109,7 @@ fn containers(b: &mut Builtins<'_>) {
         *rv = match m.get(&k) {
             Some(Some(v)) => RetValue::Object(v.clone()),
             Some(None) => RetValue::Null,
-            None => return Err(Error::index("runtime.MapGetItem: key is not in the map")),
+            None => return Err(Error::internal("runtime.MapGetItem: key is not in the map")),
         };
         Ok(())
     });
@@ -366,7 +366,7 @@ fn modules(b: &mut Builtins<'_>) {
         Ok(())
     });
     b.add("runtime.ModuleGetFormat", |a, rv| {
-        *rv = RetValue::Str(module_arg(&a, 0)?.node().get_format());
+        *rv = RetValue::Str(module_arg(&a, 0)?.node().get_format()?);
         Ok(())
     });
     b.add("runtime.ModuleGetSource", |a, rv| {

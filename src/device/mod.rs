@@ -117,7 +117,7 @@ pub trait DeviceApi: Send + Sync {
                 let n = crate::ndarray::checked_nbytes(shape, dtype)?;
                 self.alloc_data_space(dev, n, crate::ndarray::ALLOC_ALIGNMENT, dtype)
             }
-            Some(s) => Err(Error::value(format!(
+            Some(s) => Err(Error::tvm(format!(
                 "device {} does not support memory scope '{s}'",
                 describe(dev)
             ))),
@@ -288,7 +288,7 @@ pub fn api(dev: DLDevice) -> Result<ApiRef> {
             return Ok(ApiRef::Other(a));
         }
     }
-    Err(Error::value(format!(
+    Err(Error::internal(format!(
         "device {} is not available: no {} backend is built in or registered",
         describe(dev),
         match device_name(dev.device_type) {
@@ -307,7 +307,7 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
     let n_from = crate::ndarray::tensor_nbytes(from)?;
     let n_to = crate::ndarray::tensor_nbytes(to)?;
     if n_from != n_to {
-        return Err(Error::value(format!(
+        return Err(Error::internal(format!(
             "copy between tensors of different sizes: {n_from} bytes to {n_to} bytes"
         )));
     }

@@ -373,8 +373,8 @@ impl ModuleNode for PluginModule {
         self
     }
 
-    fn get_format(&self) -> String {
-        self.format.clone()
+    fn get_format(&self) -> Result<String> {
+        Ok(self.format.clone())
     }
 }
 

@@ -236,7 +236,7 @@ impl Graph {
     /// Parses and validates a graph.
     pub fn parse(json: &str) -> Result<Graph> {
         let root: Value = serde_json::from_str(json)
-            .map_err(|e| Error::value(format!("cannot parse graph JSON: {e}")))?;
+            .map_err(|e| Error::tvm(format!("cannot parse graph JSON: {e}")))?;
         let obj = root
             .as_object()
             .ok_or_else(|| bad("the top level must be an object"))?;

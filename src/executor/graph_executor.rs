@@ -433,7 +433,7 @@ impl Executor {
 
     fn check_input(&self, index: usize) -> Result<usize> {
         if index >= self.num_inputs() {
-            return Err(Error::index(format!(
+            return Err(Error::internal(format!(
                 "input index {index} is out of range: the graph has {} inputs",
                 self.num_inputs()
             )));
@@ -443,7 +443,7 @@ impl Executor {
 
     fn check_output(&self, index: usize) -> Result<usize> {
         if index >= self.num_outputs() {
-            return Err(Error::index(format!(
+            return Err(Error::internal(format!(
                 "output index {index} is out of range: the graph has {} outputs",
                 self.num_outputs()
             )));
@@ -816,7 +816,7 @@ impl Executor {
 
     fn check_node(&self, nid: i64) -> Result<usize> {
         if nid < 0 || nid as usize >= self.graph.nodes.len() {
-            return Err(Error::index(format!(
+            return Err(Error::internal(format!(
                 "node index {nid} is out of range: the graph has {} nodes",
                 self.graph.nodes.len()
             )));

@@ -105,6 +105,9 @@ pub fn register(b: &mut Builtins<'_>) {
         *rv = load_params_from_file(a)?;
         Ok(())
     });
+    b.add("cache_flush_cpu_non_first_arg", |a, _rv| {
+        time_eval::cpu_cache_flush(&a, 1)
+    });
     b.add("runtime.RPCTimeEvaluator", |a, rv| {
         *rv = time_eval::rpc_time_evaluator(a)?.into_object().into();
         Ok(())

@@ -252,7 +252,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
         None
     } else {
         Some(registry::get(preproc_name).ok_or_else(|| {
-            Error::value(format!(
+            Error::internal(format!(
                 "{NAME}: cannot find the preprocessing function {preproc_name} in the global \
                  registry"
             ))
@@ -260,7 +260,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     };
     let pf = match &module {
         Some(m) => m.get_function(name, true)?.ok_or_else(|| {
-            Error::attribute(format!(
+            Error::tvm(format!(
                 "{NAME}: cannot find function {name} in the module (type {}) or its imports",
                 m.type_key()
             ))
@@ -271,4 +271,49 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     };
     device::api(dev).map_err(|e| e.context(NAME))?;
     Ok(wrap_time_evaluator(pf, dev, cfg, f_preproc))
+}
+
+/// Evicts every CPU-side tensor among `args[begin..]` from the CPU caches, line by line
+/// (TVM's `cache_flush_cpu_non_first_arg` preprocessor, with `begin` = 1): measurements then
+/// start from memory, as autotvm's `enable_cpu_cache_flush` asks. Other arguments are skipped.
+pub fn cpu_cache_flush(args: &Args<'_>, begin: usize) -> Result<()> {
+    use super::graph_executor::TensorArg;
+    for i in begin..args.len() {
+        let Ok(t) = TensorArg::from_arg(args.get(i)?, "cache_flush_cpu_non_first_arg") else {
+            continue;
+        };
+        let t = t.dl();
+        if t.device.device_type != crate::ffi::types::DL_CPU || t.data.is_null() {
+            continue;
+        }
+        let n = crate::ndarray::tensor_nbytes(t)?;
+        // SAFETY: a live CPU tensor addresses `n` bytes from data + byte_offset.
+        let start = unsafe { (t.data as *const u8).add(t.byte_offset as usize) };
+        flush_range(start, n);
+    }
+    Ok(())
+}
+
+#[cfg(target_arch = "x86_64")]
+fn flush_range(start: *const u8, n: usize) {
+    const LINE: usize = 64;
+    let mut p = start as usize & !(LINE - 1);
+    let end = start as usize + n;
+    while p < end {
+        // SAFETY: `p` lies within a cache line that overlaps the tensor's bytes, which are
+        // mapped; clflush only evicts the line. SSE2 is part of x86-64.
+        unsafe { std::arch::x86_64::_mm_clflush(p as *const u8) };
+        p += LINE;
+    }
+    // SAFETY: a plain fence instruction.
+    unsafe { std::arch::x86_64::_mm_mfence() };
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn flush_range(start: *const u8, n: usize) {
+    // No portable cache-line eviction: read through a buffer larger than the usual last-level
+    // cache instead, which pushes the tensor's lines out.
+    let _ = (start, n);
+    let junk = vec![1u8; 64 << 20];
+    std::hint::black_box(junk.iter().map(|&b| b as u64).sum::<u64>());
 }

@@ -30,7 +30,7 @@ impl Builtins<'_> {
 pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
     let mut r = REGISTRY.write().unwrap_or_else(|e| e.into_inner());
     if !override_existing && r.contains_key(name) {
-        return Err(Error::value(format!(
+        return Err(Error::internal(format!(
             "Global PackedFunc {name} is already registered"
         )));
     }

@@ -55,9 +55,9 @@ fn symbol_size(addr: *mut c_void) -> Option<usize> {
 /// Opens a TVM-exported library and builds its module tree.
 pub fn load(path: &str) -> Result<Module> {
     let meta = std::fs::metadata(path)
-        .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
     if !meta.is_file() {
-        return Err(Error::value(format!(
+        return Err(Error::internal(format!(
             "cannot open module file {path}: not a file"
         )));
     }
@@ -65,9 +65,9 @@ pub fn load(path: &str) -> Result<Module> {
     {
         use std::io::Read;
         let mut f = std::fs::File::open(path)
-            .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?;
+            .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
         if f.read_exact(&mut magic).is_err() || &magic != b"\x7fELF" {
-            return Err(Error::value(format!(
+            return Err(Error::internal(format!(
                 "cannot load {path}: not a shared library (no ELF header)"
             )));
         }

@@ -54,7 +54,12 @@ impl LibraryModule {
         let addr = if name == symbol::TVM_MODULE_MAIN {
             let entry = self.lib.symbol(symbol::TVM_MODULE_MAIN);
             if entry.is_null() {
-                return Ok(None);
+                // As the reference: asking a library without an entry for it is an error.
+                return Err(Error::internal(format!(
+                    "{}: symbol __tvm_main__ is not present (the library has no entry \
+                     function)",
+                    self.lib.describe()
+                )));
             }
             // SAFETY: TVM emits `__tvm_main__` as a NUL-terminated array of the entry name.
             let entry = unsafe { CStr::from_ptr(entry as *const c_char) };

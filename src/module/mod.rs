@@ -39,14 +39,20 @@ pub trait ModuleNode: Send + Sync {
         0
     }
 
-    /// Source code in a format, where the module has any.
+    /// Source code in a format, for modules that keep their source.
     fn get_source(&self, _format: &str) -> Result<String> {
-        Ok(String::new())
+        Err(Error::tvm(format!(
+            "Module[{}] does not support GetSource",
+            self.type_key()
+        )))
     }
 
-    /// Format when saved.
-    fn get_format(&self) -> String {
-        String::new()
+    /// The format the module saves to, for modules that can be saved.
+    fn get_format(&self) -> Result<String> {
+        Err(Error::tvm(format!(
+            "Module[{}] does not support GetFormat",
+            self.type_key()
+        )))
     }
 
     /// Saves to a file.
@@ -318,7 +324,7 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
     }
     let name = format!("runtime.module.loadfile_{fmt}");
     let f = registry::get(&name).ok_or_else(|| {
-        Error::value(format!(
+        Error::internal(format!(
             "cannot load {path}: no loader for format '{fmt}' ({name} is not registered)"
         ))
     })?;

@@ -70,11 +70,49 @@ impl PoolConfig {
 
     /// The configuration of this process.
     pub fn from_env() -> PoolConfig {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        Self::from_lookup(|k| std::env::var(k).ok(), cores)
+        Self::from_lookup(|k| std::env::var(k).ok(), physical_cores())
     }
+}
+
+/// The physical cores this process may run on: the CPUs of its affinity mask, counted once
+/// per (package, core) pair from sysfs, so that SMT siblings share one thread. Where the
+/// topology cannot be read, every available logical CPU counts.
+///
+/// This is a documented difference from the reference, which halves the logical CPU count
+/// on x86-64 on the guess that SMT is on (one thread on a 2-core machine without SMT).
+pub fn physical_cores() -> usize {
+    let logical = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: pid 0 is this thread; the size matches the set.
+        let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0;
+        if ok {
+            let read = |cpu: usize, what: &str| {
+                std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+                    .ok()
+                    .map(|s| s.trim().to_string())
+            };
+            let mut cores = std::collections::HashSet::new();
+            for cpu in 0..libc::CPU_SETSIZE as usize {
+                // SAFETY: `cpu` is below CPU_SETSIZE.
+                if !unsafe { libc::CPU_ISSET(cpu, &set) } {
+                    continue;
+                }
+                match (read(cpu, "physical_package_id"), read(cpu, "core_id")) {
+                    (Some(p), Some(c)) => cores.insert((p, c)),
+                    _ => return logical,
+                };
+            }
+            if !cores.is_empty() {
+                return cores.len().min(logical);
+            }
+        }
+    }
+    logical
 }
 
 #[cfg(test)]

@@ -363,20 +363,12 @@ def test_system_lib_object(tmp_path):
         np.testing.assert_array_equal(c.numpy(), np.arange(1024, dtype="float32") + 0.5)
 
 
-@xfail_ours(
-    "runtime.ModuleGetFormat returns '' for a library module; TVM raises "
-    "'Module[library] does not support GetFormat'"
-)
 def test_library_format_unsupported():
     entry, m, e = load("add_static")
     with pytest.raises(TVMError, match="does not support GetFormat"):
         m.format
 
 
-@xfail_ours(
-    "runtime.ModuleGetSource returns '' for a library module; TVM raises "
-    "'Module[library] does not support GetSource'"
-)
 def test_library_source_unsupported():
     entry, m, e = load("add_static")
     with pytest.raises(TVMError, match="does not support GetSource"):
@@ -405,14 +397,7 @@ def test_time_evaluator():
         dict(cache_flush_bytes=1 << 20),
         dict(cooldown_interval_ms=2, repeats_to_cooldown=1),
         dict(limit_zero_time_iterations=3),
-        pytest.param(
-            dict(f_preproc="cache_flush_cpu_non_first_arg"),
-            marks=xfail_ours(
-                "the global 'cache_flush_cpu_non_first_arg' (the CPU cache flush TVM's "
-                "libtvm_runtime registers in profiling.cc for autotvm's "
-                "enable_cpu_cache_flush) is missing, so RPCTimeEvaluator cannot find it"
-            ),
-        ),
+        dict(f_preproc="cache_flush_cpu_non_first_arg"),
     ],
     ids=["cache_flush_bytes", "cooldown", "limit_zero_time_iterations", "f_preproc_cache_flush"],
 )

@@ -7,7 +7,6 @@ import pytest
 
 import tvm
 import tvmrt_helpers as H
-from tvmrt_helpers import xfail_ours
 
 INT_DTYPES = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
 FLOAT_DTYPES = ["float16", "float32", "float64"]
@@ -80,11 +79,8 @@ def test_bfloat16():
     np.testing.assert_array_equal(f, np.array([1.0, 2.0, -3.0, np.inf, 0.0, -0.0], np.float32))
 
 
-_FLOAT8 = (
-    "dtype parsing (src/ffi/dtype.rs dtype_from_string) knows no float8 types: TVM 0.16 "
-    "parses 'e4m3_float8'/'e5m2_float8' (type codes 6/7; v0.20 spells them "
-    "float8_e4m3fn/float8_e5m2 with the same codes)"
-)
+# float8 (type codes 6/7): the runtime parses TVM 0.16's names (e4m3_float8, e5m2_float8)
+# and v0.20's (float8_e4m3fn, float8_e5m2); TVM 0.16's Python prints the dtype itself.
 
 
 @pytest.mark.parametrize(
@@ -101,12 +97,8 @@ _FLOAT8 = (
         pytest.param("int32x1", "int32", (0, 32, 1), id="int32x1"),
         pytest.param("handle", "handle64", (3, 64, 1), id="handle"),
         pytest.param("handle64", "handle64", (3, 64, 1), id="handle64"),
-        pytest.param(
-            "e4m3_float8", "e4m3_float8", (6, 8, 1), id="e4m3_float8", marks=xfail_ours(_FLOAT8)
-        ),
-        pytest.param(
-            "e5m2_float8", "e5m2_float8", (7, 8, 1), id="e5m2_float8", marks=xfail_ours(_FLOAT8)
-        ),
+        pytest.param("e4m3_float8", "e4m3_float8", (6, 8, 1), id="e4m3_float8"),
+        pytest.param("e5m2_float8", "e5m2_float8", (7, 8, 1), id="e5m2_float8"),
     ],
 )
 def test_dtype_strings(name, printed, fields):
