@@ -24,6 +24,11 @@ fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// A cudarc error as a boxed error.
+fn de(e: result::DriverError) -> Box<dyn std::error::Error> {
+    format!("CUDA driver error: {e:?}").into()
+}
+
 fn best_of<F: FnMut() -> f64>(reps: usize, mut f: F) -> f64 {
     (0..reps).map(|_| f()).fold(f64::INFINITY, f64::min)
 }
@@ -75,10 +80,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The same kernel loaded and launched with cudarc's raw driver calls, same context.
     let image = CString::new(PTX)?;
     // SAFETY: a NUL-terminated PTX image; the device's primary context is current.
-    let raw_module = unsafe { result::module::load_data(image.as_ptr() as *const c_void) }?;
+    let raw_module =
+        unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(de)?;
     let fname = CString::new("vadd_kernel")?;
     // SAFETY: a loaded module and a NUL-terminated name.
-    let raw_f = unsafe { result::module::get_function(raw_module, fname) }?;
+    let raw_f = unsafe { result::module::get_function(raw_module, fname) }.map_err(de)?;
     let (mut da, mut dc, mut nn) = (pa as u64, pc as u64, n as i32);
     let db = da;
     let mut db_ = db;
@@ -101,7 +107,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
         }
     };
-    raw_launch(&mut params)?;
+    raw_launch(&mut params).map_err(de)?;
     let sync = || {
         // SAFETY: the default stream of the current context.
         unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) }
@@ -178,6 +184,6 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         raw_d2h / ours_d2h
     );
     // SAFETY: the module is no longer used.
-    unsafe { result::module::unload(raw_module) }?;
+    unsafe { result::module::unload(raw_module) }.map_err(de)?;
     Ok(())
 }

@@ -193,7 +193,7 @@ pub trait DeviceApi: Send + Sync {
 static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::new(|| {
     let mut m: HashMap<i32, Arc<dyn DeviceApi>> = HashMap::new();
     // Built-in CUDA (the driver itself is only loaded when a CUDA device is used).
-    let cuda: Arc<dyn DeviceApi> = Arc::new(cuda::CudaDeviceApi::new());
+    let cuda: Arc<dyn DeviceApi> = cuda::shared_api();
     for t in [
         crate::ffi::types::DL_CUDA,
         crate::ffi::types::DL_CUDA_HOST,

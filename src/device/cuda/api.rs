@@ -1,7 +1,7 @@
 //! The CUDA device API: attributes, memory (device, pinned host, managed), copies including
 //! peer copies, streams and events, and a pooled workspace.
 
-use super::{check_rt, current_device, current_stream, driver, set_current_stream, API_VERSION};
+use super::{check_rt, current_device, current_stream, set_current_stream, Driver, API_VERSION};
 use crate::device::{DeviceApi, DeviceAttr, Stream};
 use crate::ffi::error::{Error, Result};
 use crate::ffi::types::{DLDataType, DLDevice, DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED};
@@ -35,7 +35,7 @@ impl CudaDeviceApi {
     }
 
     fn attr_int(dev: DLDevice, attr: sys::CUdevice_attribute) -> Result<i32> {
-        let d = driver()?.device(dev.device_id)?;
+        let d = driver_for(dev)?.device(dev.device_id)?;
         let mut v = 0;
         // SAFETY: out pointer valid, device handle from the driver.
         check_rt(unsafe { sys::cuDeviceGetAttribute(&mut v, attr, d) })?;
@@ -43,14 +43,27 @@ impl CudaDeviceApi {
     }
 }
 
+/// The driver, or an error naming the device that cannot be used without one.
+pub(crate) fn driver_for(dev: DLDevice) -> Result<&'static Driver> {
+    super::driver().map_err(|e| {
+        Error::tvm(format!(
+            "device {} is not available: {}",
+            crate::device::describe(dev),
+            e.message
+        ))
+    })
+}
+
 /// Whether a device type's memory is addressed as device memory (not host memory).
 fn is_device_memory(t: i32) -> bool {
     t == DL_CUDA || t == DL_CUDA_MANAGED
 }
 
+// Device pointers and streams are handles the trait's contract says came from this backend.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 impl DeviceApi for CudaDeviceApi {
     fn set_device(&self, dev: DLDevice) -> Result<()> {
-        driver()?.activate(dev.device_id)
+        driver_for(dev)?.activate(dev.device_id)
     }
 
     fn get_attr(&self, dev: DLDevice, kind: DeviceAttr) -> Result<RetValue> {
@@ -58,7 +71,7 @@ impl DeviceApi for CudaDeviceApi {
         let int = |a| Ok(RetValue::Int(Self::attr_int(dev, a)? as i64));
         match kind {
             DeviceAttr::Exist => {
-                let n = driver().map(|d| d.count()).unwrap_or(0);
+                let n = super::device_count();
                 Ok(RetValue::Int(
                     (dev.device_id >= 0 && (dev.device_id as usize) < n) as i64,
                 ))
@@ -74,7 +87,7 @@ impl DeviceApi for CudaDeviceApi {
                 Ok(RetValue::Str(format!("{major}.{minor}")))
             }
             DeviceAttr::DeviceName => {
-                let d = driver()?.device(dev.device_id)?;
+                let d = driver_for(dev)?.device(dev.device_id)?;
                 let mut buf = [0 as std::ffi::c_char; 256];
                 // SAFETY: the buffer holds 256 bytes; the driver writes a NUL-terminated name.
                 super::check_drv(
@@ -98,14 +111,14 @@ impl DeviceApi for CudaDeviceApi {
             DeviceAttr::ApiVersion => Ok(RetValue::Int(API_VERSION)),
             DeviceAttr::L2CacheSizeBytes => int(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE),
             DeviceAttr::TotalGlobalMemory => {
-                let d = driver()?.device(dev.device_id)?;
+                let d = driver_for(dev)?.device(dev.device_id)?;
                 let mut n = 0usize;
                 // SAFETY: out pointer valid.
                 check_rt(unsafe { sys::cuDeviceTotalMem_v2(&mut n, d) })?;
                 Ok(RetValue::Int(n as i64))
             }
             DeviceAttr::AvailableGlobalMemory => {
-                driver()?.activate(dev.device_id)?;
+                driver_for(dev)?.activate(dev.device_id)?;
                 let (mut free, mut total) = (0usize, 0usize);
                 // SAFETY: out pointers valid; the device's context is current.
                 check_rt(unsafe { sys::cuMemGetInfo_v2(&mut free, &mut total) })?;
@@ -130,7 +143,7 @@ impl DeviceApi for CudaDeviceApi {
                  aligned at 256 bytes"
             )));
         }
-        let d = driver()?;
+        let d = driver_for(dev)?;
         // The driver refuses empty allocations; the runtime API returns a pointer anyway.
         let n = nbytes.max(1);
         match dev.device_type {
@@ -170,7 +183,7 @@ impl DeviceApi for CudaDeviceApi {
         if ptr.is_null() {
             return Ok(());
         }
-        let d = driver()?;
+        let d = driver_for(dev)?;
         if dev.device_type == DL_CUDA_HOST {
             d.activate(current_device())?;
             // SAFETY: `ptr` came from cuMemAllocHost (the trait's contract).
@@ -214,7 +227,11 @@ impl DeviceApi for CudaDeviceApi {
             unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, nbytes) };
             return Ok(());
         }
-        let d = driver()?;
+        let d = driver_for(if is_device_memory(f) {
+            dev_from
+        } else {
+            dev_to
+        })?;
         if is_device_memory(f) && is_device_memory(t) {
             d.activate(dev_from.device_id)?;
             if dev_from.device_id == dev_to.device_id {
@@ -251,7 +268,7 @@ impl DeviceApi for CudaDeviceApi {
     }
 
     fn create_stream(&self, dev: DLDevice) -> Result<Stream> {
-        driver()?.activate(dev.device_id)?;
+        driver_for(dev)?.activate(dev.device_id)?;
         let mut s: sys::CUstream = std::ptr::null_mut();
         // SAFETY: out pointer valid; the device's context is current.
         check_rt(unsafe {
@@ -261,7 +278,7 @@ impl DeviceApi for CudaDeviceApi {
     }
 
     fn free_stream(&self, dev: DLDevice, stream: Stream) -> Result<()> {
-        driver()?.activate(dev.device_id)?;
+        driver_for(dev)?.activate(dev.device_id)?;
         if stream.is_null() {
             return Ok(());
         }
@@ -279,7 +296,7 @@ impl DeviceApi for CudaDeviceApi {
     }
 
     fn stream_sync(&self, dev: DLDevice, stream: Stream) -> Result<()> {
-        let d = driver()?;
+        let d = driver_for(dev)?;
         let id = if dev.device_type == DL_CUDA_HOST {
             current_device()
         } else {
@@ -291,7 +308,7 @@ impl DeviceApi for CudaDeviceApi {
     }
 
     fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, dst: Stream) -> Result<()> {
-        driver()?.activate(dev.device_id)?;
+        driver_for(dev)?.activate(dev.device_id)?;
         let mut ev: sys::CUevent = std::ptr::null_mut();
         // SAFETY: out pointer valid; a context is current.
         check_rt(unsafe {

@@ -27,6 +27,18 @@ use std::sync::OnceLock;
 pub use api::CudaDeviceApi;
 pub use module::CudaModule;
 
+/// The process-wide backend object (registered for all three device types; touches no
+/// driver until used).
+pub fn shared_api() -> std::sync::Arc<CudaDeviceApi> {
+    static API: std::sync::LazyLock<std::sync::Arc<CudaDeviceApi>> =
+        std::sync::LazyLock::new(|| std::sync::Arc::new(CudaDeviceApi::new()));
+    API.clone()
+}
+
+/// Global functions naming the built-in CUDA device API (as the reference registers them);
+/// device-plugin discovery skips them.
+pub const DEVICE_API_GLOBALS: &[&str] = &["device_api.cuda", "device_api.cuda_host"];
+
 /// The most devices a process may use (as the reference's `kMaxNumGPUs`).
 pub const MAX_DEVICES: usize = 32;
 
@@ -184,7 +196,7 @@ pub fn driver_available() -> bool {
 
 /// The number of CUDA devices (0 without a driver).
 pub fn device_count() -> usize {
-    driver().map(|d| d.devices.len()).unwrap_or(0)
+    driver().map(|d| d.count()).unwrap_or(0)
 }
 
 /// The driver's version (`cuDriverGetVersion`, e.g. 12040), or `None` without a driver.
@@ -324,6 +336,12 @@ pub(crate) fn set_current_stream(s: sys::CUstream) {
 /// Registers the CUDA loaders and helper globals.
 pub fn register(b: &mut Builtins<'_>) {
     module::register(b);
+    for name in DEVICE_API_GLOBALS {
+        b.add(name, |_a, rv| {
+            *rv = RetValue::Handle(std::sync::Arc::as_ptr(&shared_api()) as *mut c_void);
+            Ok(())
+        });
+    }
     b.add("runtime.GetCudaDeviceCount", |_a, rv| {
         driver()?;
         *rv = RetValue::Int(device_count() as i64);

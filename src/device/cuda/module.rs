@@ -364,8 +364,11 @@ impl Kernel {
         for i in 0..n {
             p.ptrs[i] = &mut p.slots[i] as *mut u64 as *mut c_void;
         }
-        let d = driver()?;
         let dev = current_device();
+        let d = super::api::driver_for(crate::ffi::types::DLDevice::new(
+            crate::ffi::types::DL_CUDA,
+            dev,
+        ))?;
         d.bind(dev)?;
         // SAFETY: the launch positions hold integers (checked in `call`).
         let wl = unsafe { self.launch.extract(args.values) };
