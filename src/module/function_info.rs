@@ -453,6 +453,10 @@ mod tests {
             .unwrap_err()
             .message
             .contains("last tag"));
+        // Virtual threads land where the reference files them (rank 1, no axis).
+        assert_eq!(tag_slot("vthread.s").unwrap(), 2);
+        assert_eq!(tag_slot("threadIdx.z").unwrap(), 5);
+        assert!(tag_slot("threadIdx.w").is_err());
         let e = LaunchParamConfig::new(0, &["warp.x".to_string()]).unwrap_err();
         assert_eq!(e.message, "Unknown threadscope warp.x");
     }
