@@ -349,7 +349,14 @@ fn devices() -> tvm_runtime::Result<()> {
             let api = device::api(dev)?;
             if !matches!(api.get_attr(dev, DeviceAttr::Exist)?, RetValue::Int(1)) {
                 if id == 0 {
-                    println!("{name}: no device present");
+                    let why = if ty == tvm_runtime::ffi::types::DL_CUDA {
+                        device::cuda::driver_error()
+                            .map(|e| format!(" ({e})"))
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
+                    };
+                    println!("{name}: no device present{why}");
                 }
                 break;
             }

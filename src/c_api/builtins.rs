@@ -400,4 +400,5 @@ pub fn register_all(b: &mut Builtins<'_>) {
     threads(b);
     modules(b);
     crate::executor::register(b);
+    crate::device::cuda::register(b);
 }

@@ -5,6 +5,7 @@
 //! register under their type code; the CPU is built in.
 
 pub mod cpu;
+pub mod cuda;
 pub mod plugin;
 
 use crate::ffi::error::{Error, Result};
@@ -189,8 +190,19 @@ pub trait DeviceApi: Send + Sync {
     }
 }
 
-static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::new(|| {
+    let mut m: HashMap<i32, Arc<dyn DeviceApi>> = HashMap::new();
+    // Built-in CUDA (the driver itself is only loaded when a CUDA device is used).
+    let cuda: Arc<dyn DeviceApi> = cuda::shared_api();
+    for t in [
+        crate::ffi::types::DL_CUDA,
+        crate::ffi::types::DL_CUDA_HOST,
+        crate::ffi::types::DL_CUDA_MANAGED,
+    ] {
+        m.insert(t, cuda.clone());
+    }
+    RwLock::new(m)
+});
 
 /// The name of a device type: TVM's names for built-in codes, plugin names for plugins.
 pub fn type_name(device_type: i32) -> Option<String> {

@@ -3,6 +3,7 @@
 
 pub mod blob;
 pub mod dso;
+pub mod function_info;
 pub mod library;
 pub mod system_lib;
 

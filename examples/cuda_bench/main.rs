@@ -1,0 +1,189 @@
+//! CUDA benchmark: kernel launch overhead through the runtime's module path (a `cuda` module's
+//! packed function, as compiled code calls it) against a raw cudarc launch of the same kernel,
+//! and host-to-device / device-to-host bandwidth through NDArray copies against cudarc's raw
+//! copies. Prints "skipped: no CUDA driver" and exits 0 where there is no GPU.
+//!
+//! Run: `cargo run --release --example cuda_bench [-- --launches N --mib M]`.
+
+use cudarc::driver::{result, sys};
+use std::ffi::{c_void, CString};
+use std::time::Instant;
+use tvm_runtime::device::cuda::{self, CudaModule};
+use tvm_runtime::ffi::types::{DLDataType, DLDevice, DL_CUDA};
+use tvm_runtime::module::function_info::{FunctionInfo, FunctionInfoMap};
+use tvm_runtime::{ArgValue, Module, NDArray};
+
+const PTX: &str = include_str!("../../tests/cuda_fixtures/kernels.ptx");
+
+fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A cudarc error as a boxed error.
+fn de(e: result::DriverError) -> Box<dyn std::error::Error> {
+    format!("CUDA driver error: {e:?}").into()
+}
+
+fn best_of<F: FnMut() -> f64>(reps: usize, mut f: F) -> f64 {
+    (0..reps).map(|_| f()).fold(f64::INFINITY, f64::min)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if cuda::device_count() == 0 {
+        println!(
+            "skipped: no CUDA driver ({})",
+            cuda::driver_error().unwrap_or_else(|| "no CUDA device".into())
+        );
+        return Ok(());
+    }
+    let launches = arg("--launches", 20000);
+    let mib = arg("--mib", 64);
+    let dev = DLDevice::new(DL_CUDA, 0);
+    let f32t = DLDataType::new(2, 32, 1);
+    let h = DLDataType::new(3, 64, 1);
+
+    // --- launch overhead -------------------------------------------------------------------
+    let mut fmap = FunctionInfoMap::new();
+    fmap.insert(
+        "vadd_kernel".into(),
+        FunctionInfo {
+            name: "vadd_kernel".into(),
+            arg_types: vec![h, h, h, DLDataType::new(0, 32, 1)],
+            launch_param_tags: vec!["blockIdx.x".into(), "threadIdx.x".into()],
+        },
+    );
+    let module = Module::new(Box::new(CudaModule::new(PTX.as_bytes(), "ptx", fmap)));
+    let kernel = module.function("vadd_kernel")?;
+    let n: usize = 1024;
+    let a = NDArray::empty(&[n as i64], f32t, dev)?;
+    let c = NDArray::empty(&[n as i64], f32t, dev)?;
+    a.copy_from_slice(&vec![1f32; n])?;
+    let api = tvm_runtime::device::api(dev)?;
+    api.set_device(dev)?;
+    let (pa, pc) = (a.dltensor().data, c.dltensor().data);
+    let ours_args = [
+        ArgValue::Handle(pa),
+        ArgValue::Handle(pa),
+        ArgValue::Handle(pc),
+        ArgValue::Int(n as i64),
+        ArgValue::Int((n / 128) as i64),
+        ArgValue::Int(128),
+    ];
+    kernel.call(&ours_args)?;
+    api.stream_sync(dev, std::ptr::null_mut())?;
+
+    // The same kernel loaded and launched with cudarc's raw driver calls, same context.
+    let image = CString::new(PTX)?;
+    // SAFETY: a NUL-terminated PTX image; the device's primary context is current.
+    let raw_module =
+        unsafe { result::module::load_data(image.as_ptr() as *const c_void) }.map_err(de)?;
+    let fname = CString::new("vadd_kernel")?;
+    // SAFETY: a loaded module and a NUL-terminated name.
+    let raw_f = unsafe { result::module::get_function(raw_module, fname) }.map_err(de)?;
+    let (mut da, mut dc, mut nn) = (pa as u64, pc as u64, n as i32);
+    let db = da;
+    let mut db_ = db;
+    let mut params: [*mut c_void; 4] = [
+        &mut da as *mut u64 as *mut c_void,
+        &mut db_ as *mut u64 as *mut c_void,
+        &mut dc as *mut u64 as *mut c_void,
+        &mut nn as *mut i32 as *mut c_void,
+    ];
+    let raw_launch = |params: &mut [*mut c_void; 4]| {
+        // SAFETY: a function of the current context and one pointer per parameter.
+        unsafe {
+            result::launch_kernel(
+                raw_f,
+                ((n / 128) as u32, 1, 1),
+                (128, 1, 1),
+                0,
+                std::ptr::null_mut(),
+                params,
+            )
+        }
+    };
+    raw_launch(&mut params).map_err(de)?;
+    let sync = || {
+        // SAFETY: the default stream of the current context.
+        unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) }
+    };
+    sync();
+
+    let ours = best_of(5, || {
+        let t = Instant::now();
+        for _ in 0..launches {
+            kernel.call(&ours_args).unwrap();
+        }
+        sync();
+        t.elapsed().as_secs_f64() / launches as f64
+    });
+    let raw = best_of(5, || {
+        let t = Instant::now();
+        for _ in 0..launches {
+            raw_launch(&mut params).unwrap();
+        }
+        sync();
+        t.elapsed().as_secs_f64() / launches as f64
+    });
+    println!(
+        "launch: ours {:.2} us, raw cudarc {:.2} us, ratio {:.3} (target <= 1.1)",
+        ours * 1e6,
+        raw * 1e6,
+        ours / raw
+    );
+    let out = c.to_vec::<f32>()?;
+    assert!(out.iter().all(|&v| v == 2.0), "wrong kernel result");
+
+    // --- bandwidth ----------------------------------------------------------------------------
+    let count = mib * (1 << 20) / 4;
+    let host: Vec<f32> = (0..count).map(|i| i as f32).collect();
+    let mut back = vec![0f32; count];
+    let d = NDArray::empty(&[count as i64], f32t, dev)?;
+    let dptr = d.dltensor().data as u64;
+    let bytes = (count * 4) as f64;
+    let gbps = |s: f64| bytes / s / 1e9;
+    let ours_h2d = best_of(5, || {
+        let t = Instant::now();
+        d.copy_from_slice(&host).unwrap();
+        t.elapsed().as_secs_f64()
+    });
+    let raw_h2d = best_of(5, || {
+        let t = Instant::now();
+        // SAFETY: `d` holds `count` floats; `host` too.
+        unsafe { result::memcpy_htod_sync(dptr, &host) }.unwrap();
+        t.elapsed().as_secs_f64()
+    });
+    let ours_d2h = best_of(5, || {
+        let t = Instant::now();
+        let v = d.to_vec::<f32>().unwrap();
+        let e = t.elapsed().as_secs_f64();
+        std::hint::black_box(v);
+        e
+    });
+    let raw_d2h = best_of(5, || {
+        let t = Instant::now();
+        // SAFETY: as above.
+        unsafe { result::memcpy_dtoh_sync(&mut back, dptr) }.unwrap();
+        t.elapsed().as_secs_f64()
+    });
+    println!(
+        "H2D {mib} MiB: ours {:.2} GB/s, raw cudarc {:.2} GB/s, ratio {:.3} (target >= 0.95)",
+        gbps(ours_h2d),
+        gbps(raw_h2d),
+        raw_h2d / ours_h2d
+    );
+    println!(
+        "D2H {mib} MiB: ours {:.2} GB/s, raw cudarc {:.2} GB/s, ratio {:.3} (target >= 0.95)",
+        gbps(ours_d2h),
+        gbps(raw_d2h),
+        raw_d2h / ours_d2h
+    );
+    // SAFETY: the module is no longer used.
+    unsafe { result::module::unload(raw_module) }.map_err(de)?;
+    Ok(())
+}
