@@ -197,7 +197,7 @@ fn blob_library_loads_and_parses() {
     assert_eq!(imports.len(), 1);
     let cu = &imports[0];
     assert_eq!(cu.type_key(), "cuda");
-    assert_eq!(cu.node().get_format(), "ptx");
+    assert_eq!(cu.node().get_format().unwrap(), "ptx");
     assert!(cu.node().get_source("ptx").unwrap().contains("vadd_kernel"));
     let node = cu.node().as_any().downcast_ref::<CudaModule>().unwrap();
     assert_eq!(node.function_infos(), &fmap());

@@ -490,8 +490,8 @@ impl ModuleNode for CudaModule {
         }
     }
 
-    fn get_format(&self) -> String {
-        self.inner.fmt.clone()
+    fn get_format(&self) -> Result<String> {
+        Ok(self.inner.fmt.clone())
     }
 
     fn save_to_file(&self, path: &str, format: &str) -> Result<()> {
