@@ -1,5 +1,9 @@
 //! The `tvmrt` command line on the bundled model.
 
+#[path = "common/fixture_dirs.rs"]
+mod fixture_dirs;
+
+use fixture_dirs::models_dir;
 use npyz::WriterBuilder;
 use std::process::Command;
 
@@ -82,26 +86,6 @@ fn errors_are_clear() {
     assert!(!ok && err.contains("unknown device 'warp9'"), "{err}");
     let (ok, _, err) = tvmrt(&["run", MODEL, "--device", "cuda"]);
     assert!(!ok && err.contains("cuda(0)"), "{err}");
-}
-
-/// The fixture directory when resnet18/mobilenet were built (`build_fixtures.py --models`).
-fn models_dir() -> Option<std::path::PathBuf> {
-    let base = std::env::var("TVMRT_CACHE")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|_| {
-            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
-        });
-    let d = base.join("fixtures");
-    if d.join("resnet18.so").exists() && d.join("mobilenet.so").exists() {
-        return Some(d);
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
-        "TVMRT_REQUIRE_MODELS is set but the models are not in {}",
-        d.display()
-    );
-    eprintln!("skipped: models not built (run scripts/build_fixtures.py --models)");
-    None
 }
 
 fn npz_f32(path: &std::path::Path, key: &str) -> (Vec<f32>, Vec<u64>) {

@@ -2,47 +2,15 @@
 //! through the C ABI and checked against numpy's results. Skipped, with a message, when the
 //! fixtures have not been built.
 
+#[path = "common/fixture_dirs.rs"]
+mod fixture_dirs;
+
+use fixture_dirs::{dir, models_dir};
 use std::ffi::{c_int, c_void, CString};
-use std::path::PathBuf;
 use tvm_runtime::c_api::{func::*, module::*};
 use tvm_runtime::ffi::registry;
 use tvm_runtime::ffi::types::{type_code as tc, TVMValue};
 use tvm_runtime::{Element, Module, NDArray, RetValue};
-
-fn dir() -> Option<PathBuf> {
-    let base = std::env::var("TVMRT_CACHE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
-        });
-    let d = base.join("fixtures");
-    if d.join("manifest.json").exists() {
-        Some(d)
-    } else {
-        assert!(
-            std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
-            "TVMRT_REQUIRE_FIXTURES is set but {} has no manifest.json",
-            d.display()
-        );
-        eprintln!("skipped: fixtures not built (run scripts/build_fixtures.py)");
-        None
-    }
-}
-
-/// The directory when the large models (resnet18, mobilenet) were built (`--models`).
-fn models_dir() -> Option<PathBuf> {
-    let d = dir()?;
-    if d.join("resnet18.so").exists() && d.join("mobilenet.so").exists() {
-        return Some(d);
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
-        "TVMRT_REQUIRE_MODELS is set but resnet18/mobilenet are not in {}",
-        d.display()
-    );
-    eprintln!("skipped: models not built (run scripts/build_fixtures.py --models)");
-    None
-}
 
 struct Npz(npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>);
 

@@ -4,6 +4,9 @@
 //! factory and its blob loader, the debug executor, the time evaluator and error cases. A
 //! TVM-compiled `mlp.so` fixture is run too when present.
 
+#[path = "common/fixture_dirs.rs"]
+mod fixture_dirs;
+
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, OnceLock};
@@ -1148,11 +1151,6 @@ fn linked_params_lookup() {
 // ---------------------------------------------------------------------------------------------
 // A TVM-compiled model, when the fixtures have been built.
 
-fn fixtures_dir() -> Option<std::path::PathBuf> {
-    let home = std::env::var_os("HOME")?;
-    Some(std::path::PathBuf::from(home).join(".cache/tvm-runtime-rs/fixtures"))
-}
-
 /// Reads the `.npy` members of an uncompressed `.npz` (what `np.savez` writes): name →
 /// (dtype descr, shape, raw data).
 /// One `.npy` member: dtype descr, shape, raw data.
@@ -1203,8 +1201,7 @@ fn read_npz(bytes: &[u8]) -> Option<HashMap<String, NpyArray>> {
 
 #[test]
 fn compiled_mlp_fixture_if_present() {
-    let Some(dir) = fixtures_dir() else {
-        println!("skipped: no HOME");
+    let Some(dir) = fixture_dirs::dir() else {
         return;
     };
     let so = dir.join("mlp.so");
