@@ -6,6 +6,7 @@
 
 pub mod cpu;
 pub mod plugin;
+pub mod vulkan;
 
 use crate::ffi::error::{Error, Result};
 use crate::ffi::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
@@ -189,8 +190,11 @@ pub trait DeviceApi: Send + Sync {
     }
 }
 
-static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::new(|| {
+    let mut m = HashMap::new();
+    vulkan::install(&mut m);
+    RwLock::new(m)
+});
 
 /// The name of a device type: TVM's names for built-in codes, plugin names for plugins.
 pub fn type_name(device_type: i32) -> Option<String> {

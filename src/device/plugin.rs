@@ -610,7 +610,11 @@ pub fn discover() {
     });
     let names: Vec<String> = registry::list_names()
         .into_iter()
-        .filter(|n| n.starts_with("device_api.") && n != "device_api.cpu")
+        .filter(|n| {
+            n.starts_with("device_api.")
+                && n != "device_api.cpu"
+                && !n.starts_with("device_api.vulkan")
+        })
         .collect();
     for n in names {
         if !PLUGINS

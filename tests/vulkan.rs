@@ -1,0 +1,840 @@
+//! Vulkan backend tests on a real Vulkan implementation (Mesa's lavapipe in CI).
+//!
+//! Kernels are GLSL compute shaders compiled to SPIR-V with `glslangValidator`, following
+//! TVM's conventions (storage buffers at set 0, binding = argument index; scalars as 8-byte
+//! push-constant slots or a uniform block; the entry point named after the function). They
+//! are packaged as TVM packages them: a `vulkan` module in the `__tvm_dev_mblob` of a shared
+//! library (built here with the C compiler) whose host functions find the kernels through
+//! `TVMBackendGetFuncFromEnv` and launch them through `TVMFuncCall`.
+//!
+//! Without a Vulkan loader or driver every test prints "skipped: no Vulkan driver" and passes.
+
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+use tvm_runtime::device::vulkan;
+use tvm_runtime::device::{self, DeviceAttr};
+use tvm_runtime::executor::GraphExecutor;
+use tvm_runtime::ffi::types::{DLDataType, DLDevice, DL_VULKAN};
+use tvm_runtime::{ArgValue, Module, NDArray, RetValue};
+
+const F32: DLDataType = DLDataType {
+    code: 2,
+    bits: 32,
+    lanes: 1,
+};
+const VK0: DLDevice = DLDevice {
+    device_type: DL_VULKAN,
+    device_id: 0,
+};
+
+fn have_vulkan() -> bool {
+    if vulkan::device_count() == 0 {
+        eprintln!("skipped: no Vulkan driver");
+        return false;
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// Test kernels.
+
+const VADD: &str = r#"#version 450
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform Args { layout(offset = 0) int n; layout(offset = 8) float alpha; } p;
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i < uint(p.n)) c[i] = a[i] + p.alpha * b[i];
+}
+"#;
+
+const VADD_UBO: &str = r#"#version 450
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(std140, set = 0, binding = 3) uniform Args { layout(offset = 0) int n; layout(offset = 8) float alpha; } p;
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i < uint(p.n)) c[i] = a[i] + p.alpha * b[i];
+}
+"#;
+
+const RELU: &str = r#"#version 450
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer X { float x[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer Y { float y[]; };
+layout(push_constant) uniform Args { layout(offset = 0) int n; } p;
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i < uint(p.n)) y[i] = max(x[i], 0.0);
+}
+"#;
+
+/// Per workgroup of 128: the sum of its 128 elements, through shared memory.
+const REDUCE_PARTIAL: &str = r#"#version 450
+layout(local_size_x = 128) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer P { float part[]; };
+layout(push_constant) uniform Args { layout(offset = 0) int n; } p;
+shared float s[128];
+void main() {
+  uint t = gl_LocalInvocationID.x;
+  uint i = gl_WorkGroupID.x * 128u + t;
+  s[t] = i < uint(p.n) ? a[i] : 0.0;
+  barrier();
+  for (uint k = 64u; k > 0u; k >>= 1) {
+    if (t < k) s[t] += s[t + k];
+    barrier();
+  }
+  if (t == 0u) part[gl_WorkGroupID.x] = s[0];
+}
+"#;
+
+/// One workgroup: the sum of `m` partial sums.
+const REDUCE_FINAL: &str = r#"#version 450
+layout(local_size_x = 128) in;
+layout(std430, set = 0, binding = 0) readonly buffer P { float part[]; };
+layout(std430, set = 0, binding = 1) writeonly buffer O { float o[]; };
+layout(push_constant) uniform Args { layout(offset = 0) int m; } p;
+shared float s[128];
+void main() {
+  uint t = gl_LocalInvocationID.x;
+  float acc = 0.0;
+  for (uint i = t; i < uint(p.m); i += 128u) acc += part[i];
+  s[t] = acc;
+  barrier();
+  for (uint k = 64u; k > 0u; k >>= 1) {
+    if (t < k) s[t] += s[t + k];
+    barrier();
+  }
+  if (t == 0u) o[0] = s[0];
+}
+"#;
+
+/// Does nothing (dispatch overhead).
+pub const EMPTY: &str = r#"#version 450
+layout(local_size_x = 1) in;
+layout(std430, set = 0, binding = 0) buffer A { float a[]; };
+void main() {}
+"#;
+
+fn tmpdir() -> PathBuf {
+    let d = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("vulkan");
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// GLSL → SPIR-V words with the entry point named `name`.
+fn spirv(name: &str, glsl: &str) -> Vec<u32> {
+    let dir = tmpdir();
+    let src = dir.join(format!("{name}.comp"));
+    let out = dir.join(format!("{name}.spv"));
+    std::fs::write(&src, glsl).unwrap();
+    let o = Command::new("glslangValidator")
+        .args([
+            "-V",
+            "--target-env",
+            "vulkan1.0",
+            "--source-entrypoint",
+            "main",
+            "-e",
+        ])
+        .arg(name)
+        .arg("-o")
+        .arg(&out)
+        .arg(&src)
+        .output()
+        .expect("glslangValidator (Debian glslang-tools; scripts/setup.sh installs it)");
+    assert!(
+        o.status.success(),
+        "glslangValidator failed for {name}:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    std::fs::read(&out)
+        .unwrap()
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The `vulkan` module binary, written independently of the runtime's own writer.
+
+struct Kernel {
+    name: &'static str,
+    glsl: &'static str,
+    flag: u32,
+    /// (code, bits) per argument.
+    args: &'static [(u8, u8)],
+    tags: &'static [&'static str],
+}
+
+const H: (u8, u8) = (3, 64);
+const I32: (u8, u8) = (0, 32);
+const FL32: (u8, u8) = (2, 32);
+const BT: &[&str] = &["blockIdx.x", "threadIdx.x"];
+
+const KERNELS: &[Kernel] = &[
+    Kernel {
+        name: "vadd",
+        glsl: VADD,
+        flag: 0,
+        args: &[H, H, H, I32, FL32],
+        tags: BT,
+    },
+    Kernel {
+        name: "vadd_ubo",
+        glsl: VADD_UBO,
+        flag: 1,
+        args: &[H, H, H, I32, FL32],
+        tags: BT,
+    },
+    Kernel {
+        name: "relu",
+        glsl: RELU,
+        flag: 0,
+        args: &[H, H, I32],
+        tags: BT,
+    },
+    Kernel {
+        name: "reduce_partial",
+        glsl: REDUCE_PARTIAL,
+        flag: 0,
+        args: &[H, H, I32],
+        tags: BT,
+    },
+    Kernel {
+        name: "reduce_final",
+        glsl: REDUCE_FINAL,
+        flag: 0,
+        args: &[H, H, I32],
+        tags: BT,
+    },
+    Kernel {
+        name: "empty",
+        glsl: EMPTY,
+        flag: 0,
+        args: &[H],
+        tags: BT,
+    },
+];
+
+fn w64(o: &mut Vec<u8>, v: u64) {
+    o.extend_from_slice(&v.to_le_bytes());
+}
+
+fn wstr(o: &mut Vec<u8>, s: &str) {
+    w64(o, s.len() as u64);
+    o.extend_from_slice(s.as_bytes());
+}
+
+fn vulkan_module_bytes() -> Vec<u8> {
+    let mut o = Vec::new();
+    wstr(&mut o, "vulkan");
+    w64(&mut o, KERNELS.len() as u64);
+    for k in KERNELS {
+        wstr(&mut o, k.name);
+        wstr(&mut o, k.name);
+        w64(&mut o, k.args.len() as u64);
+        for &(code, bits) in k.args {
+            o.extend_from_slice(&[code, bits, 1, 0]);
+        }
+        w64(&mut o, k.tags.len() as u64);
+        for t in k.tags {
+            wstr(&mut o, t);
+        }
+    }
+    w64(&mut o, KERNELS.len() as u64);
+    for k in KERNELS {
+        wstr(&mut o, k.name);
+        o.extend_from_slice(&k.flag.to_le_bytes());
+        let words = spirv(k.name, k.glsl);
+        w64(&mut o, words.len() as u64);
+        for w in words {
+            o.extend_from_slice(&w.to_le_bytes());
+        }
+    }
+    o
+}
+
+/// `__tvm_dev_mblob`: the library, the vulkan module it imports, and the import tree.
+fn dev_mblob() -> Vec<u8> {
+    let mut s = Vec::new();
+    w64(&mut s, 3);
+    wstr(&mut s, "_lib");
+    wstr(&mut s, "vulkan");
+    s.extend_from_slice(&vulkan_module_bytes());
+    wstr(&mut s, "_import_tree");
+    w64(&mut s, 3);
+    for v in [0u64, 1, 1] {
+        w64(&mut s, v);
+    }
+    w64(&mut s, 1);
+    w64(&mut s, 1);
+    let mut b = Vec::new();
+    w64(&mut b, s.len() as u64);
+    b.extend_from_slice(&s);
+    b
+}
+
+/// Host code shaped like TVM's: unpacks DLTensors, resolves the kernel through
+/// `TVMBackendGetFuncFromEnv` once (cached in a static, as TVM's generated code does) and
+/// calls it with the buffers' data pointers, the scalars and the launch parameters.
+const HOST_C: &str = r#"
+#include <stdint.h>
+#include <stddef.h>
+typedef union { int64_t v_int64; double v_float64; void* v_handle; const char* v_str; } TVMValue;
+typedef struct { int32_t device_type; int32_t device_id; } DLDevice;
+typedef struct { uint8_t code; uint8_t bits; uint16_t lanes; } DLDataType;
+typedef struct { void* data; DLDevice device; int32_t ndim; DLDataType dtype; int64_t* shape;
+                 int64_t* strides; uint64_t byte_offset; } DLTensor;
+enum { kInt = 0, kFloat = 2, kHandle = 3, kTensor = 7 };
+
+void* __tvm_module_ctx = NULL;
+int (*__TVMFuncCall)(void*, TVMValue*, int*, int, TVMValue*, int*) = NULL;
+void (*__TVMAPISetLastError)(const char*) = NULL;
+int (*__TVMBackendGetFuncFromEnv)(void*, const char*, void**) = NULL;
+const char __tvm_main__[] = "vadd_host";
+
+static int64_t numel(const DLTensor* t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->ndim; ++i) n *= t->shape[i];
+  return n;
+}
+
+static int launch(const char* name, void** cache, TVMValue* v, int* c, int n) {
+  if (*cache == NULL && __TVMBackendGetFuncFromEnv(__tvm_module_ctx, name, cache) != 0) return -1;
+  TVMValue rv;
+  int rc;
+  return __TVMFuncCall(*cache, v, c, n, &rv, &rc);
+}
+
+static int check(int* codes, int n, int want, const char* who) {
+  if (n < want) { __TVMAPISetLastError(who); return -1; }
+  for (int i = 0; i < want; ++i)
+    if (codes[i] != kTensor) { __TVMAPISetLastError(who); return -1; }
+  return 0;
+}
+
+static int vadd_impl(const char* kernel, void** cache, TVMValue* args, int* codes, int n) {
+  if (check(codes, n, 3, "vadd: expects (A, B, C[, alpha])")) return -1;
+  DLTensor* a = args[0].v_handle; DLTensor* b = args[1].v_handle; DLTensor* c = args[2].v_handle;
+  double alpha = n > 3 ? args[3].v_float64 : 1.0;
+  int64_t len = numel(a);
+  TVMValue v[7]; int k[7] = {kHandle, kHandle, kHandle, kInt, kFloat, kInt, kInt};
+  v[0].v_handle = a->data; v[1].v_handle = b->data; v[2].v_handle = c->data;
+  v[3].v_int64 = len; v[4].v_float64 = alpha; v[5].v_int64 = (len + 63) / 64; v[6].v_int64 = 64;
+  return launch(kernel, cache, v, k, 7);
+}
+
+int vadd_host(TVMValue* args, int* codes, int n, TVMValue* ret, int* rc, void* rh) {
+  static void* f = NULL;
+  return vadd_impl("vadd", &f, args, codes, n);
+}
+
+int vadd_ubo_host(TVMValue* args, int* codes, int n, TVMValue* ret, int* rc, void* rh) {
+  static void* f = NULL;
+  return vadd_impl("vadd_ubo", &f, args, codes, n);
+}
+
+int relu_host(TVMValue* args, int* codes, int n, TVMValue* ret, int* rc, void* rh) {
+  static void* f = NULL;
+  if (check(codes, n, 2, "relu: expects (X, Y)")) return -1;
+  DLTensor* x = args[0].v_handle; DLTensor* y = args[1].v_handle;
+  int64_t len = numel(x);
+  TVMValue v[5]; int k[5] = {kHandle, kHandle, kInt, kInt, kInt};
+  v[0].v_handle = x->data; v[1].v_handle = y->data; v[2].v_int64 = len;
+  v[3].v_int64 = (len + 63) / 64; v[4].v_int64 = 64;
+  return launch("relu", &f, v, k, 5);
+}
+
+/* sum_host(A, partial, out): two kernels in sequence, the second reading the first's output. */
+int sum_host(TVMValue* args, int* codes, int n, TVMValue* ret, int* rc, void* rh) {
+  static void* f1 = NULL;
+  static void* f2 = NULL;
+  if (check(codes, n, 3, "sum: expects (A, partial, out)")) return -1;
+  DLTensor* a = args[0].v_handle; DLTensor* p = args[1].v_handle; DLTensor* o = args[2].v_handle;
+  int64_t len = numel(a), groups = (len + 127) / 128;
+  TVMValue v[5]; int k[5] = {kHandle, kHandle, kInt, kInt, kInt};
+  v[0].v_handle = a->data; v[1].v_handle = p->data; v[2].v_int64 = len;
+  v[3].v_int64 = groups; v[4].v_int64 = 128;
+  if (launch("reduce_partial", &f1, v, k, 5)) return -1;
+  v[0].v_handle = p->data; v[1].v_handle = o->data; v[2].v_int64 = groups;
+  v[3].v_int64 = 1; v[4].v_int64 = 128;
+  return launch("reduce_final", &f2, v, k, 5);
+}
+
+/* empty_host(A): the empty kernel on A, one workgroup. */
+int empty_host(TVMValue* args, int* codes, int n, TVMValue* ret, int* rc, void* rh) {
+  static void* f = NULL;
+  if (check(codes, n, 1, "empty: expects (A)")) return -1;
+  DLTensor* a = args[0].v_handle;
+  TVMValue v[3]; int k[3] = {kHandle, kInt, kInt};
+  v[0].v_handle = a->data; v[1].v_int64 = 1; v[2].v_int64 = 1;
+  return launch("empty", &f, v, k, 3);
+}
+"#;
+
+/// Builds the test library once per process and returns its path.
+pub fn build_dso() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = tmpdir();
+        let blob = dev_mblob();
+        let mut c = String::from(HOST_C);
+        c.push_str(&format!(
+            "const unsigned char __tvm_dev_mblob[{}] = {{",
+            blob.len()
+        ));
+        for (i, b) in blob.iter().enumerate() {
+            if i % 32 == 0 {
+                c.push('\n');
+            }
+            c.push_str(&format!("{b},"));
+        }
+        c.push_str("\n};\n");
+        let src = dir.join("vk_kernels.c");
+        std::fs::write(&src, c).unwrap();
+        let so = dir.join("vk_kernels.so");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let o = Command::new(cc)
+            .args(["-shared", "-fPIC", "-O1", "-o"])
+            .arg(&so)
+            .arg(&src)
+            .output()
+            .expect("a C compiler");
+        assert!(
+            o.status.success(),
+            "compiling the test library failed:\n{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        so
+    })
+    .clone()
+}
+
+/// The loaded test library (loaded once: its host code caches kernel handles in statics).
+fn lib() -> &'static Module {
+    static LIB: OnceLock<Module> = OnceLock::new();
+    LIB.get_or_init(|| Module::load(build_dso().to_str().unwrap()).unwrap())
+}
+
+fn sync() {
+    device::api(VK0)
+        .unwrap()
+        .stream_sync(VK0, std::ptr::null_mut())
+        .unwrap();
+}
+
+fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(12345);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2001) as f32 / 100.0 - 10.0
+        })
+        .collect()
+}
+
+fn on_vulkan(data: &[f32]) -> NDArray {
+    let a = NDArray::empty(&[data.len() as i64], F32, VK0).unwrap();
+    a.copy_from_slice(data).unwrap();
+    a
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tests.
+
+#[test]
+fn attributes() {
+    if !have_vulkan() {
+        return;
+    }
+    let api = device::api(VK0).unwrap();
+    let get = |k| api.get_attr(VK0, k).unwrap();
+    assert!(matches!(get(DeviceAttr::Exist), RetValue::Int(1)));
+    let n = vulkan::device_count() as i32;
+    assert!(matches!(
+        api.get_attr(DLDevice::new(DL_VULKAN, n), DeviceAttr::Exist)
+            .unwrap(),
+        RetValue::Int(0)
+    ));
+    assert!(matches!(get(DeviceAttr::MaxThreadsPerBlock), RetValue::Int(x) if x >= 128));
+    assert!(matches!(get(DeviceAttr::WarpSize), RetValue::Int(1)));
+    assert!(matches!(get(DeviceAttr::MaxSharedMemoryPerBlock), RetValue::Int(x) if x >= 16384));
+    assert!(matches!(get(DeviceAttr::ComputeVersion), RetValue::Str(s) if s.starts_with("1.")));
+    assert!(matches!(get(DeviceAttr::DeviceName), RetValue::Str(s) if !s.is_empty()));
+    assert!(
+        matches!(get(DeviceAttr::MaxThreadDimensions), RetValue::Str(s) if s.starts_with('[') && s.matches(',').count() == 2)
+    );
+    assert!(matches!(get(DeviceAttr::ApiVersion), RetValue::Int(x) if x > 0));
+    assert!(matches!(get(DeviceAttr::DriverVersion), RetValue::Str(s) if s.contains('.')));
+    assert!(matches!(get(DeviceAttr::TotalGlobalMemory), RetValue::Int(x) if x > 0));
+    for k in [
+        DeviceAttr::MaxClockRate,
+        DeviceAttr::MultiProcessorCount,
+        DeviceAttr::MaxRegistersPerBlock,
+        DeviceAttr::GcnArch,
+        DeviceAttr::L2CacheSizeBytes,
+        DeviceAttr::AvailableGlobalMemory,
+        DeviceAttr::ImagePitchAlignment,
+    ] {
+        assert!(matches!(get(k), RetValue::Null), "{k:?}");
+    }
+    // Through the global function Python uses.
+    let f = tvm_runtime::ffi::registry::get("runtime.GetDeviceAttr").unwrap();
+    let rv = f
+        .call(&[ArgValue::Int(7), ArgValue::Int(0), ArgValue::Int(0)])
+        .unwrap();
+    assert!(matches!(rv, RetValue::Int(1)));
+    let f = tvm_runtime::ffi::registry::get("runtime.RuntimeEnabled").unwrap();
+    let c = std::ffi::CString::new("vulkan").unwrap();
+    assert!(matches!(
+        f.call(&[ArgValue::Str(&c)]).unwrap(),
+        RetValue::Int(1)
+    ));
+    // A device that does not exist: a clear error for attributes and allocation.
+    let bad = DLDevice::new(DL_VULKAN, 99);
+    let e = api.get_attr(bad, DeviceAttr::DeviceName).unwrap_err();
+    assert!(e.message.contains("vulkan(99)"), "{}", e.message);
+    assert!(NDArray::empty(&[4], F32, bad).is_err());
+}
+
+#[test]
+fn target_json_is_complete() {
+    if !have_vulkan() {
+        return;
+    }
+    let j: serde_json::Value = serde_json::from_str(&vulkan::target_json(0).unwrap()).unwrap();
+    assert_eq!(j["kind"], "vulkan");
+    assert!(j["max_num_threads"].as_u64().unwrap() >= 128);
+    assert_eq!(j["thread_warp_size"], 1);
+    assert!(j["supports_int64"].is_boolean());
+    let f = tvm_runtime::ffi::registry::get("device_api.vulkan.get_target_property").unwrap();
+    let p = std::ffi::CString::new("max_num_threads").unwrap();
+    let rv = f.call(&[ArgValue::Device(VK0), ArgValue::Str(&p)]).unwrap();
+    assert_eq!(
+        rv.as_i64().unwrap() as u64,
+        j["max_num_threads"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn copies_in_every_direction_with_odd_sizes_and_offsets() {
+    if !have_vulkan() {
+        return;
+    }
+    for &n in &[1usize, 3, 7, 1000, 4097, (1 << 20) + 3] {
+        let host = pseudo(n, n as u32);
+        // Host → device → host.
+        let a = on_vulkan(&host);
+        assert_eq!(a.to_vec::<f32>().unwrap(), host, "round trip of {n}");
+        // Device → device (same device).
+        let b = NDArray::empty(&[n as i64], F32, VK0).unwrap();
+        a.copy_to(&b).unwrap();
+        assert_eq!(b.to_vec::<f32>().unwrap(), host, "device copy of {n}");
+        // Device → host NDArray and host NDArray → device.
+        let h = NDArray::empty(&[n as i64], F32, DLDevice::CPU).unwrap();
+        b.copy_to(&h).unwrap();
+        assert_eq!(h.to_vec::<f32>().unwrap(), host);
+        let c = NDArray::empty(&[n as i64], F32, VK0).unwrap();
+        h.copy_to(&c).unwrap();
+        assert_eq!(c.to_vec::<f32>().unwrap(), host);
+    }
+    // Views at odd offsets on both sides.
+    let n = 1001usize;
+    let host = pseudo(n, 9);
+    let a = on_vulkan(&host);
+    let b = on_vulkan(&vec![0.0; n]);
+    for &(from, to, len) in &[
+        (0usize, 5usize, 3usize),
+        (13, 0, 500),
+        (1, 999, 2),
+        (997, 3, 4),
+    ] {
+        let src = a.view(&[len as i64], F32, (from * 4) as u64).unwrap();
+        let dst = b.view(&[len as i64], F32, (to * 4) as u64).unwrap();
+        src.copy_to(&dst).unwrap();
+        let got = b.to_vec::<f32>().unwrap();
+        assert_eq!(&got[to..to + len], &host[from..from + len]);
+        // Device view → host and host → device view.
+        assert_eq!(src.to_vec::<f32>().unwrap(), &host[from..from + len]);
+        let fresh = pseudo(len, (from + to) as u32);
+        dst.copy_from_slice(&fresh).unwrap();
+        assert_eq!(&b.to_vec::<f32>().unwrap()[to..to + len], &fresh[..]);
+    }
+    // Byte-granular copies through the raw device API (odd byte counts and offsets).
+    let api = device::api(VK0).unwrap();
+    let bytes: Vec<u8> = (0..777u32).map(|i| (i * 7 + 3) as u8).collect();
+    let p = api.alloc_data_space(VK0, 1000, 64, F32).unwrap();
+    let mut back = vec![0u8; 777];
+    // SAFETY: ranges inside the 1000-byte allocation and the host vectors.
+    unsafe {
+        api.copy_data(
+            bytes.as_ptr() as *const c_void,
+            0,
+            p,
+            13,
+            777,
+            DLDevice::CPU,
+            VK0,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        api.copy_data(
+            p,
+            13,
+            back.as_mut_ptr() as *mut c_void,
+            0,
+            777,
+            VK0,
+            DLDevice::CPU,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        // Out of range: refused with a message.
+        let e = api
+            .copy_data(
+                bytes.as_ptr() as *const c_void,
+                0,
+                p,
+                500,
+                777,
+                DLDevice::CPU,
+                VK0,
+                F32,
+                std::ptr::null_mut(),
+            )
+            .unwrap_err();
+        assert!(e.message.contains("outside"), "{}", e.message);
+    }
+    assert_eq!(back, bytes);
+    api.free_data_space(VK0, p).unwrap();
+    // Workspace and streams.
+    let w = api.alloc_workspace(VK0, 123, F32).unwrap();
+    api.free_workspace(VK0, w).unwrap();
+    let s = api.create_stream(VK0).unwrap();
+    api.stream_sync(VK0, s).unwrap();
+    api.free_stream(VK0, s).unwrap();
+}
+
+#[test]
+fn elementwise_push_constants_and_ubo() {
+    if !have_vulkan() {
+        return;
+    }
+    let m = lib();
+    for (host_fn, n) in [
+        ("vadd_host", 1000usize),
+        ("vadd_ubo_host", 4099),
+        ("vadd_host", 1),
+    ] {
+        let a = pseudo(n, 1);
+        let b = pseudo(n, 2);
+        let (va, vb) = (on_vulkan(&a), on_vulkan(&b));
+        let vc = NDArray::empty(&[n as i64], F32, VK0).unwrap();
+        let f = m.function(host_fn).unwrap();
+        f.call(&[
+            ArgValue::DLTensor(va.handle()),
+            ArgValue::DLTensor(vb.handle()),
+            ArgValue::DLTensor(vc.handle()),
+            ArgValue::Float(0.5),
+        ])
+        .unwrap();
+        let got = vc.to_vec::<f32>().unwrap();
+        for i in 0..n {
+            let want = a[i] + 0.5 * b[i];
+            assert!(
+                (got[i] - want).abs() <= 1e-5 * want.abs().max(1.0),
+                "{host_fn} [{i}]"
+            );
+        }
+    }
+    // The entry function (`__tvm_main__` names vadd_host).
+    assert!(m.get_function("__tvm_main__", false).unwrap().is_some());
+}
+
+#[test]
+fn reduction_with_shared_memory_and_kernel_sequence() {
+    if !have_vulkan() {
+        return;
+    }
+    let m = lib();
+    for &n in &[1usize, 127, 128, 129, 100_000] {
+        let a: Vec<f32> = pseudo(n, 3)
+            .iter()
+            .map(|x| (x * 4.0).round() / 4.0)
+            .collect();
+        let groups = n.div_ceil(128);
+        let va = on_vulkan(&a);
+        let part = NDArray::empty(&[groups as i64], F32, VK0).unwrap();
+        let out = NDArray::empty(&[1], F32, VK0).unwrap();
+        m.function("sum_host")
+            .unwrap()
+            .call(&[
+                ArgValue::DLTensor(va.handle()),
+                ArgValue::DLTensor(part.handle()),
+                ArgValue::DLTensor(out.handle()),
+            ])
+            .unwrap();
+        let want: f64 = a.iter().map(|&x| x as f64).sum();
+        let got = out.to_vec::<f32>().unwrap()[0] as f64;
+        assert!(
+            (got - want).abs() <= 1e-3 * want.abs().max(1.0),
+            "n={n}: {got} vs {want}"
+        );
+        // The partial sums too (the first kernel's output).
+        let parts = part.to_vec::<f32>().unwrap();
+        for (g, p) in parts.iter().enumerate() {
+            let w: f64 = a[g * 128..((g + 1) * 128).min(n)]
+                .iter()
+                .map(|&x| x as f64)
+                .sum();
+            assert!((*p as f64 - w).abs() <= 1e-3 * w.abs().max(1.0));
+        }
+    }
+}
+
+#[test]
+fn many_dispatches_before_a_sync() {
+    if !have_vulkan() {
+        return;
+    }
+    // More launches than one submission holds: the stream submits on its own.
+    let m = lib();
+    let n = 256usize;
+    let x = on_vulkan(&vec![1.0; n]);
+    let y = on_vulkan(&vec![0.0; n]);
+    let f = m.function("vadd_ubo_host").unwrap();
+    for _ in 0..1200 {
+        f.call(&[
+            ArgValue::DLTensor(y.handle()),
+            ArgValue::DLTensor(x.handle()),
+            ArgValue::DLTensor(y.handle()),
+            ArgValue::Float(1.0),
+        ])
+        .unwrap();
+    }
+    sync();
+    assert!(y.to_vec::<f32>().unwrap().iter().all(|&v| v == 1200.0));
+}
+
+#[test]
+fn graph_executor_runs_vulkan_kernels() {
+    if !have_vulkan() {
+        return;
+    }
+    // s = x + y; r = relu(s); out = r + w
+    let graph = r#"{
+      "nodes": [
+        {"op": "null", "name": "x", "inputs": []},
+        {"op": "null", "name": "y", "inputs": []},
+        {"op": "null", "name": "w", "inputs": []},
+        {"op": "tvm_op", "name": "s", "attrs": {"func_name": "vadd_host", "num_inputs": "2",
+          "num_outputs": "1", "flatten_data": "0"}, "inputs": [[0, 0, 0], [1, 0, 0]]},
+        {"op": "tvm_op", "name": "r", "attrs": {"func_name": "relu_host", "num_inputs": "1",
+          "num_outputs": "1", "flatten_data": "0"}, "inputs": [[3, 0, 0]]},
+        {"op": "tvm_op", "name": "o", "attrs": {"func_name": "vadd_host", "num_inputs": "2",
+          "num_outputs": "1", "flatten_data": "0"}, "inputs": [[4, 0, 0], [2, 0, 0]]}
+      ],
+      "arg_nodes": [0, 1, 2],
+      "heads": [[5, 0, 0]],
+      "attrs": {
+        "dltype": ["list_str", ["float32", "float32", "float32", "float32", "float32", "float32"]],
+        "storage_id": ["list_int", [0, 1, 2, 3, 4, 3]],
+        "shape": ["list_shape", [[3, 37], [3, 37], [3, 37], [3, 37], [3, 37], [3, 37]]],
+        "device_index": ["list_int", [7, 7, 7, 7, 7, 7]]
+      },
+      "node_row_ptr": [0, 1, 2, 3, 4, 5, 6]
+    }"#;
+    let ex = GraphExecutor::new(graph, lib().clone(), &[VK0]).unwrap();
+    let n = 3 * 37;
+    let (x, y, w) = (pseudo(n, 4), pseudo(n, 5), pseudo(n, 6));
+    for (name, v) in [("x", &x), ("y", &y), ("w", &w)] {
+        ex.set_input(name, &NDArray::from_slice(v, &[3, 37]).unwrap())
+            .unwrap();
+    }
+    ex.run().unwrap();
+    let out = ex.output(0).unwrap();
+    assert_eq!(out.device(), VK0);
+    let host = NDArray::empty(&[3, 37], F32, DLDevice::CPU).unwrap();
+    ex.copy_output_to(0, &host).unwrap();
+    let got = host.to_vec::<f32>().unwrap();
+    for i in 0..n {
+        let want = (x[i] + y[i]).max(0.0) + w[i];
+        assert!((got[i] - want).abs() <= 1e-5 * want.abs().max(1.0), "[{i}]");
+    }
+}
+
+#[test]
+fn module_formats_round_trip() {
+    if !have_vulkan() {
+        return;
+    }
+    // The device module the library imports, saved and loaded back (binary and file forms).
+    let vk_mod = lib()
+        .imports()
+        .into_iter()
+        .find(|m| m.type_key() == "vulkan")
+        .expect("the library imports its vulkan module");
+    assert_eq!(vk_mod.node().get_format(), "vulkan");
+    let bytes = vk_mod.node().save_to_binary().unwrap();
+    // Same content as written by hand (entries may come in another order).
+    assert_eq!(bytes.len(), vulkan_module_bytes().len());
+    let loader = tvm_runtime::ffi::registry::get("runtime.module.loadbinary_vulkan").unwrap();
+    let mut r = tvm_runtime::module::blob::BlobReader::new(&bytes, "saved");
+    let again = loader
+        .call(&[ArgValue::Handle(&mut r as *mut _ as *mut c_void)])
+        .unwrap();
+    let again = Module::from_object(again.into_object().unwrap()).unwrap();
+    assert!(again.node().save_to_binary().unwrap() == bytes);
+    let dir = tmpdir();
+    let path = dir.join("saved.vulkan");
+    vk_mod
+        .node()
+        .save_to_file(path.to_str().unwrap(), "vulkan")
+        .unwrap();
+    assert!(Path::new(&dir.join("saved.tvm_meta.json")).exists());
+    let loaded = Module::load(path.to_str().unwrap()).unwrap();
+    assert_eq!(loaded.type_key(), "vulkan");
+    // Launch straight from the loaded module with TVM's calling convention.
+    let n = 70usize;
+    let (a, b) = (pseudo(n, 7), pseudo(n, 8));
+    let (va, vb) = (on_vulkan(&a), on_vulkan(&b));
+    let vc = NDArray::empty(&[n as i64], F32, VK0).unwrap();
+    let f = loaded.function("vadd").unwrap();
+    let data = |x: &NDArray| ArgValue::Handle(x.dltensor().data);
+    f.call(&[
+        data(&va),
+        data(&vb),
+        data(&vc),
+        ArgValue::Int(n as i64),
+        ArgValue::Float(-2.0),
+        ArgValue::Int(2),
+        ArgValue::Int(64),
+    ])
+    .unwrap();
+    let got = vc.to_vec::<f32>().unwrap();
+    for i in 0..n {
+        assert!((got[i] - (a[i] - 2.0 * b[i])).abs() < 1e-4);
+    }
+    // Too few arguments: a clear error, no launch.
+    let e = f.call(&[data(&va)]).unwrap_err();
+    assert!(e.message.contains("expects 7 arguments"), "{}", e.message);
+    // Corrupt binaries are refused with a message.
+    let mut r = tvm_runtime::module::blob::BlobReader::new(&bytes[..bytes.len() / 2], "half");
+    let e = loader
+        .call(&[ArgValue::Handle(&mut r as *mut _ as *mut c_void)])
+        .unwrap_err();
+    assert!(e.message.contains("truncated"), "{}", e.message);
+}
