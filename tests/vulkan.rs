@@ -838,3 +838,69 @@ fn module_formats_round_trip() {
         .unwrap_err();
     assert!(e.message.contains("truncated"), "{}", e.message);
 }
+
+#[test]
+fn exist_answers_without_error_and_missing_devices_fail_clearly() {
+    // Runs with or without a driver: kExist is 0 or 1, never an error.
+    let api = device::api(VK0).unwrap();
+    let n = vulkan::device_count();
+    let e = api.get_attr(VK0, DeviceAttr::Exist).unwrap();
+    assert!(matches!(e, RetValue::Int(x) if x == (n > 0) as i64));
+    if n == 0 {
+        eprintln!("skipped: no Vulkan driver (checking the error path)");
+        let e = NDArray::empty(&[4], F32, VK0).unwrap_err();
+        assert!(
+            e.message.contains("vulkan") || e.message.contains("Vulkan"),
+            "{}",
+            e.message
+        );
+        let e = api.get_attr(VK0, DeviceAttr::DeviceName).unwrap_err();
+        assert!(e.message.contains("ulkan"), "{}", e.message);
+    }
+}
+
+#[test]
+fn cli_devices_prints_an_accepted_target() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
+        .args(["devices", "--target"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !have_vulkan() {
+        assert!(text.contains("vulkan"), "{text}");
+        return;
+    }
+    assert!(text.contains("vulkan(0) [device type 7]"), "{text}");
+    let target = text
+        .lines()
+        .find_map(|l| l.strip_prefix("  target: "))
+        .unwrap_or_else(|| panic!("no target line:\n{text}"));
+    let j: serde_json::Value = serde_json::from_str(target).unwrap();
+    assert_eq!(j["kind"], "vulkan");
+    // The reference compiler accepts it, where it is installed (scripts/setup.sh).
+    let py = std::env::var("TVMRT_PYTHON").unwrap_or_default();
+    if py.is_empty() || !Path::new(&py).exists() {
+        eprintln!("skipped: target acceptance (no TVMRT_PYTHON)");
+        return;
+    }
+    let o = Command::new(&py)
+        .args([
+            "-c",
+            "import sys, tvm; t = tvm.target.Target(sys.argv[1]); \
+             assert t.kind.name == 'vulkan'; print(t.attrs['max_num_threads'])",
+            target,
+        ])
+        .env("TVM_FFI", "ctypes")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "TVM refused the target: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout).trim(),
+        j["max_num_threads"].to_string()
+    );
+}
