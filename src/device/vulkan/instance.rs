@@ -98,6 +98,17 @@ pub(crate) struct StreamState {
     pub sets: u32,
     /// Storage buffer descriptors allocated since the last submission.
     pub storage_descriptors: u32,
+    /// The pipeline last bound in the command buffer being recorded.
+    pub bound_pipeline: vk::Pipeline,
+    /// The descriptor set last bound there.
+    pub bound_set: vk::DescriptorSet,
+    /// The last storage-only descriptor set written in this submission: its layout and
+    /// buffers, so that a launch with the same ones reuses it.
+    pub last_set: vk::DescriptorSet,
+    /// Its layout.
+    pub last_layout: vk::DescriptorSetLayout,
+    /// Its buffers.
+    pub last_buffers: Vec<vk::Buffer>,
 }
 
 // SAFETY: the raw mapped pointers are only used while holding the stream's mutex.
@@ -581,6 +592,30 @@ impl Device {
         };
     }
 
+    /// Records the barrier after a dispatch: shader writes visible to later shaders and copies.
+    pub(crate) fn compute_barrier(&self, cmd: vk::CommandBuffer) {
+        let b = [vk::MemoryBarrier::default()
+            .src_access_mask(vk::AccessFlags::SHADER_WRITE | vk::AccessFlags::SHADER_READ)
+            .dst_access_mask(
+                vk::AccessFlags::TRANSFER_READ
+                    | vk::AccessFlags::TRANSFER_WRITE
+                    | vk::AccessFlags::SHADER_READ
+                    | vk::AccessFlags::SHADER_WRITE,
+            )];
+        // SAFETY: a recording command buffer of this device.
+        unsafe {
+            self.device.cmd_pipeline_barrier(
+                cmd,
+                vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::PipelineStageFlags::TRANSFER | vk::PipelineStageFlags::COMPUTE_SHADER,
+                vk::DependencyFlags::empty(),
+                &b,
+                &[],
+                &[],
+            )
+        };
+    }
+
     /// Submits what was recorded and waits for it; resets the per-submission resources.
     pub(crate) fn flush(&self, st: &mut StreamState) -> Result<()> {
         if !st.recording {
@@ -589,8 +624,12 @@ impl Device {
         st.recording = false;
         st.pending = 0;
         st.uniforms_used = 0;
+        let had_sets = st.sets > 0;
         st.sets = 0;
         st.storage_descriptors = 0;
+        st.bound_pipeline = vk::Pipeline::null();
+        st.bound_set = vk::DescriptorSet::null();
+        st.last_set = vk::DescriptorSet::null();
         let d = &self.device;
         // SAFETY: a recording command buffer of this device.
         unsafe { d.end_command_buffer(st.cmd) }.map_err(|e| vk_err("vkEndCommandBuffer", e))?;
@@ -606,7 +645,10 @@ impl Device {
         unsafe {
             let _ = d.reset_fences(&[st.fence]);
             let _ = d.reset_command_buffer(st.cmd, vk::CommandBufferResetFlags::empty());
-            let _ = d.reset_descriptor_pool(st.desc_pool, vk::DescriptorPoolResetFlags::empty());
+            if had_sets {
+                let _ =
+                    d.reset_descriptor_pool(st.desc_pool, vk::DescriptorPoolResetFlags::empty());
+            }
         }
         waited.map_err(|e| vk_err("vkWaitForFences", e))
     }
@@ -710,6 +752,11 @@ impl StreamState {
                 pending: 0,
                 sets: 0,
                 storage_descriptors: 0,
+                bound_pipeline: vk::Pipeline::null(),
+                bound_set: vk::DescriptorSet::null(),
+                last_set: vk::DescriptorSet::null(),
+                last_layout: vk::DescriptorSetLayout::null(),
+                last_buffers: Vec::new(),
             })
         }
     }

@@ -598,21 +598,40 @@ impl Kernel {
             };
         }
         let dev = &d.device;
-        let layouts = [pipe.set_layout];
-        // SAFETY: a live pool with room (checked above).
-        let set = unsafe {
-            dev.allocate_descriptor_sets(
-                &vk::DescriptorSetAllocateInfo::default()
-                    .descriptor_pool(st.desc_pool)
-                    .set_layouts(&layouts),
-            )
-        }
-        .map_err(|e| vk_err("vkAllocateDescriptorSets", e))?[0];
-        st.sets += 1;
-        st.storage_descriptors += self.num_buffers as u32;
-        let writes: Vec<vk::WriteDescriptorSet<'_>> = (0..n_infos)
-            .map(|i| {
-                vk::WriteDescriptorSet::default()
+        let reuse = !pipe.use_ubo
+            && st.last_set != vk::DescriptorSet::null()
+            && st.last_layout == pipe.set_layout
+            && st.last_buffers.len() == n_infos
+            && st
+                .last_buffers
+                .iter()
+                .zip(infos.iter())
+                .all(|(a, b)| *a == b.buffer);
+        let set = if reuse {
+            st.last_set
+        } else {
+            let layouts = [pipe.set_layout];
+            // SAFETY: a live pool with room (checked above).
+            let set = unsafe {
+                dev.allocate_descriptor_sets(
+                    &vk::DescriptorSetAllocateInfo::default()
+                        .descriptor_pool(st.desc_pool)
+                        .set_layouts(&layouts),
+                )
+            }
+            .map_err(|e| vk_err("vkAllocateDescriptorSets", e))?[0];
+            st.sets += 1;
+            st.storage_descriptors += self.num_buffers as u32;
+            let mut writes = [vk::WriteDescriptorSet::default(); 17];
+            let mut heap_writes = Vec::new();
+            let writes: &mut [vk::WriteDescriptorSet<'_>] = if n_infos <= writes.len() {
+                &mut writes[..n_infos]
+            } else {
+                heap_writes.resize(n_infos, vk::WriteDescriptorSet::default());
+                &mut heap_writes
+            };
+            for (i, w) in writes.iter_mut().enumerate() {
+                *w = vk::WriteDescriptorSet::default()
                     .dst_set(set)
                     .dst_binding(i as u32)
                     .descriptor_type(if pipe.use_ubo && i == self.num_buffers {
@@ -620,22 +639,37 @@ impl Kernel {
                     } else {
                         vk::DescriptorType::STORAGE_BUFFER
                     })
-                    .buffer_info(std::slice::from_ref(&infos[i]))
-            })
-            .collect();
+                    .buffer_info(std::slice::from_ref(&infos[i]));
+            }
+            // SAFETY: handles of this device; the set is fresh and not in use.
+            unsafe { dev.update_descriptor_sets(writes, &[]) };
+            if !pipe.use_ubo {
+                st.last_set = set;
+                st.last_layout = pipe.set_layout;
+                st.last_buffers.clear();
+                st.last_buffers.extend(infos.iter().map(|b| b.buffer));
+            }
+            set
+        };
         let cmd = d.begin(&mut st)?;
-        // SAFETY: all handles belong to this device; the set is fresh and not in use.
+        // SAFETY: all handles belong to this device.
         unsafe {
-            dev.update_descriptor_sets(&writes, &[]);
-            dev.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe.pipeline);
-            dev.cmd_bind_descriptor_sets(
-                cmd,
-                vk::PipelineBindPoint::COMPUTE,
-                pipe.layout,
-                0,
-                &[set],
-                &[],
-            );
+            if st.bound_pipeline != pipe.pipeline {
+                dev.cmd_bind_pipeline(cmd, vk::PipelineBindPoint::COMPUTE, pipe.pipeline);
+                st.bound_pipeline = pipe.pipeline;
+                st.bound_set = vk::DescriptorSet::null();
+            }
+            if st.bound_set != set {
+                dev.cmd_bind_descriptor_sets(
+                    cmd,
+                    vk::PipelineBindPoint::COMPUTE,
+                    pipe.layout,
+                    0,
+                    &[set],
+                    &[],
+                );
+                st.bound_set = set;
+            }
             if !pipe.use_ubo && !pod_bytes.is_empty() {
                 dev.cmd_push_constants(
                     cmd,
@@ -647,7 +681,7 @@ impl Kernel {
             }
             dev.cmd_dispatch(cmd, work[0], work[1], work[2]);
         }
-        d.barrier(cmd);
+        d.compute_barrier(cmd);
         st.pending += 1;
         Ok(())
     }
