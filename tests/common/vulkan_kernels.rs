@@ -107,8 +107,11 @@ pub fn tmpdir() -> PathBuf {
 /// GLSL → SPIR-V words with the entry point named `name`.
 pub fn spirv(name: &str, glsl: &str) -> Vec<u32> {
     let dir = tmpdir();
-    let src = dir.join(format!("{name}.comp"));
-    let out = dir.join(format!("{name}.spv"));
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let k = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tag = format!("{name}-{}-{k}", std::process::id());
+    let src = dir.join(format!("{tag}.comp"));
+    let out = dir.join(format!("{tag}.spv"));
     std::fs::write(&src, glsl).unwrap();
     let o = Command::new("glslangValidator")
         .args([
@@ -374,9 +377,9 @@ pub fn build_dso() -> PathBuf {
             c.push_str(&format!("{b},"));
         }
         c.push_str("\n};\n");
-        let src = dir.join("vk_kernels.c");
+        let src = dir.join(format!("vk_kernels-{}.c", std::process::id()));
         std::fs::write(&src, c).unwrap();
-        let so = dir.join("vk_kernels.so");
+        let so = dir.join(format!("vk_kernels-{}.so", std::process::id()));
         let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
         let o = Command::new(cc)
             .args(["-shared", "-fPIC", "-O1", "-o"])

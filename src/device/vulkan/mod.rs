@@ -32,7 +32,11 @@ pub struct DeviceBuffer {
     pub size: u64,
     /// The TVM device id it lives on.
     pub device_id: i32,
+    magic: u64,
 }
+
+/// Marks live [`DeviceBuffer`]s, to refuse pointers of other origins with a message.
+const BUFFER_MAGIC: u64 = 0x766b_6275_6666_6572;
 
 thread_local! {
     static ACTIVE: Cell<i32> = const { Cell::new(0) };
@@ -80,7 +84,13 @@ pub(crate) unsafe fn buffer_of<'a>(p: *const c_void) -> Result<&'a DeviceBuffer>
         return Err(Error::value("Vulkan: NULL device pointer"));
     }
     // SAFETY: caller contract.
-    Ok(unsafe { &*(p as *const DeviceBuffer) })
+    let b = unsafe { &*(p as *const DeviceBuffer) };
+    if b.magic != BUFFER_MAGIC {
+        return Err(Error::value(
+            "Vulkan: the pointer is not a Vulkan buffer of this runtime (freed, or from another device)",
+        ));
+    }
+    Ok(b)
 }
 
 fn check_range(b: &DeviceBuffer, offset: u64, n: usize, what: &str) -> Result<()> {
@@ -93,6 +103,9 @@ fn check_range(b: &DeviceBuffer, offset: u64, n: usize, what: &str) -> Result<()
     Ok(())
 }
 
+// Device pointers are this backend's own `DeviceBuffer`s (the trait's contract); they are
+// checked before use.
+#[allow(clippy::not_unsafe_ptr_arg_deref)]
 impl DeviceApi for VulkanDeviceApi {
     fn set_device(&self, dev: DLDevice) -> Result<()> {
         ACTIVE.with(|a| a.set(dev.device_id));
@@ -145,6 +158,7 @@ impl DeviceApi for VulkanDeviceApi {
             memory,
             size: nbytes as u64,
             device_id: dev.device_id,
+            magic: BUFFER_MAGIC,
         })) as *mut c_void)
     }
 
@@ -158,9 +172,11 @@ impl DeviceApi for VulkanDeviceApi {
             let mut st = d.lock();
             d.flush(&mut st)?;
         }
-        // SAFETY: the pointer came from `alloc_data_space` (the DeviceApi contract) and is
-        // freed once.
-        let b = unsafe { Box::from_raw(ptr as *mut DeviceBuffer) };
+        // SAFETY: the DeviceApi contract: a pointer of this backend.
+        unsafe { buffer_of(ptr)? };
+        // SAFETY: the pointer came from `alloc_data_space` (checked above) and is freed once.
+        let mut b = unsafe { Box::from_raw(ptr as *mut DeviceBuffer) };
+        b.magic = 0;
         d.destroy_buffer(b.buffer, b.memory);
         Ok(())
     }
@@ -322,7 +338,53 @@ impl DeviceApi for VulkanDeviceApi {
         let mut st = d.lock();
         d.flush(&mut st)
     }
+
+    fn alloc_workspace(
+        &self,
+        dev: DLDevice,
+        nbytes: usize,
+        type_hint: DLDataType,
+    ) -> Result<*mut c_void> {
+        // Reuse a cached buffer that fits (the smallest, and not more than twice the size).
+        {
+            let mut pool = WORKSPACES.lock().unwrap_or_else(|e| e.into_inner());
+            let free = pool.entry(dev.device_id).or_default();
+            let best = free
+                .iter()
+                .enumerate()
+                .filter(|(_, &(size, _))| {
+                    size >= nbytes as u64 && size <= 2 * nbytes.max(1024) as u64
+                })
+                .min_by_key(|(_, &(size, _))| size)
+                .map(|(i, _)| i);
+            if let Some(i) = best {
+                return Ok(free.swap_remove(i).1 as *mut c_void);
+            }
+        }
+        let rounded = nbytes.div_ceil(4096).max(1) * 4096;
+        self.alloc_data_space(dev, rounded, crate::ndarray::ALLOC_ALIGNMENT, type_hint)
+    }
+
+    fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+        // Kept for reuse: commands recorded later are ordered after the ones using it.
+        // SAFETY: the DeviceApi contract: a pointer of this backend.
+        let b = unsafe { buffer_of(ptr)? };
+        WORKSPACES
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(dev.device_id)
+            .or_default()
+            .push((b.size, ptr as usize));
+        Ok(())
+    }
 }
+
+/// Free workspace buffers per device: (size, pointer).
+type WorkspaceLists = std::collections::HashMap<i32, Vec<(u64, usize)>>;
+
+/// Workspace buffers freed for reuse.
+static WORKSPACES: std::sync::LazyLock<std::sync::Mutex<WorkspaceLists>> =
+    std::sync::LazyLock::new(Default::default);
 
 /// The largest piece a host copy moves at once (bounds the staging buffer).
 const STAGING_CHUNK: usize = 64 << 20;

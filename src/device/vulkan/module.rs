@@ -20,7 +20,7 @@ use super::{active_device, buffer_of};
 use crate::ffi::dtype::{dtype_from_string, dtype_to_string};
 use crate::ffi::error::{Error, Result};
 use crate::ffi::function::Function;
-use crate::ffi::types::{DLDataType, DL_FLOAT, DL_INT, DL_OPAQUE_HANDLE, DL_UINT};
+use crate::ffi::types::{type_code as tc, DLDataType, DL_FLOAT, DL_INT, DL_OPAQUE_HANDLE, DL_UINT};
 use crate::ffi::value::{Args, RetValue};
 use crate::module::blob::BlobReader;
 use crate::module::{property, Module, ModuleNode};
@@ -512,8 +512,23 @@ impl Kernel {
             &mut heap_infos
         };
         for (i, info) in infos.iter_mut().enumerate().take(self.num_buffers) {
-            // SAFETY: `i < args.len()`; handles are read as the reference does.
-            let p = unsafe { v[i].v_handle };
+            // SAFETY: `i < args.len()`; buffers arrive as data pointers (what TVM's host code
+            // passes); a tensor handle is accepted too, for its data pointer.
+            let p = unsafe {
+                match args.codes[i] {
+                    tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE if !v[i].v_handle.is_null() => {
+                        (*(v[i].v_handle as *const crate::ffi::types::DLTensor)).data
+                    }
+                    tc::OPAQUE_HANDLE | tc::NULLPTR => v[i].v_handle,
+                    c => {
+                        return Err(Error::type_error(format!(
+                            "vulkan kernel {}: argument {i} must be a buffer (device pointer) \
+                             but has type code {c}",
+                            self.name
+                        )))
+                    }
+                }
+            };
             // SAFETY: compiled host code passes device pointers of this backend.
             let b = unsafe { buffer_of(p) }.map_err(|e| {
                 e.context(format!("vulkan kernel {}: buffer argument {i}", self.name))
