@@ -18,8 +18,9 @@ def test_attributes():
     assert d.device_name
     dims = d.max_thread_dimensions
     assert len(dims) == 3 and all(x >= 1 for x in dims)
-    assert d.total_global_memory > 0
-    assert d.available_global_memory is None
+    attr = tvm.get_global_func("runtime.GetDeviceAttr")
+    assert attr(7, 0, 14) > 0  # total global memory
+    assert attr(7, 0, 15) is None  # available global memory: no answer, as the reference
     assert d.multi_processor_count is None
 
 
