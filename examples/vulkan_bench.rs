@@ -281,6 +281,12 @@ impl Raw {
 
     /// Records `n` dispatches (each followed by a barrier, as the runtime does), submits, waits.
     fn run(&self, n: usize) {
+        self.record(n);
+        self.submit();
+    }
+
+    /// Records `n` dispatches into a fresh command buffer.
+    fn record(&self, n: usize) {
         let d = &self.device;
         // SAFETY: objects of this device; the command buffer is idle between runs.
         unsafe {
@@ -314,6 +320,14 @@ impl Raw {
                     &[],
                 );
             }
+        }
+    }
+
+    /// Ends, submits and waits for the recorded commands.
+    fn submit(&self) {
+        let d = &self.device;
+        // SAFETY: a recording command buffer of this device.
+        unsafe {
             d.end_command_buffer(self.cmd).unwrap();
             let cmds = [self.cmd];
             d.queue_submit(
@@ -391,6 +405,31 @@ fn dispatch_overhead() {
             o / r
         );
     }
+    // Host-side cost only: recording 100 launches, the submission and wait left out.
+    let mut o = Vec::new();
+    let mut r = Vec::new();
+    for _ in 0..15 {
+        let t = Instant::now();
+        for _ in 0..100 {
+            host.call(&[ArgValue::DLTensor(a.handle())]).unwrap();
+        }
+        o.push(t.elapsed().as_secs_f64() / 100.0);
+        sync();
+        let t = Instant::now();
+        raw.record(100);
+        r.push(t.elapsed().as_secs_f64() / 100.0);
+        raw.submit();
+    }
+    o.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    r.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let (o, r) = (o[7], r[7]);
+    println!(
+        "  {:>28}  {:>7.2} µs  {:>7.2} µs  {:>5.2}x",
+        "record only (100, no submit)",
+        o * 1e6,
+        r * 1e6,
+        o / r
+    );
 }
 
 fn main() {
