@@ -1,7 +1,8 @@
 //! Vulkan backend benchmark: copy bandwidth host→device and device→host through the device
 //! API, and the dispatch overhead of an empty kernel launched the way TVM-compiled code
 //! launches it (host function in a DSO → `TVMBackendGetFuncFromEnv` → `TVMFuncCall` → our
-//! vulkan module) against a raw `ash` dispatch of the same SPIR-V in the same run.
+//! vulkan module) against a raw `ash` dispatch of the same SPIR-V in the same run, on the same
+//! logical device and queue (its own pipeline, descriptor set, command buffer and fence).
 //!
 //! Run: `VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json \
 //!       cargo run --release --example vulkan_bench` (needs `glslangValidator` and `cc`).
@@ -42,6 +43,13 @@ fn time_per_call(reps: usize, iters: usize, mut f: impl FnMut()) -> f64 {
     v[v.len() / 2]
 }
 
+fn bench_sizes() -> Vec<usize> {
+    match std::env::var("VK_BENCH_SIZES") {
+        Ok(v) => v.split(',').map(|x| x.parse().unwrap()).collect(),
+        Err(_) => vec![4 << 10, 1 << 20, 16 << 20, 64 << 20],
+    }
+}
+
 fn bandwidth() {
     let api = device::api(VK0).unwrap();
     println!("copy bandwidth (median of 7):");
@@ -49,7 +57,7 @@ fn bandwidth() {
         "  {:>10}  {:>12}  {:>12}",
         "bytes", "host->dev", "dev->host"
     );
-    for &n in &[4usize << 10, 1 << 20, 16 << 20, 64 << 20] {
+    for &n in &bench_sizes() {
         let host = vec![1u8; n];
         let mut back = vec![0u8; n];
         let p = api.alloc_data_space(VK0, n, 64, F32).unwrap();
@@ -102,8 +110,6 @@ fn bandwidth() {
 
 /// A raw ash compute setup for one shader with one storage buffer.
 struct Raw {
-    _entry: ash::Entry,
-    instance: ash::Instance,
     device: ash::Device,
     queue: vk::Queue,
     pool: vk::CommandPool,
@@ -126,32 +132,14 @@ impl Raw {
     unsafe fn new(spirv: &[u32]) -> Raw {
         // SAFETY: the caller's contract; every call below is standard Vulkan setup.
         unsafe {
-            let entry = ash::Entry::load().unwrap();
-            let app = vk::ApplicationInfo::default().api_version(vk::API_VERSION_1_1);
-            let instance = entry
-                .create_instance(
-                    &vk::InstanceCreateInfo::default().application_info(&app),
-                    None,
-                )
-                .unwrap();
-            let pd = instance.enumerate_physical_devices().unwrap()[0];
-            let family = instance
-                .get_physical_device_queue_family_properties(pd)
-                .iter()
-                .position(|q| q.queue_flags.contains(vk::QueueFlags::COMPUTE))
-                .unwrap() as u32;
-            let prio = [1.0f32];
-            let qci = [vk::DeviceQueueCreateInfo::default()
-                .queue_family_index(family)
-                .queue_priorities(&prio)];
-            let device = instance
-                .create_device(
-                    pd,
-                    &vk::DeviceCreateInfo::default().queue_create_infos(&qci),
-                    None,
-                )
-                .unwrap();
-            let queue = device.get_device_queue(family, 0);
+            // The same logical device and queue as the runtime's vulkan(0): same driver
+            // threads, same memory. The runtime's stream is idle whenever this one runs.
+            let rt = vulkan::instance::device(0).unwrap();
+            let instance = &vulkan::instance::context().unwrap().instance;
+            let device = rt.device.clone();
+            let queue = rt.queue;
+            let pd = rt.physical;
+            let family = rt.queue_family;
             let pool = device
                 .create_command_pool(
                     &vk::CommandPoolCreateInfo::default()
@@ -260,8 +248,6 @@ impl Raw {
                 &[],
             );
             Raw {
-                _entry: entry,
-                instance,
                 device,
                 queue,
                 pool,
@@ -358,8 +344,6 @@ impl Drop for Raw {
             d.destroy_shader_module(self.shader, None);
             d.destroy_fence(self.fence, None);
             d.destroy_command_pool(self.pool, None);
-            d.destroy_device(None);
-            self.instance.destroy_instance(None);
         }
     }
 }
@@ -378,31 +362,33 @@ fn dispatch_overhead() {
     };
     // SAFETY: the test shader `empty` matches Raw's layout.
     let raw = unsafe { Raw::new(&kernels::spirv("empty", kernels::EMPTY)) };
-    println!("dispatch of an empty kernel (median of 9; per dispatch):");
+    println!("dispatch of an empty kernel, per dispatch (15 interleaved samples: min / median):");
     println!(
-        "  {:>28}  {:>10}  {:>10}  {:>6}",
+        "  {:>28}  {:>19}  {:>19}  {:>12}",
         "mode", "ours", "raw ash", "ratio"
     );
     for &(label, batch, iters) in &[
-        ("1 dispatch + sync", 1usize, 200usize),
-        ("100 dispatches + 1 sync", 100, 10),
+        ("1 dispatch + sync", 1usize, 100usize),
+        ("100 dispatches + 1 sync", 100, 5),
     ] {
         // Interleave the two to share any machine noise.
         let mut o = Vec::new();
         let mut r = Vec::new();
-        for _ in 0..9 {
+        for _ in 0..15 {
             o.push(time_per_call(1, iters, || ours(batch)) / batch as f64);
             r.push(time_per_call(1, iters, || raw.run(batch)) / batch as f64);
         }
         o.sort_by(|a, b| a.partial_cmp(b).unwrap());
         r.sort_by(|a, b| a.partial_cmp(b).unwrap());
-        let (o, r) = (o[4], r[4]);
         println!(
-            "  {:>28}  {:>7.2} µs  {:>7.2} µs  {:>5.2}x",
+            "  {:>28}  {:>6.2} / {:>6.2} µs  {:>6.2} / {:>6.2} µs  {:.2}x / {:.2}x",
             label,
-            o * 1e6,
-            r * 1e6,
-            o / r
+            o[0] * 1e6,
+            o[7] * 1e6,
+            r[0] * 1e6,
+            r[7] * 1e6,
+            o[0] / r[0],
+            o[7] / r[7]
         );
     }
     // Host-side cost only: recording 100 launches, the submission and wait left out.
@@ -422,13 +408,15 @@ fn dispatch_overhead() {
     }
     o.sort_by(|a, b| a.partial_cmp(b).unwrap());
     r.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    let (o, r) = (o[7], r[7]);
     println!(
-        "  {:>28}  {:>7.2} µs  {:>7.2} µs  {:>5.2}x",
+        "  {:>28}  {:>6.2} / {:>6.2} µs  {:>6.2} / {:>6.2} µs  {:.2}x / {:.2}x",
         "record only (100, no submit)",
-        o * 1e6,
-        r * 1e6,
-        o / r
+        o[0] * 1e6,
+        o[7] * 1e6,
+        r[0] * 1e6,
+        r[7] * 1e6,
+        o[0] / r[0],
+        o[7] / r[7]
     );
 }
 
@@ -442,6 +430,8 @@ fn main() {
         .get_attr(VK0, device::DeviceAttr::DeviceName)
         .unwrap();
     println!("device: vulkan(0) {name:?}");
-    bandwidth();
+    if std::env::var_os("VK_BENCH_NO_COPIES").is_none() {
+        bandwidth();
+    }
     dispatch_overhead();
 }

@@ -154,7 +154,7 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
     if !have_vulkan() {
         return;
     }
-    for &n in &[1usize, 3, 7, 1000, 4097, (1 << 20) + 3] {
+    for &n in &[1usize, 3, 7, 1000, 4097, (1 << 20) + 3, (3 << 20) + 5] {
         let host = pseudo(n, n as u32);
         // Host → device → host.
         let a = on_vulkan(&host);
@@ -241,6 +241,40 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
         assert!(e.message.contains("outside"), "{}", e.message);
     }
     assert_eq!(back, bytes);
+    api.free_data_space(VK0, p).unwrap();
+    // Large copies (pipelined in pieces) at odd byte offsets on both sides.
+    let big = 9 * (1 << 20) + 7;
+    let bytes: Vec<u8> = (0..big as u32).map(|i| (i % 251) as u8).collect();
+    let p = api.alloc_data_space(VK0, big + 20, 64, F32).unwrap();
+    let mut back = vec![0u8; big + 3];
+    // SAFETY: ranges inside the allocation and the host vectors.
+    unsafe {
+        api.copy_data(
+            bytes.as_ptr().add(1) as *const c_void,
+            0,
+            p,
+            13,
+            big - 1,
+            DLDevice::CPU,
+            VK0,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        api.copy_data(
+            p,
+            13,
+            back.as_mut_ptr() as *mut c_void,
+            3,
+            big - 1,
+            VK0,
+            DLDevice::CPU,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+    }
+    assert!(back[3..3 + big - 1] == bytes[1..]);
     api.free_data_space(VK0, p).unwrap();
     // Workspace and streams.
     let w = api.alloc_workspace(VK0, 123, F32).unwrap();

@@ -92,6 +92,8 @@ pub(crate) struct StreamState {
     pub staging: Option<HostBuffer>,
     pub uniforms: Option<HostBuffer>,
     pub uniforms_used: u64,
+    /// Double-buffered staging for large copies (made on first use).
+    pub xfer: Option<[XferSlot; 2]>,
     /// Commands recorded since the last submission.
     pub pending: usize,
     /// Descriptor sets allocated since the last submission.
@@ -699,6 +701,127 @@ impl Device {
     }
 }
 
+/// One half of the double-buffered staging of large copies: its own buffer, command buffer
+/// and fence, so that the host fills or drains one half while the device copies the other.
+pub(crate) struct XferSlot {
+    pub staging: HostBuffer,
+    pub cmd: vk::CommandBuffer,
+    pub fence: vk::Fence,
+    pub busy: bool,
+}
+
+/// The piece size of pipelined copies.
+pub(crate) const XFER_CHUNK: u64 = 4 << 20;
+
+impl Device {
+    /// A transfer slot with its own command pool (sharing the stream's pool slows later
+    /// submissions on some drivers); the pool lives as long as the device.
+    fn make_xfer_slot(&self) -> Result<XferSlot> {
+        let staging = self.create_host_buffer(
+            XFER_CHUNK,
+            vk::BufferUsageFlags::TRANSFER_SRC | vk::BufferUsageFlags::TRANSFER_DST,
+        )?;
+        // SAFETY: valid infos on a live device; the pool is used under the stream lock.
+        let pool = unsafe {
+            self.device.create_command_pool(
+                &vk::CommandPoolCreateInfo::default()
+                    .queue_family_index(self.queue_family)
+                    .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER),
+                None,
+            )
+        }
+        .map_err(|e| vk_err("vkCreateCommandPool", e))?;
+        let ai = vk::CommandBufferAllocateInfo::default()
+            .command_pool(pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: valid infos on a live device; the pool is used under the stream lock.
+        unsafe {
+            let cmd = match self.device.allocate_command_buffers(&ai) {
+                Ok(c) => c[0],
+                Err(e) => {
+                    self.destroy_host_buffer(staging);
+                    return Err(vk_err("vkAllocateCommandBuffers", e));
+                }
+            };
+            let fence = match self
+                .device
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+            {
+                Ok(f) => f,
+                Err(e) => {
+                    self.device.free_command_buffers(pool, &[cmd]);
+                    self.destroy_host_buffer(staging);
+                    return Err(vk_err("vkCreateFence", e));
+                }
+            };
+            Ok(XferSlot {
+                staging,
+                cmd,
+                fence,
+                busy: false,
+            })
+        }
+    }
+
+    /// The two transfer slots (made on first use).
+    pub(crate) fn xfer_slots<'a>(&self, st: &'a mut StreamState) -> Result<&'a mut [XferSlot; 2]> {
+        if st.xfer.is_none() {
+            let a = self.make_xfer_slot()?;
+            let b = self.make_xfer_slot()?;
+            st.xfer = Some([a, b]);
+        }
+        Ok(st.xfer.as_mut().expect("made above"))
+    }
+
+    /// Waits until a slot's copy is done.
+    pub(crate) fn xfer_wait(&self, slot: &mut XferSlot) -> Result<()> {
+        if !slot.busy {
+            return Ok(());
+        }
+        slot.busy = false;
+        let d = &self.device;
+        // SAFETY: the fence was submitted with the slot's command buffer.
+        let r = unsafe { d.wait_for_fences(&[slot.fence], true, u64::MAX) };
+        // SAFETY: the work is complete; reset for reuse.
+        unsafe {
+            let _ = d.reset_fences(&[slot.fence]);
+            let _ = d.reset_command_buffer(slot.cmd, vk::CommandBufferResetFlags::empty());
+        }
+        r.map_err(|e| vk_err("vkWaitForFences", e))
+    }
+
+    /// Submits one buffer copy on a slot (idle) without waiting.
+    pub(crate) fn xfer_submit(
+        &self,
+        slot: &mut XferSlot,
+        src: vk::Buffer,
+        dst: vk::Buffer,
+        region: vk::BufferCopy,
+    ) -> Result<()> {
+        let d = &self.device;
+        let bi = vk::CommandBufferBeginInfo::default()
+            .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+        // SAFETY: the slot's command buffer is idle (waited for); buffers of this device with
+        // ranges checked by the caller; the queue is used under the stream lock.
+        unsafe {
+            d.begin_command_buffer(slot.cmd, &bi)
+                .map_err(|e| vk_err("vkBeginCommandBuffer", e))?;
+            self.barrier(slot.cmd);
+            d.cmd_copy_buffer(slot.cmd, src, dst, &[region]);
+            self.barrier(slot.cmd);
+            d.end_command_buffer(slot.cmd)
+                .map_err(|e| vk_err("vkEndCommandBuffer", e))?;
+            let cmds = [slot.cmd];
+            let si = [vk::SubmitInfo::default().command_buffers(&cmds)];
+            d.queue_submit(self.queue, &si, slot.fence)
+                .map_err(|e| vk_err("vkQueueSubmit", e))?;
+        }
+        slot.busy = true;
+        Ok(())
+    }
+}
+
 /// Descriptor sets one submission may allocate before the stream submits and starts again.
 pub(crate) const SETS_PER_SUBMISSION: u32 = 512;
 /// Storage buffer descriptors one submission may allocate.
@@ -757,6 +880,7 @@ impl StreamState {
                 last_set: vk::DescriptorSet::null(),
                 last_layout: vk::DescriptorSetLayout::null(),
                 last_buffers: Vec::new(),
+                xfer: None,
             })
         }
     }

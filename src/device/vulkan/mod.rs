@@ -258,6 +258,13 @@ impl DeviceApi for VulkanDeviceApi {
                 check_range(src, from_offset, nbytes, "source")?;
                 let d = instance::device(dev_from.device_id)?;
                 let mut st = d.lock();
+                if nbytes as u64 > 2 * instance::XFER_CHUNK {
+                    d.flush(&mut st)?;
+                    // SAFETY: the caller's destination range.
+                    return unsafe {
+                        pipelined_d2h(d, &mut st, src, from_offset, to, to_offset, nbytes)
+                    };
+                }
                 let mut done = 0usize;
                 while done < nbytes {
                     let n = (nbytes - done).min(STAGING_CHUNK);
@@ -296,6 +303,13 @@ impl DeviceApi for VulkanDeviceApi {
                 check_range(dst, to_offset, nbytes, "destination")?;
                 let d = instance::device(dev_to.device_id)?;
                 let mut st = d.lock();
+                if nbytes as u64 > 2 * instance::XFER_CHUNK {
+                    d.flush(&mut st)?;
+                    // SAFETY: the caller's source range.
+                    return unsafe {
+                        pipelined_h2d(d, &mut st, from, from_offset, dst, to_offset, nbytes)
+                    };
+                }
                 let mut done = 0usize;
                 while done < nbytes {
                     let n = (nbytes - done).min(STAGING_CHUNK);
@@ -385,6 +399,113 @@ type WorkspaceLists = std::collections::HashMap<i32, Vec<(u64, usize)>>;
 /// Workspace buffers freed for reuse.
 static WORKSPACES: std::sync::LazyLock<std::sync::Mutex<WorkspaceLists>> =
     std::sync::LazyLock::new(Default::default);
+
+/// Host → device in pieces: the host fills one staging half while the device copies the other.
+///
+/// # Safety
+/// `from + from_offset` must address `nbytes` readable bytes; the destination range was checked.
+unsafe fn pipelined_h2d(
+    d: &instance::Device,
+    st: &mut instance::StreamState,
+    from: *const c_void,
+    from_offset: u64,
+    dst: &DeviceBuffer,
+    to_offset: u64,
+    nbytes: usize,
+) -> Result<()> {
+    let slots = d.xfer_slots(st)?;
+    let chunk = instance::XFER_CHUNK as usize;
+    let mut done = 0usize;
+    let mut k = 0usize;
+    let r = (|| {
+        while done < nbytes {
+            let n = (nbytes - done).min(chunk);
+            let slot = &mut slots[k % 2];
+            d.xfer_wait(slot)?;
+            // SAFETY: the caller's source range; the idle staging half holds `chunk` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    (from as *const u8).add(from_offset as usize + done),
+                    slot.staging.ptr,
+                    n,
+                )
+            };
+            d.flush_host(slot.staging.memory)?;
+            let region = vk::BufferCopy {
+                src_offset: 0,
+                dst_offset: to_offset + done as u64,
+                size: n as u64,
+            };
+            let sbuf = slot.staging.buffer;
+            d.xfer_submit(slot, sbuf, dst.buffer, region)?;
+            done += n;
+            k += 1;
+        }
+        Ok(())
+    })();
+    for slot in slots.iter_mut() {
+        d.xfer_wait(slot)?;
+    }
+    r
+}
+
+/// Device → host in pieces: the device copies the next piece while the host drains one.
+///
+/// # Safety
+/// `to + to_offset` must address `nbytes` writable bytes; the source range was checked.
+unsafe fn pipelined_d2h(
+    d: &instance::Device,
+    st: &mut instance::StreamState,
+    src: &DeviceBuffer,
+    from_offset: u64,
+    to: *mut c_void,
+    to_offset: u64,
+    nbytes: usize,
+) -> Result<()> {
+    let slots = d.xfer_slots(st)?;
+    let chunk = instance::XFER_CHUNK as usize;
+    let pieces: Vec<(usize, usize)> = (0..nbytes)
+        .step_by(chunk)
+        .map(|o| (o, (nbytes - o).min(chunk)))
+        .collect();
+    let submit = |slots: &mut [instance::XferSlot; 2], k: usize| -> Result<()> {
+        let (o, n) = pieces[k];
+        let slot = &mut slots[k % 2];
+        d.xfer_wait(slot)?;
+        let region = vk::BufferCopy {
+            src_offset: from_offset + o as u64,
+            dst_offset: 0,
+            size: n as u64,
+        };
+        let sbuf = slot.staging.buffer;
+        d.xfer_submit(slot, src.buffer, sbuf, region)
+    };
+    let r = (|| {
+        submit(slots, 0)?;
+        for k in 0..pieces.len() {
+            if k + 1 < pieces.len() {
+                submit(slots, k + 1)?;
+            }
+            let (o, n) = pieces[k];
+            let slot = &mut slots[k % 2];
+            d.xfer_wait(slot)?;
+            d.invalidate_host(slot.staging.memory)?;
+            // SAFETY: the staging half holds the piece; the caller's destination range.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    slot.staging.ptr,
+                    (to as *mut u8).add(to_offset as usize + o),
+                    n,
+                )
+            };
+        }
+        Ok(())
+    })();
+    for slot in slots.iter_mut() {
+        d.xfer_wait(slot)?;
+    }
+    r
+}
 
 /// The largest piece a host copy moves at once (bounds the staging buffer).
 const STAGING_CHUNK: usize = 64 << 20;
