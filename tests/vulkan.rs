@@ -659,3 +659,20 @@ fn workspaces_are_reused_and_kernel_arguments_checked() {
     let e = m.function("empty").unwrap().call(&args).unwrap_err();
     assert!(e.message.contains("push constants"), "{}", e.message);
 }
+
+#[test]
+fn many_small_buffers_share_memory_blocks() {
+    if !have_vulkan() {
+        return;
+    }
+    // More buffers than drivers allow memory objects on some platforms (4096).
+    let arrays: Vec<NDArray> = (0..5000)
+        .map(|_| NDArray::empty(&[16], F32, VK0).unwrap())
+        .collect();
+    for (i, a) in arrays.iter().enumerate().step_by(499) {
+        a.copy_from_slice(&[i as f32; 16]).unwrap();
+    }
+    for (i, a) in arrays.iter().enumerate().step_by(499) {
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![i as f32; 16]);
+    }
+}

@@ -137,6 +137,8 @@ pub struct Device {
     /// Whether staging memory is coherent.
     pub staging_coherent: bool,
     pub(crate) stream: Mutex<StreamState>,
+    /// Sub-allocates device-local memory for data space and workspace.
+    pub(crate) allocator: Mutex<gpu_allocator::vulkan::Allocator>,
 }
 
 /// The process-wide Vulkan context.
@@ -414,6 +416,16 @@ impl Device {
         let queue = unsafe { device.get_device_queue(family as u32, 0) };
         let stream = StreamState::create(&device, family as u32)
             .map_err(|e| format!("cannot create the command stream: {e}"))?;
+        let allocator =
+            gpu_allocator::vulkan::Allocator::new(&gpu_allocator::vulkan::AllocatorCreateDesc {
+                instance: instance.clone(),
+                device: device.clone(),
+                physical_device: pd,
+                debug_settings: Default::default(),
+                buffer_device_address: false,
+                allocation_sizes: Default::default(),
+            })
+            .map_err(|e| format!("cannot create the memory allocator: {e}"))?;
         Ok(Some(Device {
             physical: pd,
             device,
@@ -425,6 +437,7 @@ impl Device {
             staging_mtype,
             staging_coherent,
             stream: Mutex::new(stream),
+            allocator: Mutex::new(allocator),
         }))
     }
 
@@ -482,6 +495,67 @@ impl Device {
             return Err(vk_err("vkBindBufferMemory", e));
         }
         Ok((buffer, memory))
+    }
+
+    /// A device-local buffer in sub-allocated memory.
+    pub(crate) fn create_device_buffer(
+        &self,
+        size: u64,
+        usage: vk::BufferUsageFlags,
+    ) -> Result<(vk::Buffer, gpu_allocator::vulkan::Allocation)> {
+        use gpu_allocator::vulkan::{AllocationCreateDesc, AllocationScheme};
+        let d = &self.device;
+        let ci = vk::BufferCreateInfo::default()
+            .size(size.max(4))
+            .usage(usage)
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        // SAFETY: valid create info on a live device.
+        let buffer =
+            unsafe { d.create_buffer(&ci, None) }.map_err(|e| vk_err("vkCreateBuffer", e))?;
+        // SAFETY: a buffer of this device.
+        let requirements = unsafe { d.get_buffer_memory_requirements(buffer) };
+        let alloc = self
+            .allocator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .allocate(&AllocationCreateDesc {
+                name: "tvm data space",
+                requirements,
+                location: gpu_allocator::MemoryLocation::GpuOnly,
+                linear: true,
+                allocation_scheme: AllocationScheme::GpuAllocatorManaged,
+            });
+        let alloc = match alloc {
+            Ok(a) => a,
+            Err(e) => {
+                // SAFETY: the buffer is unused.
+                unsafe { d.destroy_buffer(buffer, None) };
+                return Err(Error::value(format!(
+                    "Vulkan: cannot allocate {size} bytes of device memory: {e}"
+                )));
+            }
+        };
+        // SAFETY: memory of this device, large and aligned enough at this offset.
+        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, alloc.memory(), alloc.offset()) } {
+            self.free_device_buffer(buffer, alloc);
+            return Err(vk_err("vkBindBufferMemory", e));
+        }
+        Ok((buffer, alloc))
+    }
+
+    /// Destroys a device-local buffer (no pending command may use it).
+    pub(crate) fn free_device_buffer(
+        &self,
+        buffer: vk::Buffer,
+        alloc: gpu_allocator::vulkan::Allocation,
+    ) {
+        // SAFETY: a buffer of this device, no longer used.
+        unsafe { self.device.destroy_buffer(buffer, None) };
+        let _ = self
+            .allocator
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .free(alloc);
     }
 
     /// Destroys a buffer and its memory (the caller made sure no pending command uses it).

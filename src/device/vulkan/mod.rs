@@ -26,8 +26,8 @@ use std::sync::Arc;
 pub struct DeviceBuffer {
     /// The buffer.
     pub buffer: vk::Buffer,
-    /// Its memory.
-    pub memory: vk::DeviceMemory,
+    /// Its memory (a piece of a larger block).
+    allocation: Option<gpu_allocator::vulkan::Allocation>,
     /// Its size in bytes.
     pub size: u64,
     /// The TVM device id it lives on.
@@ -152,10 +152,10 @@ impl DeviceApi for VulkanDeviceApi {
         let usage = vk::BufferUsageFlags::STORAGE_BUFFER
             | vk::BufferUsageFlags::TRANSFER_SRC
             | vk::BufferUsageFlags::TRANSFER_DST;
-        let (buffer, memory) = d.create_buffer(nbytes as u64, usage, d.compute_mtype)?;
+        let (buffer, allocation) = d.create_device_buffer(nbytes as u64, usage)?;
         Ok(Box::into_raw(Box::new(DeviceBuffer {
             buffer,
-            memory,
+            allocation: Some(allocation),
             size: nbytes as u64,
             device_id: dev.device_id,
             magic: BUFFER_MAGIC,
@@ -177,7 +177,9 @@ impl DeviceApi for VulkanDeviceApi {
         // SAFETY: the pointer came from `alloc_data_space` (checked above) and is freed once.
         let mut b = unsafe { Box::from_raw(ptr as *mut DeviceBuffer) };
         b.magic = 0;
-        d.destroy_buffer(b.buffer, b.memory);
+        if let Some(a) = b.allocation.take() {
+            d.free_device_buffer(b.buffer, a);
+        }
         Ok(())
     }
 
