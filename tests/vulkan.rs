@@ -676,3 +676,64 @@ fn many_small_buffers_share_memory_blocks() {
         assert_eq!(a.to_vec::<f32>().unwrap(), vec![i as f32; 16]);
     }
 }
+
+#[test]
+fn int64_float64_scalars_and_dynamic_shared_memory_tag() {
+    if !have_vulkan() {
+        return;
+    }
+    let int64 = matches!(
+        vulkan::target_property(0, "supports_int64").unwrap(),
+        RetValue::Bool(true)
+    );
+    let float64 = matches!(
+        vulkan::target_property(0, "supports_float64").unwrap(),
+        RetValue::Bool(true)
+    );
+    if !(int64 && float64) {
+        eprintln!("skipped: the device has no 64-bit shader arithmetic");
+        return;
+    }
+    let vk_mod = lib()
+        .imports()
+        .into_iter()
+        .find(|m| m.type_key() == "vulkan")
+        .unwrap();
+    let f = vk_mod.function("vadd64").unwrap();
+    let n = 300usize;
+    let (a, b) = (pseudo(n, 11), pseudo(n, 12));
+    let (va, vb) = (on_vulkan(&a), on_vulkan(&b));
+    let vc = on_vulkan(&vec![7.0; n + 10]);
+    let data = |x: &NDArray| ArgValue::Handle(x.dltensor().data);
+    // Buffers, int64 n, float64 alpha, grid, block, dynamic shared memory bytes.
+    f.call(&[
+        data(&va),
+        data(&vb),
+        data(&vc),
+        ArgValue::Int(n as i64),
+        ArgValue::Float(0.25),
+        ArgValue::Int(n.div_ceil(64) as i64),
+        ArgValue::Int(64),
+        ArgValue::Int(0),
+    ])
+    .unwrap();
+    let got = vc.to_vec::<f32>().unwrap();
+    for i in 0..n {
+        let want = (a[i] as f64 + 0.25 * b[i] as f64) as f32;
+        assert!((got[i] - want).abs() <= 1e-6 * want.abs().max(1.0), "[{i}]");
+    }
+    assert!(got[n..].iter().all(|&x| x == 7.0), "nothing written past n");
+    // Missing the dynamic shared memory value: refused.
+    let e = f
+        .call(&[
+            data(&va),
+            data(&vb),
+            data(&vc),
+            ArgValue::Int(n as i64),
+            ArgValue::Float(0.25),
+            ArgValue::Int(5),
+            ArgValue::Int(64),
+        ])
+        .unwrap_err();
+    assert!(e.message.contains("expects 8 arguments"), "{}", e.message);
+}

@@ -87,6 +87,20 @@ void main() {
 }
 "#;
 
+/// 64-bit scalars: an int64 count and a float64 factor (8-byte push-constant slots).
+pub const VADD64: &str = r#"#version 450
+#extension GL_ARB_gpu_shader_int64 : require
+layout(local_size_x = 64) in;
+layout(std430, set = 0, binding = 0) readonly buffer A { float a[]; };
+layout(std430, set = 0, binding = 1) readonly buffer B { float b[]; };
+layout(std430, set = 0, binding = 2) writeonly buffer C { float c[]; };
+layout(push_constant) uniform Args { layout(offset = 0) int64_t n; layout(offset = 8) double alpha; } p;
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (int64_t(i) < p.n) c[i] = float(double(a[i]) + p.alpha * double(b[i]));
+}
+"#;
+
 /// Does nothing (dispatch overhead).
 pub const EMPTY: &str = r#"#version 450
 layout(local_size_x = 1) in;
@@ -156,6 +170,8 @@ pub struct Kernel {
 pub const H: (u8, u8) = (3, 64);
 pub const I32: (u8, u8) = (0, 32);
 pub const FL32: (u8, u8) = (2, 32);
+pub const I64: (u8, u8) = (0, 64);
+pub const FL64: (u8, u8) = (2, 64);
 pub const BT: &[&str] = &["blockIdx.x", "threadIdx.x"];
 
 pub const KERNELS: &[Kernel] = &[
@@ -193,6 +209,13 @@ pub const KERNELS: &[Kernel] = &[
         flag: 0,
         args: &[H, H, I32],
         tags: BT,
+    },
+    Kernel {
+        name: "vadd64",
+        glsl: VADD64,
+        flag: 0,
+        args: &[H, H, H, I64, FL64],
+        tags: &["blockIdx.x", "threadIdx.x", "tir.use_dyn_shared_memory"],
     },
     Kernel {
         name: "empty",
