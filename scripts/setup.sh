@@ -13,6 +13,10 @@ need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v valgrind >/dev/null || need_apt+=(valgrind)
 command -v g++ >/dev/null || need_apt+=(g++)
+# Vulkan: the loader, Mesa's lavapipe (a CPU Vulkan driver) and glslang for the test shaders.
+[ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || need_apt+=(mesa-vulkan-drivers)
+ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need_apt+=(libvulkan1)
+command -v glslangValidator >/dev/null || need_apt+=(glslang-tools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}"
   SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo

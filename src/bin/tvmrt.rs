@@ -48,7 +48,11 @@ enum Command {
         model: String,
     },
     /// List devices and their attributes.
-    Devices,
+    Devices {
+        /// Also print, per device, a TVM target (JSON) derived from its attributes.
+        #[arg(long)]
+        target: bool,
+    },
 }
 
 fn parse_device(s: &str) -> tvm_runtime::Result<DLDevice> {
@@ -334,7 +338,7 @@ fn attr_text(v: RetValue) -> Option<String> {
     }
 }
 
-fn devices() -> tvm_runtime::Result<()> {
+fn devices(target: bool) -> tvm_runtime::Result<()> {
     plugin::discover();
     let mut types = vec![1, 2, 7, 4];
     types.extend(plugin::list().into_iter().map(|(t, _)| t));
@@ -383,6 +387,9 @@ fn devices() -> tvm_runtime::Result<()> {
                 if let Some(v) = attr_text(api.get_attr(dev, kind)?) {
                     println!("  {label}: {v}");
                 }
+            }
+            if target && ty == tvm_runtime::ffi::types::DL_VULKAN {
+                println!("  target: {}", device::vulkan::target_json(id)?);
             }
             if ty == 1 {
                 println!("  threads: {}", tvm_runtime::threading::num_threads());
@@ -453,7 +460,7 @@ fn main() -> ExitCode {
             profile,
         } => run(&model, &inputs, output.as_deref(), &device, repeat, profile),
         Command::Info { model } => info(&model),
-        Command::Devices => devices(),
+        Command::Devices { target } => devices(target),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

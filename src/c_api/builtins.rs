@@ -399,6 +399,7 @@ pub fn register_all(b: &mut Builtins<'_>) {
     devices(b);
     threads(b);
     modules(b);
+    crate::device::vulkan::register(b);
     crate::executor::register(b);
     crate::device::cuda::register(b);
 }

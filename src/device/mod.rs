@@ -7,6 +7,7 @@
 pub mod cpu;
 pub mod cuda;
 pub mod plugin;
+pub mod vulkan;
 
 use crate::ffi::error::{Error, Result};
 use crate::ffi::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
@@ -201,6 +202,7 @@ static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::
     ] {
         m.insert(t, cuda.clone());
     }
+    vulkan::install(&mut m);
     RwLock::new(m)
 });
 

@@ -614,6 +614,7 @@ pub fn discover() {
             n.starts_with("device_api.")
                 && n != "device_api.cpu"
                 && !super::cuda::DEVICE_API_GLOBALS.contains(&n.as_str())
+                && !n.starts_with("device_api.vulkan")
         })
         .collect();
     for n in names {

@@ -46,7 +46,7 @@ impl CudaDeviceApi {
 /// The driver, or an error naming the device that cannot be used without one.
 pub(crate) fn driver_for(dev: DLDevice) -> Result<&'static Driver> {
     super::driver().map_err(|e| {
-        Error::tvm(format!(
+        Error::internal(format!(
             "device {} is not available: {}",
             crate::device::describe(dev),
             e.message
