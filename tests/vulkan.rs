@@ -630,7 +630,8 @@ fn workspaces_are_reused_and_kernel_arguments_checked() {
     assert!(e.message.contains("not a Vulkan buffer"), "{}", e.message);
 
     // More scalars than push constants hold, without the uniform-buffer flag: a clear error.
-    use tvm_runtime::device::vulkan::module::{FunctionInfo, Shader, VulkanModule};
+    use tvm_runtime::device::vulkan::module::{Shader, VulkanModule};
+    use tvm_runtime::module::function_info::FunctionInfo;
     let mut arg_types = vec![DLDataType::new(3, 64, 1)];
     arg_types.extend(std::iter::repeat_n(DLDataType::new(0, 32, 1), 40));
     let fmap = [(

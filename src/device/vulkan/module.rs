@@ -17,12 +17,13 @@
 
 use super::instance::{self, vk_err, Device};
 use super::{active_device, buffer_of};
-use crate::ffi::dtype::{dtype_from_string, dtype_to_string};
+use crate::ffi::dtype::dtype_to_string;
 use crate::ffi::error::{Error, Result};
 use crate::ffi::function::Function;
-use crate::ffi::types::{type_code as tc, DLDataType, DL_FLOAT, DL_INT, DL_OPAQUE_HANDLE, DL_UINT};
+use crate::ffi::types::{type_code as tc, DL_FLOAT, DL_INT, DL_OPAQUE_HANDLE, DL_UINT};
 use crate::ffi::value::{Args, RetValue};
 use crate::module::blob::BlobReader;
+use crate::module::function_info::{write_string, FunctionInfo};
 use crate::module::{property, Module, ModuleNode};
 use crate::object::ObjectRef;
 use ash::vk;
@@ -37,17 +38,6 @@ pub const FLAG_USE_UBO: u32 = 1 << 0;
 /// The launch parameter tag of dynamic shared memory.
 pub const DYN_SHARED_MEMORY_TAG: &str = "tir.use_dyn_shared_memory";
 
-/// What TVM records about a device function.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FunctionInfo {
-    /// The function name.
-    pub name: String,
-    /// Argument types (`handle` for buffers, which come first).
-    pub arg_types: Vec<DLDataType>,
-    /// Launch parameter tags (`blockIdx.x`, `threadIdx.x`, ...).
-    pub launch_param_tags: Vec<String>,
-}
-
 /// A compiled shader: a flag word and the SPIR-V words.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Shader {
@@ -59,99 +49,6 @@ pub struct Shader {
 
 fn put_u64(out: &mut Vec<u8>, v: u64) {
     out.extend_from_slice(&v.to_le_bytes());
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    put_u64(out, s.len() as u64);
-    out.extend_from_slice(s.as_bytes());
-}
-
-impl FunctionInfo {
-    fn write(&self, out: &mut Vec<u8>) {
-        put_str(out, &self.name);
-        put_u64(out, self.arg_types.len() as u64);
-        for t in &self.arg_types {
-            out.push(t.code);
-            out.push(t.bits);
-            out.extend_from_slice(&t.lanes.to_le_bytes());
-        }
-        put_u64(out, self.launch_param_tags.len() as u64);
-        for t in &self.launch_param_tags {
-            put_str(out, t);
-        }
-    }
-
-    fn read(r: &mut BlobReader<'_>) -> Result<FunctionInfo> {
-        let name = r.read_string("a function name")?;
-        let n = r.read_u64("the argument count")?;
-        if n > (r.remaining() / 4) as u64 {
-            return Err(Error::value(format!(
-                "{}: the vulkan module is truncated: {n} argument types",
-                r.context()
-            )));
-        }
-        let mut arg_types = Vec::with_capacity(n as usize);
-        for _ in 0..n {
-            let b = r.read_bytes(4, "an argument type")?;
-            arg_types.push(DLDataType::new(
-                b[0],
-                b[1],
-                u16::from_le_bytes([b[2], b[3]]),
-            ));
-        }
-        let n = r.read_u64("the launch parameter count")?;
-        if n > (r.remaining() / 8) as u64 {
-            return Err(Error::value(format!(
-                "{}: the vulkan module is truncated: {n} launch parameters",
-                r.context()
-            )));
-        }
-        let launch_param_tags = (0..n)
-            .map(|_| r.read_string("a launch parameter tag"))
-            .collect::<Result<_>>()?;
-        Ok(FunctionInfo {
-            name,
-            arg_types,
-            launch_param_tags,
-        })
-    }
-
-    /// The JSON form of the metadata file.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "name": self.name,
-            "arg_types": self.arg_types.iter().map(|t| dtype_to_string(*t)).collect::<Vec<_>>(),
-            "launch_param_tags": self.launch_param_tags,
-        })
-    }
-
-    fn from_json(v: &serde_json::Value) -> Result<FunctionInfo> {
-        let bad = || Error::value("vulkan metadata: malformed function information");
-        let name = v.get("name").and_then(|n| n.as_str()).ok_or_else(bad)?;
-        let arg_types = v
-            .get("arg_types")
-            .and_then(|a| a.as_array())
-            .ok_or_else(bad)?
-            .iter()
-            .map(|t| dtype_from_string(t.as_str().ok_or_else(bad)?))
-            .collect::<Result<Vec<_>>>()?;
-        let tags = v
-            .get("launch_param_tags")
-            .or_else(|| v.get("thread_axis_tags"))
-            .and_then(|a| a.as_array())
-            .map(|a| {
-                a.iter()
-                    .map(|t| t.as_str().map(str::to_string).ok_or_else(bad))
-                    .collect::<Result<Vec<_>>>()
-            })
-            .transpose()?
-            .unwrap_or_default();
-        Ok(FunctionInfo {
-            name: name.to_string(),
-            arg_types,
-            launch_param_tags: tags,
-        })
-    }
 }
 
 impl Shader {
@@ -784,10 +681,10 @@ impl VulkanModule {
     /// The binary form.
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut out = Vec::new();
-        put_str(&mut out, &self.inner.fmt);
+        write_string(&mut out, &self.inner.fmt);
         put_u64(&mut out, self.inner.fmap.len() as u64);
         for (k, f) in &self.inner.fmap {
-            put_str(&mut out, k);
+            write_string(&mut out, k);
             f.write(&mut out);
         }
         write_smap(&mut out, &self.inner.smap);
@@ -798,7 +695,7 @@ impl VulkanModule {
 fn write_smap(out: &mut Vec<u8>, smap: &BTreeMap<String, Shader>) {
     put_u64(out, smap.len() as u64);
     for (k, s) in smap {
-        put_str(out, k);
+        write_string(out, k);
         s.write(out);
     }
 }
