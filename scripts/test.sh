@@ -23,6 +23,10 @@ step "fixtures incl. resnet18 and mobilenet (cached)"
 "$TVMRT_PYTHON" scripts/build_fixtures.py --models
 # Tests that need fixtures fail instead of skipping from here on.
 export TVMRT_REQUIRE_FIXTURES=1 TVMRT_REQUIRE_MODELS=1
+# setup.sh installed lavapipe: the Vulkan tests must run on it, not skip.
+if [ -n "${VK_ICD_FILENAMES:-}" ] && [ -f "$VK_ICD_FILENAMES" ]; then
+  export TVMRT_REQUIRE_VULKAN=1
+fi
 
 step "rust tests"
 cargo test --release
