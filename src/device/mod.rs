@@ -220,14 +220,19 @@ pub fn type_name(device_type: i32) -> Option<String> {
     }
 }
 
-/// The device type of a name (`cpu`, `cuda`, `llvm`, a plugin's name, ...).
-pub fn type_from_name(name: &str) -> Option<i32> {
-    let builtin = match name {
+/// The device type of a name TVM itself defines (`cpu`, `cuda`, `cuda_host`, `vulkan`, `llvm`,
+/// `gpu`, ...); `None` for other names, which only plugins can claim.
+pub fn builtin_type_from_name(name: &str) -> Option<i32> {
+    match name {
         "cpu" | "llvm" | "c" | "stackvm" => Some(DL_CPU),
         "gpu" => Some(crate::ffi::types::DL_CUDA),
         _ => (1..=16).find(|&t| device_name(t) == name),
-    };
-    builtin.or_else(|| {
+    }
+}
+
+/// The device type of a name (`cpu`, `cuda`, `llvm`, a plugin's name, ...).
+pub fn type_from_name(name: &str) -> Option<i32> {
+    builtin_type_from_name(name).or_else(|| {
         plugin::type_of(name).or_else(|| {
             plugin::discover();
             plugin::type_of(name)

@@ -611,10 +611,12 @@ pub fn discover() {
     let names: Vec<String> = registry::list_names()
         .into_iter()
         .filter(|n| {
-            n.starts_with("device_api.")
-                && n != "device_api.cpu"
-                && !super::cuda::DEVICE_API_GLOBALS.contains(&n.as_str())
-                && !n.starts_with("device_api.vulkan")
+            // `device_api.<name>[.<function>]` of a device TVM defines belongs to a built-in
+            // backend (cpu, cuda, vulkan, ...), never to a plugin.
+            n.strip_prefix("device_api.").is_some_and(|rest| {
+                let dev = rest.split('.').next().unwrap_or_default();
+                super::builtin_type_from_name(dev).is_none()
+            })
         })
         .collect();
     for n in names {

@@ -378,7 +378,7 @@ impl Executor {
             _storage_pool: storage_pool,
             data_entry,
             param_names: HashSet::new(),
-            borrowed: Vec::new(),
+            borrowed: vec![false; graph.num_entries()],
             ops: Vec::new(),
             tensors: Box::new([]),
             values: Box::new([]),
@@ -480,7 +480,7 @@ impl Executor {
     pub(crate) fn set_input(&self, index: usize, src: &DLTensor) -> Result<()> {
         let eid = self.check_input(index)?;
         let mut st = self.state.lock()?;
-        if st.borrowed.get(eid).copied().unwrap_or(false) {
+        if st.borrowed[eid] {
             // The entry shows a factory's parameter: give it storage of its own first, so
             // that the factory (and executors created from it) keep their values.
             let have = st.data_entry[eid].dltensor();
@@ -552,9 +552,6 @@ impl Executor {
             .collect();
         let mut copy = Vec::new();
         let mut st = self.state.lock()?;
-        if st.borrowed.len() != self.graph.num_entries() {
-            st.borrowed = vec![false; self.graph.num_entries()];
-        }
         for (name, arr) in p {
             let Some(i) = self.input_index(name) else {
                 continue;
@@ -576,9 +573,7 @@ impl Executor {
 
     /// Points entry `eid` (and every argument using it) at `arr`.
     fn redirect(st: &mut State, eid: usize, arr: NDArray) {
-        if let Some(b) = st.borrowed.get_mut(eid) {
-            *b = false;
-        }
+        st.borrowed[eid] = false;
         let t = arr.dltensor();
         // SAFETY: only an address computation inside (or one past) the array's memory.
         let p = unsafe { (t.data as *mut u8).add(t.byte_offset as usize) } as *mut c_void;

@@ -604,12 +604,8 @@ impl Device {
         if self.staging_coherent {
             return Ok(());
         }
-        let r = [vk::MappedMemoryRange::default()
-            .memory(memory)
-            .offset(0)
-            .size(vk::WHOLE_SIZE)];
         // SAFETY: mapped memory of this device.
-        unsafe { self.device.flush_mapped_memory_ranges(&r) }
+        unsafe { self.device.flush_mapped_memory_ranges(&whole(memory)) }
             .map_err(|e| vk_err("vkFlushMappedMemoryRanges", e))
     }
 
@@ -618,12 +614,8 @@ impl Device {
         if self.staging_coherent {
             return Ok(());
         }
-        let r = [vk::MappedMemoryRange::default()
-            .memory(memory)
-            .offset(0)
-            .size(vk::WHOLE_SIZE)];
         // SAFETY: mapped memory of this device.
-        unsafe { self.device.invalidate_mapped_memory_ranges(&r) }
+        unsafe { self.device.invalidate_mapped_memory_ranges(&whole(memory)) }
             .map_err(|e| vk_err("vkInvalidateMappedMemoryRanges", e))
     }
 
@@ -958,4 +950,12 @@ impl StreamState {
             })
         }
     }
+}
+
+/// The whole of a mapped allocation, for flushes and invalidations.
+fn whole(memory: vk::DeviceMemory) -> [vk::MappedMemoryRange<'static>; 1] {
+    [vk::MappedMemoryRange::default()
+        .memory(memory)
+        .offset(0)
+        .size(vk::WHOLE_SIZE)]
 }
