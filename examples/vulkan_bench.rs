@@ -14,7 +14,7 @@ use ash::vk;
 use std::ffi::c_void;
 use std::time::Instant;
 use tvm_runtime::device::{self, vulkan};
-use tvm_runtime::ffi::types::{DLDataType, DLDevice, DL_VULKAN};
+use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_VULKAN};
 use tvm_runtime::{ArgValue, Module, NDArray};
 
 const VK0: DLDevice = DLDevice {

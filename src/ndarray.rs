@@ -3,10 +3,10 @@
 //! owned, a view of another array, or borrowed from a DLPack producer.
 
 use crate::device::{self, Stream};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor, DL_FLOAT};
 use crate::impl_object_type;
 use crate::object::{payload_ptr, Object, ObjectRef, PAYLOAD_OFFSET, TYPE_NDARRAY};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor, DL_FLOAT};
 use std::ffi::c_void;
 
 /// Alignment of every array allocation, as the reference (`kAllocAlignment`).
@@ -159,7 +159,7 @@ fn check_dtype(dtype: DLDataType) -> Result<()> {
     let bad = |why: &str| {
         Err(Error::value(format!(
             "invalid data type {} (code {} bits {} lanes {}): {why}",
-            crate::ffi::dtype::dtype_to_string(dtype),
+            crate::packed_func::dtype::dtype_to_string(dtype),
             dtype.code,
             dtype.bits,
             dtype.lanes
@@ -170,11 +170,11 @@ fn check_dtype(dtype: DLDataType) -> Result<()> {
     }
     let sub_byte_ok = matches!(
         (dtype.code, dtype.bits),
-        (crate::ffi::types::DL_UINT, 1)
-            | (crate::ffi::types::DL_INT, 1)
-            | (crate::ffi::types::DL_UINT, 4)
-            | (crate::ffi::types::DL_INT, 4)
-            | (crate::ffi::dtype::TVM_FLOAT4_E2M1FN, 4)
+        (crate::packed_func::types::DL_UINT, 1)
+            | (crate::packed_func::types::DL_INT, 1)
+            | (crate::packed_func::types::DL_UINT, 4)
+            | (crate::packed_func::types::DL_INT, 4)
+            | (crate::packed_func::dtype::TVM_FLOAT4_E2M1FN, 4)
     );
     if dtype.bits % 8 != 0 && (dtype.code == DL_FLOAT || !sub_byte_ok) {
         return bad(
@@ -494,14 +494,14 @@ macro_rules! element {
 element! {
     f32 => DL_FLOAT, 32;
     f64 => DL_FLOAT, 64;
-    i8 => crate::ffi::types::DL_INT, 8;
-    i16 => crate::ffi::types::DL_INT, 16;
-    i32 => crate::ffi::types::DL_INT, 32;
-    i64 => crate::ffi::types::DL_INT, 64;
-    u8 => crate::ffi::types::DL_UINT, 8;
-    u16 => crate::ffi::types::DL_UINT, 16;
-    u32 => crate::ffi::types::DL_UINT, 32;
-    u64 => crate::ffi::types::DL_UINT, 64;
+    i8 => crate::packed_func::types::DL_INT, 8;
+    i16 => crate::packed_func::types::DL_INT, 16;
+    i32 => crate::packed_func::types::DL_INT, 32;
+    i64 => crate::packed_func::types::DL_INT, 64;
+    u8 => crate::packed_func::types::DL_UINT, 8;
+    u16 => crate::packed_func::types::DL_UINT, 16;
+    u32 => crate::packed_func::types::DL_UINT, 32;
+    u64 => crate::packed_func::types::DL_UINT, 64;
 }
 
 /// A reference to an NDArray object: the safe Rust face of arrays.
@@ -583,9 +583,9 @@ impl NDArray {
         if T::DTYPE != self.dtype() || len * std::mem::size_of::<T>() != self.nbytes() {
             return Err(Error::value(format!(
                 "array of {} ({} bytes) does not match {len} elements of {}",
-                crate::ffi::dtype::dtype_to_string(self.dtype()),
+                crate::packed_func::dtype::dtype_to_string(self.dtype()),
                 self.nbytes(),
-                crate::ffi::dtype::dtype_to_string(T::DTYPE)
+                crate::packed_func::dtype::dtype_to_string(T::DTYPE)
             )));
         }
         Ok(())
@@ -632,9 +632,61 @@ impl NDArray {
     }
 }
 
-impl<'a> From<&'a NDArray> for crate::ffi::value::ArgValue<'a> {
+impl<'a> From<&'a NDArray> for crate::packed_func::value::ArgValue<'a> {
     fn from(a: &'a NDArray) -> Self {
         // SAFETY: `a` keeps the object alive for 'a.
-        crate::ffi::value::ArgValue::Object(unsafe { crate::ffi::value::ObjArg::new(a.0.as_ptr()) })
+        crate::packed_func::value::ArgValue::Object(unsafe {
+            crate::packed_func::value::ObjArg::new(a.0.as_ptr())
+        })
     }
+}
+
+/// Registers the NDArray functions (`runtime.TVMArrayAllocWithScope`, `runtime.TVMArrayCreateView`).
+pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
+    r.add("runtime.TVMArrayAllocWithScope", |a, rv| {
+        if a.len() < 3 {
+            return Err(Error::value(
+                "runtime.TVMArrayAllocWithScope expects (shape, dtype, device[, scope])",
+            ));
+        }
+        let shape = a
+            .downcast::<crate::object::containers::ShapeTupleObj>(0)?
+            .dims()
+            .to_vec();
+        let dtype = a.dtype(1)?;
+        let dev = a.device(2)?;
+        let scope =
+            if a.len() > 3 && !matches!(a.get(3)?, crate::packed_func::value::ArgValue::Null) {
+                Some(a.str(3)?)
+            } else {
+                None
+            };
+        *rv = NDArrayObj::empty(&shape, dtype, dev, scope)?.into();
+        Ok(())
+    });
+    r.add("runtime.TVMArrayCreateView", |a, rv| {
+        if a.len() < 2 || a.len() > 4 {
+            return Err(Error::value(
+                "runtime.TVMArrayCreateView expects (array, shape[, dtype[, byte_offset]])",
+            ));
+        }
+        let base = a.object_ref::<NDArrayObj>(0)?;
+        let shape = a
+            .downcast::<crate::object::containers::ShapeTupleObj>(1)?
+            .dims()
+            .to_vec();
+        let dtype = if a.len() > 2 {
+            a.dtype(2)?
+        } else {
+            base.downcast_ref::<NDArrayObj>().expect("checked").dtype()
+        };
+        let offset = if a.len() > 3 { a.i64(3)? } else { 0 };
+        if offset < 0 {
+            return Err(Error::value(
+                "runtime.TVMArrayCreateView: negative byte offset",
+            ));
+        }
+        *rv = create_view(&base, &shape, dtype, offset as u64)?.into();
+        Ok(())
+    });
 }

@@ -4,7 +4,7 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tvm_runtime::c_api::{backend::*, device::*, error::*, func::*, ndarray::*, object::*};
-use tvm_runtime::ffi::types::{type_code as tc, *};
+use tvm_runtime::packed_func::types::{type_code as tc, *};
 
 fn last_error() -> String {
     let p = TVMGetLastError();

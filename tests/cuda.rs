@@ -12,9 +12,9 @@ use std::sync::OnceLock;
 use tvm_runtime::device::cuda::{self, CudaModule};
 use tvm_runtime::device::{self, DeviceAttr};
 use tvm_runtime::executor::GraphExecutor;
-use tvm_runtime::ffi::types::{DLDataType, DLDevice, DL_CPU, DL_CUDA, DL_CUDA_HOST};
 use tvm_runtime::module::function_info::{FunctionInfo, FunctionInfoMap};
 use tvm_runtime::module::ModuleNode;
+use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_CPU, DL_CUDA, DL_CUDA_HOST};
 use tvm_runtime::{ArgValue, Function, Module, NDArray, RetValue};
 
 const F32: DLDataType = DLDataType::new(2, 32, 1);

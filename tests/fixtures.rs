@@ -8,8 +8,8 @@ mod fixture_dirs;
 use fixture_dirs::{dir, models_dir};
 use std::ffi::{c_int, c_void, CString};
 use tvm_runtime::c_api::{func::*, module::*};
-use tvm_runtime::ffi::registry;
-use tvm_runtime::ffi::types::{type_code as tc, TVMValue};
+use tvm_runtime::packed_func::registry;
+use tvm_runtime::packed_func::types::{type_code as tc, TVMValue};
 use tvm_runtime::{Element, Module, NDArray, RetValue};
 
 struct Npz(npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>);

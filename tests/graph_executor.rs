@@ -12,12 +12,12 @@ use std::ffi::{c_void, CString};
 use std::sync::{Arc, OnceLock};
 use tvm_runtime::c_api::error::TVMAPISetLastError;
 use tvm_runtime::executor::{params, FactoryNode, GraphExecutor, TimeEvalConfig};
-use tvm_runtime::ffi::types::{type_code as tc, DLDevice, DLTensor, TVMValue};
-use tvm_runtime::ffi::value::ObjArg;
 use tvm_runtime::module::blob::BlobReader;
 use tvm_runtime::module::ModuleNode;
 use tvm_runtime::object::containers::{MapObj, ShapeTupleObj, StringObj};
 use tvm_runtime::object::ObjectRef;
+use tvm_runtime::packed_func::types::{type_code as tc, DLDevice, DLTensor, TVMValue};
+use tvm_runtime::packed_func::value::ObjArg;
 use tvm_runtime::{ArgValue, Error, Function, Module, NDArray, RetValue};
 
 // ---------------------------------------------------------------------------------------------
@@ -70,7 +70,10 @@ unsafe extern "C" fn add_backend(
     0
 }
 
-fn dl_arg<'a>(a: &tvm_runtime::ffi::Args<'a>, i: usize) -> tvm_runtime::Result<&'a DLTensor> {
+fn dl_arg<'a>(
+    a: &tvm_runtime::packed_func::Args<'a>,
+    i: usize,
+) -> tvm_runtime::Result<&'a DLTensor> {
     match a.get(i)? {
         // SAFETY: the executor passes live tensors.
         ArgValue::DLTensor(t) => Ok(unsafe { &*t }),
@@ -961,13 +964,13 @@ fn time_evaluator() {
     use std::sync::atomic::{AtomicUsize, Ordering};
     static CALLS: AtomicUsize = AtomicUsize::new(0);
     static PRE: AtomicUsize = AtomicUsize::new(0);
-    tvm_runtime::ffi::registry::register_rust("test.sleepy", |a, _rv| {
+    tvm_runtime::packed_func::registry::register_rust("test.sleepy", |a, _rv| {
         assert_eq!(a.i64(0).unwrap(), 42);
         CALLS.fetch_add(1, Ordering::SeqCst);
         std::thread::sleep(std::time::Duration::from_micros(200));
         Ok(())
     });
-    tvm_runtime::ffi::registry::register_rust("test.pre", |a, _rv| {
+    tvm_runtime::packed_func::registry::register_rust("test.pre", |a, _rv| {
         assert_eq!(a.i64(0).unwrap(), 42);
         PRE.fetch_add(1, Ordering::SeqCst);
         Ok(())

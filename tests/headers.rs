@@ -19,7 +19,7 @@ use std::mem::{align_of, offset_of, size_of};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
-use tvm_runtime::ffi::types::{self as t, type_code as tc};
+use tvm_runtime::packed_func::types::{self as t, type_code as tc};
 use tvm_runtime::threading::ParallelGroupEnv;
 
 /// Which exported functions a header declares.

@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 use tvm_runtime::device::vulkan;
 use tvm_runtime::device::{self, DeviceAttr};
 use tvm_runtime::executor::GraphExecutor;
-use tvm_runtime::ffi::types::{DLDataType, DLDevice, DL_VULKAN};
+use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_VULKAN};
 use tvm_runtime::{ArgValue, Module, NDArray, RetValue};
 
 const F32: DLDataType = DLDataType {
@@ -117,12 +117,12 @@ fn attributes() {
         assert!(matches!(get(k), RetValue::Null), "{k:?}");
     }
     // Through the global function Python uses.
-    let f = tvm_runtime::ffi::registry::get("runtime.GetDeviceAttr").unwrap();
+    let f = tvm_runtime::packed_func::registry::get("runtime.GetDeviceAttr").unwrap();
     let rv = f
         .call(&[ArgValue::Int(7), ArgValue::Int(0), ArgValue::Int(0)])
         .unwrap();
     assert!(matches!(rv, RetValue::Int(1)));
-    let f = tvm_runtime::ffi::registry::get("runtime.RuntimeEnabled").unwrap();
+    let f = tvm_runtime::packed_func::registry::get("runtime.RuntimeEnabled").unwrap();
     let c = std::ffi::CString::new("vulkan").unwrap();
     assert!(matches!(
         f.call(&[ArgValue::Str(&c)]).unwrap(),
@@ -145,7 +145,8 @@ fn target_json_is_complete() {
     assert!(j["max_num_threads"].as_u64().unwrap() >= 128);
     assert_eq!(j["thread_warp_size"], 1);
     assert!(j["supports_int64"].is_boolean());
-    let f = tvm_runtime::ffi::registry::get("device_api.vulkan.get_target_property").unwrap();
+    let f =
+        tvm_runtime::packed_func::registry::get("device_api.vulkan.get_target_property").unwrap();
     let p = std::ffi::CString::new("max_num_threads").unwrap();
     let rv = f.call(&[ArgValue::Device(VK0), ArgValue::Str(&p)]).unwrap();
     assert_eq!(
@@ -452,7 +453,8 @@ fn module_formats_round_trip() {
     let bytes = vk_mod.node().save_to_binary().unwrap();
     // Same content as written by hand (entries may come in another order).
     assert_eq!(bytes.len(), vulkan_module_bytes().len());
-    let loader = tvm_runtime::ffi::registry::get("runtime.module.loadbinary_vulkan").unwrap();
+    let loader =
+        tvm_runtime::packed_func::registry::get("runtime.module.loadbinary_vulkan").unwrap();
     let mut r = tvm_runtime::module::blob::BlobReader::new(&bytes, "saved");
     let again = loader
         .call(&[ArgValue::Handle(&mut r as *mut _ as *mut c_void)])

@@ -9,8 +9,8 @@ use cudarc::driver::{result, sys};
 use std::ffi::{c_void, CString};
 use std::time::Instant;
 use tvm_runtime::device::cuda::{self, CudaModule};
-use tvm_runtime::ffi::types::{DLDataType, DLDevice, DL_CUDA};
 use tvm_runtime::module::function_info::{FunctionInfo, FunctionInfoMap};
+use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_CUDA};
 use tvm_runtime::{ArgValue, Module, NDArray};
 
 const PTX: &str = include_str!("../../tests/cuda_fixtures/kernels.ptx");

@@ -3,7 +3,7 @@
 //!
 //! `cargo run --example rust_api -- path/to/add_static.so`
 
-use tvm_runtime::ffi::registry;
+use tvm_runtime::packed_func::registry;
 use tvm_runtime::{ArgValue, Function, Module, NDArray, RetValue};
 
 fn main() -> tvm_runtime::Result<()> {

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 use tvm_runtime::device::{self, plugin, DeviceAttr};
 use tvm_runtime::executor::{GraphExecutor, TensorInfo};
-use tvm_runtime::ffi::types::{device_name, DLDevice, DL_FLOAT, DL_INT, DL_UINT};
+use tvm_runtime::packed_func::types::{device_name, DLDevice, DL_FLOAT, DL_INT, DL_UINT};
 use tvm_runtime::{dtype_to_string, DLDataType, Error, Module, NDArray, RetValue};
 
 #[derive(Parser)]
@@ -353,7 +353,7 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
             let api = device::api(dev)?;
             if !matches!(api.get_attr(dev, DeviceAttr::Exist)?, RetValue::Int(1)) {
                 if id == 0 {
-                    let why = if ty == tvm_runtime::ffi::types::DL_CUDA {
+                    let why = if ty == tvm_runtime::packed_func::types::DL_CUDA {
                         device::cuda::driver_error()
                             .map(|e| format!(" ({e})"))
                             .unwrap_or_default()
@@ -388,7 +388,7 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
                     println!("  {label}: {v}");
                 }
             }
-            if target && ty == tvm_runtime::ffi::types::DL_VULKAN {
+            if target && ty == tvm_runtime::packed_func::types::DL_VULKAN {
                 println!("  target: {}", device::vulkan::target_json(id)?);
             }
             if ty == 1 {

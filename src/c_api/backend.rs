@@ -3,11 +3,11 @@
 
 use super::{check_out, cstr};
 use crate::device;
-use crate::ffi::error::{guard, guard_value, Error};
-use crate::ffi::types::TVMFunctionHandle;
-use crate::ffi::types::{type_code as tc, DLDataType, DLDevice, TVMValue};
 use crate::module::{system_lib, Module};
 use crate::object::{Object, ObjectRef, TYPE_MODULE};
+use crate::packed_func::error::{guard, guard_value, Error};
+use crate::packed_func::types::TVMFunctionHandle;
+use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, TVMValue};
 use crate::threading::{self, ParallelGroupEnv, ParallelLambda};
 use std::ffi::CString;
 use std::ffi::{c_char, c_int, c_void};
@@ -77,7 +77,7 @@ pub extern "C" fn TVMBackendAllocWorkspace(
     dtype_code_hint: c_int,
     dtype_bits_hint: c_int,
 ) -> *mut c_void {
-    if device_type == crate::ffi::types::DL_CPU {
+    if device_type == crate::packed_func::types::DL_CPU {
         if let Ok(p) = crate::device::cpu::workspace_alloc(nbytes as usize) {
             return p;
         }
@@ -99,7 +99,9 @@ pub extern "C" fn TVMBackendFreeWorkspace(
     ptr: *mut c_void,
 ) -> c_int {
     // CPU fast path; a failure (double free) is reported by the guarded path below.
-    if device_type == crate::ffi::types::DL_CPU && crate::device::cpu::workspace_free(ptr).is_ok() {
+    if device_type == crate::packed_func::types::DL_CPU
+        && crate::device::cpu::workspace_free(ptr).is_ok()
+    {
         return 0;
     }
     guard(|| {
@@ -117,7 +119,7 @@ pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mu
     guard(|| {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMBackendRegisterEnvCAPI: name")? };
-        crate::ffi::env_capi::register(name, ptr)
+        crate::packed_func::env_capi::register(name, ptr)
     })
 }
 
@@ -133,7 +135,7 @@ pub unsafe extern "C" fn TVMBackendParallelLaunch(
     num_task: c_int,
 ) -> c_int {
     let Some(f) = flambda else {
-        crate::ffi::error::set_last_error(&Error::value(
+        crate::packed_func::error::set_last_error(&Error::value(
             "TVMBackendParallelLaunch: the lambda is NULL",
         ));
         return -1;
@@ -152,7 +154,9 @@ pub unsafe extern "C" fn TVMBackendParallelBarrier(
     penv: *mut ParallelGroupEnv,
 ) -> c_int {
     if penv.is_null() {
-        crate::ffi::error::set_last_error(&Error::value("TVMBackendParallelBarrier: penv is NULL"));
+        crate::packed_func::error::set_last_error(&Error::value(
+            "TVMBackendParallelBarrier: penv is NULL",
+        ));
         return -1;
     }
     // SAFETY: forwarded contract.
@@ -172,7 +176,9 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
 ) -> c_int {
     let _ = nbytes; // the size of `*handle`'s pointee: unused, as in TVM
     if handle.is_null() {
-        crate::ffi::error::set_last_error(&Error::value("TVMBackendRunOnce: handle is NULL"));
+        crate::packed_func::error::set_last_error(&Error::value(
+            "TVMBackendRunOnce: handle is NULL",
+        ));
         return -1;
     }
     // SAFETY: caller contract.
@@ -216,7 +222,7 @@ impl AnyCell {
                     Object::dec_ref(self.value.v_handle as *mut Object)
                 }
                 tc::NDARRAY_HANDLE => Object::dec_ref(crate::ndarray::object_of_handle(
-                    self.value.v_handle as *mut crate::ffi::types::DLTensor,
+                    self.value.v_handle as *mut crate::packed_func::types::DLTensor,
                 )),
                 tc::STR => drop(CString::from_raw(self.value.v_handle as *mut c_char)),
                 tc::BYTES => drop(Box::from_raw(self.value.v_handle as *mut Vec<u8>)),
@@ -231,7 +237,7 @@ impl AnyCell {
     ///
     /// # Safety
     /// `v` valid for `code`; object codes carry one reference.
-    unsafe fn move_in(&mut self, v: TVMValue, code: c_int) -> crate::ffi::Result<()> {
+    unsafe fn move_in(&mut self, v: TVMValue, code: c_int) -> crate::packed_func::Result<()> {
         let value = match code {
             tc::OBJECT_RVALUE_REF_ARG => {
                 return Err(Error::type_error(
@@ -246,7 +252,7 @@ impl AnyCell {
             },
             tc::BYTES => {
                 // SAFETY: caller contract: a TVMByteArray*.
-                let b = unsafe { &*(v.v_handle as *const crate::ffi::types::TVMByteArray) };
+                let b = unsafe { &*(v.v_handle as *const crate::packed_func::types::TVMByteArray) };
                 // SAFETY: the array holds `size` bytes.
                 let bytes = unsafe { std::slice::from_raw_parts(b.data as *const u8, b.size) };
                 TVMValue {
@@ -287,7 +293,11 @@ impl Drop for AnyList {
     }
 }
 
-fn check_anylist(anylist: *mut c_void, index: c_int, args_ok: bool) -> crate::ffi::Result<()> {
+fn check_anylist(
+    anylist: *mut c_void,
+    index: c_int,
+    args_ok: bool,
+) -> crate::packed_func::Result<()> {
     if anylist.is_null() || !args_ok {
         return Err(Error::value("AnyList: NULL list or arguments"));
     }

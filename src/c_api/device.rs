@@ -2,9 +2,9 @@
 
 use super::check_out;
 use crate::device;
-use crate::ffi::error::{guard, Error};
-use crate::ffi::types::TVMStreamHandle;
-use crate::ffi::types::{DLDataType, DLDevice, DLTensor};
+use crate::packed_func::error::{guard, Error};
+use crate::packed_func::types::TVMStreamHandle;
+use crate::packed_func::types::{DLDataType, DLDevice, DLTensor};
 use std::ffi::{c_char, c_int, c_void, CStr};
 
 /// Allocates device memory (`TVMDeviceAllocDataSpace`).

@@ -1,6 +1,6 @@
 //! Errors: last error, backtrace, Python error pass-through.
 
-use crate::ffi::error as e;
+use crate::packed_func::error as e;
 use std::ffi::{c_char, c_void, CStr};
 
 /// Sets this thread's last error message (`TVMAPISetLastError`).

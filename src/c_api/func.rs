@@ -1,13 +1,15 @@
 //! PackedFunc and the global registry.
 
 use super::{check_out, cstr};
-use crate::ffi::error::{guard, Error};
-use crate::ffi::function::{FuncImpl, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
-use crate::ffi::registry;
-use crate::ffi::types::{type_code as tc, TVMByteArray, TVMValue};
-use crate::ffi::types::{TVMFunctionHandle, TVMRetValueHandle};
-use crate::ffi::value::RetValue;
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
+use crate::packed_func::error::{guard, Error};
+use crate::packed_func::function::{
+    FuncImpl, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj,
+};
+use crate::packed_func::registry;
+use crate::packed_func::types::{type_code as tc, TVMByteArray, TVMValue};
+use crate::packed_func::types::{TVMFunctionHandle, TVMRetValueHandle};
+use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
 
@@ -175,9 +177,9 @@ fn write_ret(
     rv: RetValue,
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
-) -> crate::ffi::Result<()> {
+) -> crate::packed_func::Result<()> {
     if let RetValue::DataType(t) = rv {
-        if !crate::ffi::dtype::known_code(t) {
+        if !crate::packed_func::dtype::known_code(t) {
             return Err(Error::value(format!(
                 "TVMFuncCall: cannot return a data type with unknown type code {}",
                 t.code
@@ -444,7 +446,7 @@ pub unsafe extern "C" fn TVMFuncRemoveGlobal(name: *const c_char) -> c_int {
 #[no_mangle]
 pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMByteArray) -> c_int {
     guard(|| {
-        if arr.is_null() || crate::ffi::value::is_returned_bytes(arr) {
+        if arr.is_null() || crate::packed_func::value::is_returned_bytes(arr) {
             return Ok(());
         }
         Err(Error::value(

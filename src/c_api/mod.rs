@@ -1,9 +1,8 @@
 //! The `extern "C"` surface: one file per section of `c_runtime_api.h` / `c_backend_api.h`.
-//! Every entry converts its arguments, delegates, and runs inside [`crate::ffi::error::guard`]
+//! Every entry converts its arguments, delegates, and runs inside [`crate::packed_func::error::guard`]
 //! so that no panic crosses into C and failures land in `TVMGetLastError`.
 
 pub mod backend;
-pub mod builtins;
 pub mod device;
 pub mod error;
 pub mod func;
@@ -11,7 +10,7 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 
-use crate::ffi::error::{Error, Result};
+use crate::packed_func::error::{Error, Result};
 use std::ffi::{c_char, CStr};
 
 /// Reads a C string argument; NULL or non-UTF-8 is an error naming the parameter.

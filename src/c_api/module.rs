@@ -1,10 +1,10 @@
 //! Module entries.
 
 use super::{check_out, cstr};
-use crate::ffi::error::{guard, Error, Result};
-use crate::ffi::types::{TVMFunctionHandle, TVMModuleHandle};
 use crate::module::{self, Module};
 use crate::object::{Object, ObjectRef};
+use crate::packed_func::error::{guard, Error, Result};
+use crate::packed_func::types::{TVMFunctionHandle, TVMModuleHandle};
 use std::ffi::{c_char, c_int, c_void};
 
 /// Borrows a module handle as a new reference.

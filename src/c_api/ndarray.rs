@@ -1,11 +1,11 @@
 //! NDArray and DLPack entries. Handles are `DLTensor*` inside NDArray objects.
 
 use super::check_out;
-use crate::ffi::error::{guard, Error, Result};
-use crate::ffi::types::{tvm_index_t, TVMArrayHandle, TVMStreamHandle};
-use crate::ffi::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
 use crate::ndarray::{self, NDArrayObj};
 use crate::object::{ObjectRef, TYPE_NDARRAY};
+use crate::packed_func::error::{guard, Error, Result};
+use crate::packed_func::types::{tvm_index_t, TVMArrayHandle, TVMStreamHandle};
+use crate::packed_func::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
 use std::ffi::{c_int, c_uint, c_void};
 
 fn check_handle(h: *mut DLTensor, what: &str) -> Result<()> {

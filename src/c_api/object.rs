@@ -1,9 +1,9 @@
 //! Objects: type indices and keys, reference counting.
 
 use super::{check_out, cstr};
-use crate::ffi::error::{guard, Error};
-use crate::ffi::types::TVMObjectHandle;
 use crate::object::{self, Object};
+use crate::packed_func::error::{guard, Error};
+use crate::packed_func::types::TVMObjectHandle;
 use std::ffi::{c_char, c_int, c_uint};
 
 /// The type index of an object (`TVMObjectGetTypeIndex`).

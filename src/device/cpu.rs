@@ -1,9 +1,9 @@
 //! The CPU device: aligned host memory, memcpy copies, a thread-local workspace pool.
 
 use super::{DeviceApi, DeviceAttr, Stream};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, DLDevice, DL_CPU};
-use crate::ffi::value::RetValue;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
+use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::c_void;
 
@@ -22,7 +22,7 @@ pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     let align = alignment.max(16).next_power_of_two();
     let fail = || {
         Error::new(
-            crate::ffi::ErrorKind::TVMError,
+            crate::packed_func::ErrorKind::TVMError,
             format!("cpu(0): cannot allocate {nbytes} bytes aligned to {align}"),
         )
     };

@@ -6,12 +6,13 @@
 
 pub mod cpu;
 pub mod cuda;
+mod functions;
 pub mod plugin;
 pub mod vulkan;
 
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
-use crate::ffi::value::RetValue;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
+use crate::packed_func::value::RetValue;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock, RwLock};
@@ -196,9 +197,9 @@ static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::
     // Built-in CUDA (the driver itself is only loaded when a CUDA device is used).
     let cuda: Arc<dyn DeviceApi> = cuda::shared_api();
     for t in [
-        crate::ffi::types::DL_CUDA,
-        crate::ffi::types::DL_CUDA_HOST,
-        crate::ffi::types::DL_CUDA_MANAGED,
+        crate::packed_func::types::DL_CUDA,
+        crate::packed_func::types::DL_CUDA_HOST,
+        crate::packed_func::types::DL_CUDA_MANAGED,
     ] {
         m.insert(t, cuda.clone());
     }
@@ -225,7 +226,7 @@ pub fn type_name(device_type: i32) -> Option<String> {
 pub fn builtin_type_from_name(name: &str) -> Option<i32> {
     match name {
         "cpu" | "llvm" | "c" | "stackvm" => Some(DL_CPU),
-        "gpu" => Some(crate::ffi::types::DL_CUDA),
+        "gpu" => Some(crate::packed_func::types::DL_CUDA),
         _ => (1..=16).find(|&t| device_name(t) == name),
     }
 }
@@ -359,4 +360,11 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
             stream,
         )
     }
+}
+
+/// Registers the device room's global functions and every built-in backend's (CUDA, Vulkan).
+pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
+    functions::register(r);
+    cuda::register(r);
+    vulkan::register(r);
 }

@@ -2,14 +2,14 @@
 //! (`include/tvm/runtime/device_plugin.h`), without rebuilding the runtime.
 
 use super::{describe, DeviceApi, DeviceAttr, Stream};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::registry;
-use crate::ffi::types::{type_code as tc, DLDataType, DLDevice, TVMValue, RPC_SESS_MASK};
-use crate::ffi::value::{ArgValue, RetValue};
 use crate::module::blob::BlobReader;
 use crate::module::{Module, ModuleNode};
 use crate::object::{Object, ObjectRef};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::registry;
+use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, TVMValue, RPC_SESS_MASK};
+use crate::packed_func::value::{ArgValue, RetValue};
 use std::collections::{HashMap, HashSet};
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::{Arc, LazyLock, Mutex, Once, RwLock};
@@ -643,7 +643,10 @@ pub fn discover() {
 }
 
 /// Arguments of the global `runtime.LoadDevicePlugin`.
-pub(crate) fn load_plugin_global(a: crate::ffi::Args<'_>, _rv: &mut RetValue) -> Result<()> {
+pub(crate) fn load_plugin_global(
+    a: crate::packed_func::Args<'_>,
+    _rv: &mut RetValue,
+) -> Result<()> {
     match a.get(0)? {
         ArgValue::Str(_) => load_library(a.str(0)?),
         ArgValue::Handle(h) => {

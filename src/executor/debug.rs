@@ -2,7 +2,7 @@
 //! CLI and the `profile` function) and as the reference's profiling report JSON (for
 //! `profile_rpc`, which Python turns back into a `Report`).
 
-use crate::ffi::types::{device_name, DLDevice};
+use crate::packed_func::types::{device_name, DLDevice};
 use std::collections::BTreeMap;
 use std::fmt::Write;
 

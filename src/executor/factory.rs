@@ -8,15 +8,15 @@
 
 use super::graph_executor::{make_module, Executor, LinkedParamLookup};
 use super::params::{self, ByteSource};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::types::DLDevice;
-use crate::ffi::value::{ArgValue, Args, RetValue};
 use crate::module::blob::BlobReader;
 use crate::module::{Module, ModuleNode};
 use crate::ndarray::NDArray;
 use crate::object::containers::{MapObj, StringObj};
 use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::types::DLDevice;
+use crate::packed_func::value::{ArgValue, Args, RetValue};
 use std::sync::Arc;
 
 /// What a factory holds.
@@ -260,7 +260,7 @@ impl ModuleNode for FactoryNode {
                 }),
                 "cuda_graph_create" => Function::from_rust(|_a, _rv| {
                     Err(Error::new(
-                        crate::ffi::ErrorKind::RuntimeError,
+                        crate::packed_func::ErrorKind::RuntimeError,
                         "cuda_graph_create: the CUDA graph executor is not supported by this \
                          runtime",
                     ))

@@ -4,14 +4,14 @@
 use super::debug::pack_run_individual;
 use super::graph_executor::{executor_of, Executor, TensorArg, TensorInfo};
 use super::time_eval::TimeEvalConfig;
-use crate::ffi::dtype::dtype_to_string;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::types::DLDevice;
-use crate::ffi::value::{ArgValue, Args, RetValue};
 use crate::module::Module;
 use crate::object::containers::{ArrayObj, MapObj, ShapeTupleObj, StringObj};
 use crate::object::ObjectRef;
+use crate::packed_func::dtype::dtype_to_string;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::types::DLDevice;
+use crate::packed_func::value::{ArgValue, Args, RetValue};
 use std::sync::Arc;
 
 /// A key naming an input or output: a name or an index.
@@ -343,7 +343,7 @@ fn body(name: &str, debug: bool) -> Option<Body> {
     Some(f)
 }
 
-fn tensor_dl(t: &TensorArg) -> &crate::ffi::types::DLTensor {
+fn tensor_dl(t: &TensorArg) -> &crate::packed_func::types::DLTensor {
     t.dl()
 }
 

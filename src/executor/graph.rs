@@ -8,9 +8,9 @@
 //! Everything is checked while parsing, so that the executor can index freely afterwards: a
 //! malformed graph is an error naming what is wrong, never a panic.
 
-use crate::ffi::dtype::dtype_from_string;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::DLDataType;
+use crate::packed_func::dtype::dtype_from_string;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::DLDataType;
 use serde_json::Value;
 use std::collections::BTreeMap;
 

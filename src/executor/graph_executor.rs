@@ -10,16 +10,16 @@ use super::graph::{Graph, OpType};
 use super::params;
 use super::time_eval::{sync_device, time_evaluate, TimeEvalConfig};
 use crate::device;
-use crate::ffi::dtype::dtype_to_string;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::{BackendPackedCFunc, FuncImpl, Function};
-use crate::ffi::types::{
-    type_code as tc, DLDataType, DLDevice, DLManagedTensor, DLTensor, TVMValue,
-};
-use crate::ffi::value::{ArgValue, RetValue};
 use crate::module::Module;
 use crate::ndarray::{NDArray, NDArrayObj, ALLOC_ALIGNMENT};
 use crate::object::ObjectRef;
+use crate::packed_func::dtype::dtype_to_string;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::{BackendPackedCFunc, FuncImpl, Function};
+use crate::packed_func::types::{
+    type_code as tc, DLDataType, DLDevice, DLManagedTensor, DLTensor, TVMValue,
+};
+use crate::packed_func::value::{ArgValue, RetValue};
 use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -298,7 +298,7 @@ fn entry_bytes(shape: &[i64], t: DLDataType) -> Result<u64> {
 /// rocm_host), while the library and its imports hold only host code (`library` modules).
 /// Such kernels would dereference device handles as host pointers and crash the process.
 fn check_kernels_can_reach(graph: &Graph, lib: &Module, entries: &[NDArray]) -> Result<()> {
-    use crate::ffi::types::{DL_CPU, DL_CUDA_HOST, DL_ROCM_HOST};
+    use crate::packed_func::types::{DL_CPU, DL_CUDA_HOST, DL_ROCM_HOST};
     fn host_only(m: &Module) -> bool {
         m.type_key() == "library" && m.imports().iter().all(host_only)
     }
@@ -1117,7 +1117,7 @@ fn setup_storage(
                 let rv = f.call(&[
                     ArgValue::Object(
                         // SAFETY: `lib` keeps the object alive through the call.
-                        unsafe { crate::ffi::value::ObjArg::new(lib.as_object().as_ptr()) },
+                        unsafe { crate::packed_func::value::ObjArg::new(lib.as_object().as_ptr()) },
                     ),
                     ArgValue::Int(sid as i64),
                     ArgValue::DLTensor(&mut tmpl),
@@ -1177,7 +1177,7 @@ fn setup_storage(
         };
         let arr = NDArrayObj::empty(
             &[elems],
-            DLDataType::new(crate::ffi::types::DL_FLOAT, 32, 1),
+            DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
             dev,
             scope,
         )

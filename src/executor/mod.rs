@@ -27,10 +27,10 @@ pub use graph::Graph;
 pub use graph_executor::{GraphExecutor, TensorInfo};
 pub use time_eval::TimeEvalConfig;
 
-use crate::ffi::error::{Error, Result};
-use crate::ffi::registry::Builtins;
-use crate::ffi::value::{Args, RetValue};
 use crate::ndarray::NDArray;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::registry::Registrar;
+use crate::packed_func::value::{Args, RetValue};
 
 /// Reads a Map (String → NDArray) argument.
 fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray)>> {
@@ -65,7 +65,7 @@ fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
 }
 
 /// Registers the executors' global functions.
-pub fn register(b: &mut Builtins<'_>) {
+pub fn register(b: &mut Registrar) {
     b.add("tvm.graph_executor.create", |a, rv| {
         *rv = functions::create(a, false)?.into_object().into();
         Ok(())

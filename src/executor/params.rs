@@ -9,10 +9,10 @@
 //! length and bytes), `u64 count` again, then that many arrays. Everything little-endian.
 
 use crate::device;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, DLDevice, DLTensor, DL_CPU};
 use crate::module::blob::BlobReader;
 use crate::ndarray::{shape_of, NDArray};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, DL_CPU};
 use std::ffi::c_void;
 
 /// Magic number starting one saved array (`kTVMNDArrayMagic`).
@@ -260,7 +260,7 @@ pub fn load_ndarray(r: &mut dyn ByteSource) -> Result<NDArray> {
     if expected != Some(size) {
         return Err(invalid(format!(
             "data size {size} does not match shape {shape:?} of {}",
-            crate::ffi::dtype::dtype_to_string(dtype)
+            crate::packed_func::dtype::dtype_to_string(dtype)
         )));
     }
     if size > r.left() as u64 {

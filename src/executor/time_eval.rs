@@ -4,13 +4,13 @@
 //! reference's `WrapTimeEvaluator`.
 
 use crate::device;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::registry;
-use crate::ffi::types::{DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
-use crate::ffi::value::{Args, RetValue};
 use crate::module::Module;
 use crate::ndarray::NDArray;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::registry;
+use crate::packed_func::types::{DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
+use crate::packed_func::value::{Args, RetValue};
 use std::time::{Duration, Instant};
 
 /// How to measure.
@@ -223,7 +223,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     };
     let name = args.str(1)?;
     let dev = DLDevice::new(args.i64(2)? as i32, args.i64(3)? as i32);
-    if dev.device_type >= crate::ffi::types::RPC_SESS_MASK {
+    if dev.device_type >= crate::packed_func::types::RPC_SESS_MASK {
         return Err(Error::value(format!(
             "{NAME}: device type {} is a remote (RPC) device; RPC is not supported by this \
              runtime",
@@ -242,7 +242,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     cfg.validate().map_err(|e| e.context(NAME))?;
     let preproc_name = if args.len() > 11 {
         match args.get(11)? {
-            crate::ffi::value::ArgValue::Null => "",
+            crate::packed_func::value::ArgValue::Null => "",
             _ => args.str(11)?,
         }
     } else {
@@ -283,7 +283,7 @@ pub fn cpu_cache_flush(args: &Args<'_>, begin: usize) -> Result<()> {
             continue;
         };
         let t = t.dl();
-        if t.device.device_type != crate::ffi::types::DL_CPU || t.data.is_null() {
+        if t.device.device_type != crate::packed_func::types::DL_CPU || t.data.is_null() {
             continue;
         }
         let n = crate::ndarray::tensor_nbytes(t)?;

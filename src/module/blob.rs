@@ -9,9 +9,9 @@
 
 use super::library::{Library, LibraryModule};
 use super::Module;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::registry;
-use crate::ffi::value::ArgValue;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::registry;
+use crate::packed_func::value::ArgValue;
 use std::sync::Arc;
 
 /// A cursor over a byte stream with checked reads. Loaders receive a pointer to one

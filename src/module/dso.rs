@@ -3,7 +3,7 @@
 use super::blob::process_blob;
 use super::library::{init_context_functions, symbol, Library, LibraryModule};
 use super::Module;
-use crate::ffi::error::{Error, Result};
+use crate::packed_func::error::{Error, Result};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 

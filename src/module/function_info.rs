@@ -9,9 +9,9 @@
 //! a `u64` count of strings. Strings are a `u64` length then the bytes.
 
 use super::blob::BlobReader;
-use crate::ffi::dtype::{dtype_from_string, dtype_to_string};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, TVMValue};
+use crate::packed_func::dtype::{dtype_from_string, dtype_to_string};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, TVMValue};
 use std::collections::HashMap;
 
 /// The launch-parameter tag asking for dynamic shared memory (always the last tag).

@@ -2,9 +2,9 @@
 //! the system library), with the library's context pointers filled in.
 
 use super::{Module, ModuleNode};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::{BackendPackedCFunc, Function, Owner};
 use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::{BackendPackedCFunc, Function, Owner};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::sync::{Arc, RwLock};

@@ -4,14 +4,15 @@
 pub mod blob;
 pub mod dso;
 pub mod function_info;
+mod functions;
 pub mod library;
 pub mod system_lib;
 
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::registry;
 use crate::impl_object_type;
 use crate::object::{ObjectRef, TYPE_MODULE};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::registry;
 use std::collections::HashMap;
 use std::sync::RwLock;
 
@@ -333,8 +334,13 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
     let cf =
         std::ffi::CString::new(fmt.as_str()).map_err(|_| Error::value("format contains NUL"))?;
     let rv = f.call(&[
-        crate::ffi::ArgValue::Str(&c),
-        crate::ffi::ArgValue::Str(&cf),
+        crate::packed_func::ArgValue::Str(&c),
+        crate::packed_func::ArgValue::Str(&cf),
     ])?;
     Module::from_object(rv.into_object()?)
+}
+
+/// Registers this room's global functions.
+pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
+    functions::register(r);
 }

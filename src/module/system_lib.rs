@@ -3,7 +3,7 @@
 
 use super::library::{create_module_from_library, Library};
 use super::Module;
-use crate::ffi::error::Result;
+use crate::packed_func::error::Result;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};

@@ -6,6 +6,7 @@
 //! NDArray's `DLTensor` sits right after it.
 
 pub mod containers;
+mod functions;
 pub mod type_table;
 
 use std::ptr::NonNull;
@@ -233,4 +234,9 @@ pub const PAYLOAD_OFFSET: usize = std::mem::size_of::<Object>();
 pub unsafe fn payload_ptr<T>(p: *mut Object) -> *mut T {
     // SAFETY: caller guarantees the layout; `value` follows the header.
     unsafe { std::ptr::addr_of_mut!((*(p as *mut ObjCell<T>)).value) }
+}
+
+/// Registers this room's global functions.
+pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
+    functions::register(r);
 }

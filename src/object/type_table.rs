@@ -1,6 +1,6 @@
 //! The type table: type keys to indices with parents, static entries as in the reference.
 
-use crate::ffi::error::{Error, Result};
+use crate::packed_func::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
 

@@ -18,6 +18,9 @@ mod pool;
 
 pub use pool::{config_threadpool, num_threads, parallel_barrier, parallel_launch};
 
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::registry::Registrar;
+use crate::packed_func::value::RetValue;
 use std::ffi::{c_int, c_void};
 
 /// `TVMParallelGroupEnv`.
@@ -113,6 +116,28 @@ pub fn physical_cores() -> usize {
         }
     }
     logical
+}
+
+/// Registers the thread-pool functions (`runtime.NumThreads`, `runtime.config_threadpool`).
+pub(crate) fn register(r: &mut Registrar) {
+    r.add("runtime.NumThreads", |_a, rv| {
+        *rv = RetValue::Int(num_threads() as i64);
+        Ok(())
+    });
+    r.add("runtime.config_threadpool", |a, _rv| {
+        if a.len() < 2 {
+            return Err(Error::value(
+                "runtime.config_threadpool expects (mode, nthreads[, cpus...])",
+            ));
+        }
+        let mode = a.i64(0)? as i32;
+        let n = a.i64(1)? as i32;
+        let cpus = (2..a.len())
+            .map(|i| a.i64(i).map(|c| c as u32))
+            .collect::<Result<Vec<_>>>()?;
+        config_threadpool(mode, n, &cpus);
+        Ok(())
+    });
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! nested and concurrent launches.
 
 use super::{ParallelGroupEnv, ParallelLambda, PoolConfig};
-use crate::ffi::error::{last_error_string, set_last_error_message};
+use crate::packed_func::error::{last_error_string, set_last_error_message};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};

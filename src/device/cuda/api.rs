@@ -3,9 +3,11 @@
 
 use super::{check_rt, current_device, current_stream, set_current_stream, Driver, API_VERSION};
 use crate::device::{DeviceApi, DeviceAttr, Stream};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, DLDevice, DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED};
-use crate::ffi::value::RetValue;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{
+    DLDataType, DLDevice, DL_CPU, DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED,
+};
+use crate::packed_func::value::RetValue;
 use cudarc::driver::sys;
 use std::collections::HashMap;
 use std::ffi::c_void;

@@ -16,9 +16,9 @@
 pub mod api;
 pub mod module;
 
-use crate::ffi::error::{Error, Result};
-use crate::ffi::registry::Builtins;
-use crate::ffi::value::RetValue;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::registry::Registrar;
+use crate::packed_func::value::RetValue;
 use cudarc::driver::sys;
 use std::cell::Cell;
 use std::ffi::{c_void, CStr};
@@ -334,7 +334,7 @@ pub(crate) fn set_current_stream(s: sys::CUstream) {
 }
 
 /// Registers the CUDA loaders and helper globals.
-pub fn register(b: &mut Builtins<'_>) {
+pub fn register(b: &mut Registrar) {
     module::register(b);
     for name in DEVICE_API_GLOBALS {
         b.add(name, |_a, rv| {

@@ -8,17 +8,17 @@
 //! next to it.
 
 use super::{check_drv, current_device, current_stream, driver, MAX_DEVICES};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::registry::Builtins;
-use crate::ffi::types::{type_code as tc, DLDataType, DLTensor, TVMValue};
-use crate::ffi::value::{Args, RetValue};
 use crate::module::blob::BlobReader;
 use crate::module::function_info::{
     self, map_from_json, map_to_json, meta_file_path, FunctionInfoMap, LaunchParamConfig,
 };
 use crate::module::{property, Module, ModuleNode};
 use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::registry::Registrar;
+use crate::packed_func::types::{type_code as tc, DLDataType, DLTensor, TVMValue};
+use crate::packed_func::value::{Args, RetValue};
 use cudarc::driver::sys;
 use std::ffi::{c_void, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -219,7 +219,7 @@ fn arg_conv(t: DLDataType) -> Result<ArgConv> {
         _ => {
             return Err(Error::tvm(format!(
                 "Cannot handle {} as device function argument",
-                crate::ffi::dtype::dtype_to_string(t)
+                crate::packed_func::dtype::dtype_to_string(t)
             )))
         }
     })
@@ -365,8 +365,8 @@ impl Kernel {
             p.ptrs[i] = &mut p.slots[i] as *mut u64 as *mut c_void;
         }
         let dev = current_device();
-        let d = super::api::driver_for(crate::ffi::types::DLDevice::new(
-            crate::ffi::types::DL_CUDA,
+        let d = super::api::driver_for(crate::packed_func::types::DLDevice::new(
+            crate::packed_func::types::DL_CUDA,
             dev,
         ))?;
         d.bind(dev)?;
@@ -535,7 +535,7 @@ impl ModuleNode for CudaModule {
 }
 
 /// Registers `runtime.module.loadbinary_cuda`, `loadfile_cubin` and `loadfile_ptx`.
-pub fn register(b: &mut Builtins<'_>) {
+pub fn register(b: &mut Registrar) {
     b.add("runtime.module.loadbinary_cuda", |a, rv| {
         let reader = a.handle(0)? as *mut BlobReader<'_>;
         if reader.is_null() {
@@ -614,14 +614,14 @@ mod tests {
         assert!(e.message.contains("vector type"), "{}", e.message);
         let f = m.get_function("k", None).unwrap().unwrap();
         // Too few arguments: checked before the driver is needed.
-        let e = f.call(&[crate::ffi::ArgValue::Int(1)]).unwrap_err();
+        let e = f.call(&[crate::packed_func::ArgValue::Int(1)]).unwrap_err();
         assert!(e.message.contains("expected 4 arguments"), "{}", e.message);
         let e = f
             .call(&[
-                crate::ffi::ArgValue::Handle(std::ptr::null_mut()),
-                crate::ffi::ArgValue::Float(1.0),
-                crate::ffi::ArgValue::Float(1.0),
-                crate::ffi::ArgValue::Int(1),
+                crate::packed_func::ArgValue::Handle(std::ptr::null_mut()),
+                crate::packed_func::ArgValue::Float(1.0),
+                crate::packed_func::ArgValue::Float(1.0),
+                crate::packed_func::ArgValue::Int(1),
             ])
             .unwrap_err();
         assert!(e.message.contains("launch parameter 0"), "{}", e.message);
@@ -647,7 +647,7 @@ mod tests {
         assert_eq!(v, 0x1000);
         let mut t = DLTensor {
             data: 0x2000 as *mut c_void,
-            device: crate::ffi::types::DLDevice::new(2, 0),
+            device: crate::packed_func::types::DLDevice::new(2, 0),
             ndim: 0,
             dtype: DLDataType::new(2, 32, 1),
             shape: std::ptr::null_mut(),
@@ -681,10 +681,10 @@ mod tests {
         let f = m.get_function("k", None).unwrap().unwrap();
         let e = f
             .call(&[
-                crate::ffi::ArgValue::Handle(std::ptr::null_mut()),
-                crate::ffi::ArgValue::Float(1.0),
-                crate::ffi::ArgValue::Int(1),
-                crate::ffi::ArgValue::Int(1),
+                crate::packed_func::ArgValue::Handle(std::ptr::null_mut()),
+                crate::packed_func::ArgValue::Float(1.0),
+                crate::packed_func::ArgValue::Int(1),
+                crate::packed_func::ArgValue::Int(1),
             ])
             .unwrap_err();
         assert!(e.message.contains("CUDA driver"), "{}", e.message);

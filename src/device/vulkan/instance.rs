@@ -5,7 +5,7 @@
 //! loads `libvulkan`. Without a loader or a driver the context records why, and every Vulkan
 //! call fails with that reason.
 
-use crate::ffi::error::{Error, Result};
+use crate::packed_func::error::{Error, Result};
 use ash::vk;
 use std::ffi::CStr;
 use std::sync::{Mutex, MutexGuard, OnceLock};

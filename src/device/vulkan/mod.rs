@@ -13,9 +13,9 @@ pub mod instance;
 pub mod module;
 
 use super::{DeviceApi, DeviceAttr, Stream};
-use crate::ffi::error::{Error, Result};
-use crate::ffi::types::{DLDataType, DLDevice, DL_CPU, DL_VULKAN};
-use crate::ffi::value::RetValue;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU, DL_VULKAN};
+use crate::packed_func::value::RetValue;
 use ash::vk;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -56,7 +56,7 @@ pub fn install(map: &mut std::collections::HashMap<i32, Arc<dyn DeviceApi>>) {
 }
 
 /// Registers the module loaders and Vulkan globals.
-pub fn register(b: &mut crate::ffi::registry::Builtins<'_>) {
+pub fn register(b: &mut crate::packed_func::registry::Registrar) {
     module::register(b);
     b.add("device_api.vulkan", |_a, rv| {
         static API: VulkanDeviceApi = VulkanDeviceApi;

@@ -17,15 +17,15 @@
 
 use super::instance::{self, vk_err, Device};
 use super::{active_device, buffer_of};
-use crate::ffi::dtype::dtype_to_string;
-use crate::ffi::error::{Error, Result};
-use crate::ffi::function::Function;
-use crate::ffi::types::{type_code as tc, DL_FLOAT, DL_INT, DL_OPAQUE_HANDLE, DL_UINT};
-use crate::ffi::value::{Args, RetValue};
 use crate::module::blob::BlobReader;
 use crate::module::function_info::{write_string, FunctionInfo};
 use crate::module::{property, Module, ModuleNode};
 use crate::object::ObjectRef;
+use crate::packed_func::dtype::dtype_to_string;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::types::{type_code as tc, DL_FLOAT, DL_INT, DL_OPAQUE_HANDLE, DL_UINT};
+use crate::packed_func::value::{Args, RetValue};
 use ash::vk;
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
@@ -414,7 +414,7 @@ impl Kernel {
             let p = unsafe {
                 match args.codes[i] {
                     tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE if !v[i].v_handle.is_null() => {
-                        (*(v[i].v_handle as *const crate::ffi::types::DLTensor)).data
+                        (*(v[i].v_handle as *const crate::packed_func::types::DLTensor)).data
                     }
                     tc::OPAQUE_HANDLE | tc::NULLPTR => v[i].v_handle,
                     c => {
@@ -765,7 +765,7 @@ impl ModuleNode for VulkanModule {
 }
 
 /// Registers `runtime.module.loadbinary_vulkan` and `runtime.module.loadfile_vulkan`.
-pub fn register(b: &mut crate::ffi::registry::Builtins<'_>) {
+pub fn register(b: &mut crate::packed_func::registry::Registrar) {
     b.add("runtime.module.loadbinary_vulkan", |a, rv| {
         let reader = a.handle(0)? as *mut BlobReader<'_>;
         if reader.is_null() {

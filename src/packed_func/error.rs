@@ -178,8 +178,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[macro_export]
 macro_rules! bail {
     ($kind:ident, $($arg:tt)*) => {
-        return Err($crate::ffi::error::Error::new(
-            $crate::ffi::error::ErrorKind::$kind,
+        return Err($crate::packed_func::error::Error::new(
+            $crate::packed_func::error::ErrorKind::$kind,
             format!($($arg)*),
         ))
     };

@@ -319,6 +319,18 @@ impl<'a> Args<'a> {
         unsafe { ArgValue::from_c(self.values[i], self.codes[i]) }
     }
 
+    /// The argument at `i` as an index into a sequence of `len` items (`what` names the
+    /// function in the error).
+    pub fn index(&self, i: usize, len: usize, what: &str) -> Result<usize> {
+        let idx = self.i64(i)?;
+        if idx < 0 || idx as usize >= len {
+            return Err(Error::internal(format!(
+                "{what}: index {idx} out of range for size {len}"
+            )));
+        }
+        Ok(idx as usize)
+    }
+
     /// Argument `i` as an integer (int or bool).
     pub fn i64(&self, i: usize) -> Result<i64> {
         match self.get(i)? {

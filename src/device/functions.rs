@@ -1,0 +1,97 @@
+//! The device functions (`runtime.GetDeviceAttr`, `device_api.cpu`, device names, ...),
+//! registered by this room.
+
+use crate::device::{self, DeviceAttr};
+use crate::packed_func::error::Error;
+use crate::packed_func::registry::{self, Registrar};
+use crate::packed_func::types::DLDevice;
+use crate::packed_func::value::RetValue;
+
+/// Registers the device functions.
+pub(crate) fn register(r: &mut Registrar) {
+    r.add("runtime.GetDeviceAttr", |a, rv| {
+        a.expect_len(3, "runtime.GetDeviceAttr")?;
+        let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+        let kind = DeviceAttr::from_i32(a.i64(2)? as i32)?;
+        if kind == DeviceAttr::Exist && !device::has_backend(dev.device_type) {
+            if device::type_name(dev.device_type).is_none() {
+                return Err(Error::value(format!(
+                    "runtime.GetDeviceAttr: unknown device type {}",
+                    dev.device_type
+                )));
+            }
+            *rv = RetValue::Int(0);
+            return Ok(());
+        }
+        *rv = device::api(dev)?.get_attr(dev, kind)?;
+        Ok(())
+    });
+    r.add("runtime.TVMSetStream", |a, _rv| {
+        a.expect_len(3, "runtime.TVMSetStream")?;
+        let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+        device::api(dev)?.set_stream(dev, a.handle(2)?)
+    });
+    r.add("__tvm_set_device", |a, _rv| {
+        a.expect_len(2, "__tvm_set_device")?;
+        let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+        device::api(dev)?.set_device(dev)
+    });
+    r.add("device_api.cpu", |_a, rv| {
+        *rv = RetValue::Handle(&device::cpu::CPU as *const _ as *mut std::ffi::c_void);
+        Ok(())
+    });
+    r.add(
+        "runtime.LoadDevicePlugin",
+        device::plugin::load_plugin_global,
+    );
+    r.add("runtime.DeviceTypeToName", |a, rv| {
+        let t = a.i64(0)? as i32;
+        *rv = RetValue::Str(device::type_name(t).ok_or_else(|| {
+            Error::value(format!(
+                "device type {t} has no name (no backend or plugin)"
+            ))
+        })?);
+        Ok(())
+    });
+    r.add("runtime.DeviceNameToType", |a, rv| {
+        let n = a.str(0)?;
+        *rv = RetValue::Int(
+            device::type_from_name(n)
+                .ok_or_else(|| Error::value(format!("unknown device name '{n}'")))?
+                as i64,
+        );
+        Ok(())
+    });
+    r.add("runtime.RuntimeEnabled", |a, rv| {
+        a.expect_len(1, "runtime.RuntimeEnabled")?;
+        let target = a.str(0)?;
+        // As the reference: "cpu" is always on; other targets are on when the function that
+        // serves them is registered (device APIs for devices, code generators otherwise).
+        let device = |t: i32| device::has_backend(t);
+        let enabled = match target {
+            "cpu" => true,
+            "cuda" | "gpu" | "nvptx" => device(crate::packed_func::types::DL_CUDA),
+            "cl" | "opencl" => device(crate::packed_func::types::DL_OPENCL),
+            "mtl" | "metal" => device(crate::packed_func::types::DL_METAL),
+            "vulkan" => device(crate::packed_func::types::DL_VULKAN),
+            "rocm" => device(crate::packed_func::types::DL_ROCM),
+            "hexagon" => device(crate::packed_func::types::DL_HEXAGON),
+            "stackvm" => registry_has("target.build.stackvm"),
+            "tflite" => registry_has("target.runtime.tflite"),
+            "rpc" => registry_has("device_api.rpc"),
+            t if t.starts_with("llvm") => registry_has("codegen.llvm_target_enabled"),
+            t => match device::plugin::type_of(t) {
+                Some(_) => true,
+                None => {
+                    return Err(Error::tvm(format!("Unknown optional runtime {t}")));
+                }
+            },
+        };
+        *rv = RetValue::Int(enabled as i64);
+        Ok(())
+    });
+}
+
+fn registry_has(name: &str) -> bool {
+    registry::contains(name)
+}

@@ -1,0 +1,143 @@
+//! The container functions (`runtime.String`, `runtime.Array*`, `runtime.Map*`,
+//! `runtime.ShapeTuple*`, ...) and the object-table helpers, registered by this room.
+
+use crate::object::containers::{ArrayObj, MapObj, ShapeTupleObj, StringObj};
+use crate::object::{self, ObjectRef};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::registry::Registrar;
+use crate::packed_func::value::{ArgValue, Args, RetValue};
+
+/// An argument as an object; strings become String objects, NULL becomes `None`.
+fn arg_to_object(args: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
+    Ok(match args.get(i)? {
+        ArgValue::Null => None,
+        ArgValue::Object(o) => Some(o.to_ref()),
+        ArgValue::Str(s) => Some(StringObj::from_bytes(s.to_bytes())),
+        v => {
+            return Err(Error::type_error(format!(
+                "argument {i}: expected an object but got {}",
+                v.kind_name()
+            )))
+        }
+    })
+}
+
+/// Registers the container functions.
+pub(crate) fn register(r: &mut Registrar) {
+    r.add("runtime.String", |a, rv| {
+        a.expect_len(1, "runtime.String")?;
+        *rv = match a.get(0)? {
+            ArgValue::Bytes(bytes) => StringObj::from_bytes(bytes),
+            _ => StringObj::new_ref(a.str(0)?),
+        }
+        .into();
+        Ok(())
+    });
+    r.add("runtime.GetFFIString", |a, rv| {
+        a.expect_len(1, "runtime.GetFFIString")?;
+        *rv = RetValue::Str(a.str(0)?.to_string());
+        Ok(())
+    });
+    r.add("runtime.Array", |a, rv| {
+        let items = (0..a.len())
+            .map(|i| arg_to_object(&a, i))
+            .collect::<Result<Vec<_>>>()?;
+        *rv = ArrayObj::new_ref(items).into();
+        Ok(())
+    });
+    r.add("runtime.ArraySize", |a, rv| {
+        a.expect_len(1, "runtime.ArraySize")?;
+        *rv = RetValue::Int(a.downcast::<ArrayObj>(0)?.items.len() as i64);
+        Ok(())
+    });
+    r.add("runtime.ArrayGetItem", |a, rv| {
+        a.expect_len(2, "runtime.ArrayGetItem")?;
+        let arr = a.downcast::<ArrayObj>(0)?;
+        let i = a.index(1, arr.items.len(), "runtime.ArrayGetItem")?;
+        *rv = match &arr.items[i] {
+            Some(o) => RetValue::Object(o.clone()),
+            None => RetValue::Null,
+        };
+        Ok(())
+    });
+    r.add("runtime.Map", |a, rv| {
+        if a.len() % 2 != 0 {
+            return Err(Error::value(
+                "runtime.Map expects an even number of arguments (key, value, ...)",
+            ));
+        }
+        let mut m = MapObj::default();
+        for i in (0..a.len()).step_by(2) {
+            let k =
+                arg_to_object(&a, i)?.ok_or_else(|| Error::value("runtime.Map: a key is NULL"))?;
+            m.insert(k, arg_to_object(&a, i + 1)?);
+        }
+        *rv = ObjectRef::new(m).into();
+        Ok(())
+    });
+    r.add("runtime.MapSize", |a, rv| {
+        a.expect_len(1, "runtime.MapSize")?;
+        *rv = RetValue::Int(a.downcast::<MapObj>(0)?.len() as i64);
+        Ok(())
+    });
+    r.add("runtime.MapGetItem", |a, rv| {
+        a.expect_len(2, "runtime.MapGetItem")?;
+        let m = a.downcast::<MapObj>(0)?;
+        let k =
+            arg_to_object(&a, 1)?.ok_or_else(|| Error::value("runtime.MapGetItem: NULL key"))?;
+        *rv = match m.get(&k) {
+            Some(Some(v)) => RetValue::Object(v.clone()),
+            Some(None) => RetValue::Null,
+            None => return Err(Error::internal("runtime.MapGetItem: key is not in the map")),
+        };
+        Ok(())
+    });
+    r.add("runtime.MapCount", |a, rv| {
+        a.expect_len(2, "runtime.MapCount")?;
+        let m = a.downcast::<MapObj>(0)?;
+        let k = arg_to_object(&a, 1)?.ok_or_else(|| Error::value("runtime.MapCount: NULL key"))?;
+        *rv = RetValue::Int(m.get(&k).is_some() as i64);
+        Ok(())
+    });
+    r.add("runtime.MapItems", |a, rv| {
+        a.expect_len(1, "runtime.MapItems")?;
+        let m = a.downcast::<MapObj>(0)?;
+        let mut items = Vec::with_capacity(m.len() * 2);
+        for (k, v) in m.iter() {
+            items.push(Some(k.clone()));
+            items.push(v.clone());
+        }
+        *rv = ArrayObj::new_ref(items).into();
+        Ok(())
+    });
+    r.add("runtime.ShapeTuple", |a, rv| {
+        let dims = (0..a.len()).map(|i| a.i64(i)).collect::<Result<Vec<_>>>()?;
+        *rv = ShapeTupleObj::new_ref(&dims).into();
+        Ok(())
+    });
+    r.add("runtime.GetShapeTupleSize", |a, rv| {
+        a.expect_len(1, "runtime.GetShapeTupleSize")?;
+        *rv = RetValue::Int(a.downcast::<ShapeTupleObj>(0)?.dims().len() as i64);
+        Ok(())
+    });
+    r.add("runtime.GetShapeTupleElem", |a, rv| {
+        a.expect_len(2, "runtime.GetShapeTupleElem")?;
+        let s = a.downcast::<ShapeTupleObj>(0)?.dims();
+        let i = a.index(1, s.len(), "runtime.GetShapeTupleElem")?;
+        *rv = RetValue::Int(s[i]);
+        Ok(())
+    });
+    r.add("runtime.ObjectPtrHash", |a, rv| {
+        a.expect_len(1, "runtime.ObjectPtrHash")?;
+        let o = a
+            .object(0)?
+            .ok_or_else(|| Error::value("runtime.ObjectPtrHash: NULL object"))?;
+        *rv = RetValue::Int(o.as_ptr() as usize as i64);
+        Ok(())
+    });
+    r.add("runtime.DumpTypeTable", |a, _rv| {
+        let min = if a.is_empty() { 0 } else { a.i64(0)? };
+        eprint!("{}", object::type_table::dump(min));
+        Ok(())
+    });
+}

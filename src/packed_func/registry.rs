@@ -1,0 +1,130 @@
+//! The global function registry: names to PackedFuncs.
+//!
+//! The registry type lives here, in the lowest room, and knows nothing of the rooms above it.
+//! Each room registers its own functions beside their implementation (a `register(&mut
+//! Registrar)` function in the room); the composition root, [`crate::register_all`], calls them
+//! all once, on the first use of the registry.
+//!
+//! Registration writes into the same map the lookups read, one entry at a time, under a lock
+//! that is never held while a room's code runs. A registration may therefore look up or
+//! register functions itself (it sees what was registered before it), and other threads that
+//! arrive during the start-up wait for it to finish instead of seeing a half-filled registry.
+
+use super::error::{Error, Result};
+use super::function::Function;
+use super::value::{Args, RetValue};
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{LazyLock, Mutex, RwLock};
+
+static REGISTRY: LazyLock<RwLock<HashMap<String, Function>>> =
+    LazyLock::new(|| RwLock::new(HashMap::new()));
+
+/// Set once every room's registration has run.
+static READY: AtomicBool = AtomicBool::new(false);
+/// Held by the thread running the registrations; other threads wait on it.
+static STARTUP: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// True on the thread running the registrations, so that its own lookups do not wait.
+    static REGISTERING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The handle a room registers its global functions through.
+pub struct Registrar {
+    _private: (),
+}
+
+impl Registrar {
+    /// Registers a Rust function under `name` (replacing an earlier one of that name).
+    pub fn add<F>(&mut self, name: &str, f: F)
+    where
+        F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
+    {
+        self.add_function(name, Function::from_rust(f));
+    }
+
+    /// Registers a function object under `name` (replacing an earlier one of that name).
+    pub fn add_function(&mut self, name: &str, f: Function) {
+        write().insert(name.to_string(), f);
+    }
+}
+
+fn write() -> std::sync::RwLockWriteGuard<'static, HashMap<String, Function>> {
+    REGISTRY.write().unwrap_or_else(|e| e.into_inner())
+}
+
+fn read() -> std::sync::RwLockReadGuard<'static, HashMap<String, Function>> {
+    REGISTRY.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Runs the composition root's registrations once. Cheap after the first call (one atomic load).
+#[inline]
+fn ensure_ready() {
+    if READY.load(Ordering::Acquire) || REGISTERING.with(Cell::get) {
+        return;
+    }
+    start_up();
+}
+
+#[cold]
+fn start_up() {
+    let _g = STARTUP.lock().unwrap_or_else(|e| e.into_inner());
+    if READY.load(Ordering::Acquire) {
+        return;
+    }
+    REGISTERING.with(|r| r.set(true));
+    let outcome = std::panic::catch_unwind(|| crate::register_all(&mut Registrar { _private: () }));
+    REGISTERING.with(|r| r.set(false));
+    READY.store(true, Ordering::Release);
+    if let Err(p) = outcome {
+        std::panic::resume_unwind(p);
+    }
+}
+
+/// Registers a function; an existing name is an error unless `override_existing`.
+pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
+    ensure_ready();
+    let mut r = write();
+    if !override_existing && r.contains_key(name) {
+        return Err(Error::internal(format!(
+            "Global PackedFunc {name} is already registered"
+        )));
+    }
+    r.insert(name.to_string(), f);
+    Ok(())
+}
+
+/// Registers a Rust closure (overriding).
+pub fn register_rust<F>(name: &str, f: F)
+where
+    F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
+{
+    ensure_ready();
+    write().insert(name.to_string(), Function::from_rust(f));
+}
+
+/// Looks a function up.
+pub fn get(name: &str) -> Option<Function> {
+    ensure_ready();
+    read().get(name).cloned()
+}
+
+/// Whether a function of that name is registered.
+pub fn contains(name: &str) -> bool {
+    ensure_ready();
+    read().contains_key(name)
+}
+
+/// Removes a function; returns whether it existed.
+pub fn remove(name: &str) -> bool {
+    ensure_ready();
+    write().remove(name).is_some()
+}
+
+/// All registered names.
+pub fn list_names() -> Vec<String> {
+    ensure_ready();
+    read().keys().cloned().collect()
+}
