@@ -522,9 +522,22 @@ fn exist_answers_without_error_and_missing_devices_fail_clearly() {
     }
 }
 
+/// The `tvmrt` binary of the workspace's `cli` crate, next to this test's own profile folder
+/// (`cargo test` at the workspace root builds it).
+fn tvmrt_bin() -> std::path::PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("tvmrt");
+    assert!(
+        bin.exists(),
+        "{} is missing: build the workspace (cargo build)",
+        bin.display()
+    );
+    bin
+}
+
 #[test]
 fn cli_devices_prints_an_accepted_target() {
-    let out = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
+    let out = Command::new(tvmrt_bin())
         .args(["devices", "--target"])
         .output()
         .unwrap();

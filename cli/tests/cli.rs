@@ -1,6 +1,6 @@
 //! The `tvmrt` command line on the bundled model.
 
-#[path = "common/fixture_dirs.rs"]
+#[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;
 
 use fixture_dirs::models_dir;
@@ -19,7 +19,7 @@ fn tvmrt(args: &[&str]) -> (bool, String, String) {
     )
 }
 
-const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/mlp.so");
+const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/models/mlp.so");
 
 #[test]
 fn run_prints_outputs_latency_and_writes_npy() {
