@@ -20,6 +20,9 @@ enum Storage {
     View(#[allow(dead_code)] ObjectRef),
     /// Borrowed from a DLPack producer; its deleter runs on drop.
     DLPack(*mut DLManagedTensor),
+    /// Memory the array does not own (a library's static data, a caller's buffer); the owner,
+    /// if any, is kept alive with the array.
+    External(#[allow(dead_code)] Option<ObjectRef>),
 }
 
 /// Dimensions stored inside the object for the common small ranks (saves an allocation per
@@ -74,7 +77,7 @@ impl Drop for NDArrayObj {
                     let _ = api.free_data_space(self.dl.device, self.dl.data);
                 }
             }
-            Storage::View(_) => {}
+            Storage::View(_) | Storage::External(_) => {}
             Storage::DLPack(m) => {
                 // SAFETY: the producer's tensor is alive until its deleter runs, once, here.
                 unsafe {
@@ -282,6 +285,40 @@ impl NDArrayObj {
             t.dtype,
             t.byte_offset,
             Storage::DLPack(m),
+        ))
+    }
+
+    /// An array over memory it does not own: `data` (on `dev`, compact, `shape` and `dtype`),
+    /// with `owner` kept alive as long as the array and its views. The data must be aligned
+    /// to [`ALLOC_ALIGNMENT`] bytes.
+    ///
+    /// # Safety
+    /// `data` must address at least `checked_nbytes(shape, dtype)` bytes of `dev`'s memory,
+    /// which stay valid while `owner` lives (or, without an owner, while the array or any
+    /// view of it lives).
+    pub unsafe fn from_external(
+        data: *mut c_void,
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        owner: Option<ObjectRef>,
+    ) -> Result<ObjectRef> {
+        check_dtype(dtype)?;
+        checked_nbytes(shape, dtype)?;
+        if data as usize % ALLOC_ALIGNMENT != 0 {
+            return Err(Error::value(format!(
+                "external array memory at {:#x} is not {ALLOC_ALIGNMENT}-byte aligned",
+                data as usize
+            )));
+        }
+        Ok(Self::make(
+            data,
+            dev,
+            shape,
+            None,
+            dtype,
+            0,
+            Storage::External(owner),
         ))
     }
 
@@ -519,6 +556,23 @@ impl NDArray {
         let a = Self::empty(shape, T::DTYPE, DLDevice::CPU)?;
         a.copy_from_slice(data)?;
         Ok(a)
+    }
+
+    /// An array over memory it does not own (see [`NDArrayObj::from_external`]).
+    ///
+    /// # Safety
+    /// As [`NDArrayObj::from_external`].
+    pub unsafe fn from_external(
+        data: *mut c_void,
+        shape: &[i64],
+        dtype: DLDataType,
+        dev: DLDevice,
+        owner: Option<ObjectRef>,
+    ) -> Result<NDArray> {
+        // SAFETY: forwarded contract.
+        Ok(NDArray(unsafe {
+            NDArrayObj::from_external(data, shape, dtype, dev, owner)?
+        }))
     }
 
     /// Wraps an object known to be an NDArray.

@@ -1,0 +1,138 @@
+//! Argument tables: for each `tvm_op` node its function and its slice of the prepared
+//! `DLTensor`/`TVMValue`/type-code arrays (inputs, then outputs), built once.
+
+use super::super::graph::{Graph, OpType};
+use super::ops::{Op, OpKind};
+use super::State;
+use crate::module::Module;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::{FuncImpl, Function};
+use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
+use std::collections::HashMap;
+use std::ffi::c_void;
+
+/// Prepares every node's argument list and function.
+pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
+    struct Slot {
+        eid: usize,
+        flat: bool,
+    }
+    let mut slots: Vec<Slot> = Vec::new();
+    let mut ops = Vec::with_capacity(g.nodes.len());
+    let mut funcs: HashMap<&str, Function> = HashMap::new();
+    for (nid, node) in g.nodes.iter().enumerate() {
+        let start = slots.len();
+        if node.op_type == OpType::Null {
+            ops.push(Op {
+                kind: OpKind::None,
+                start,
+                n: 0,
+            });
+            continue;
+        }
+        let flat = node.param.flatten_data;
+        for e in &node.inputs {
+            slots.push(Slot {
+                eid: g.eid(*e),
+                flat,
+            });
+        }
+        for j in 0..node.param.num_outputs {
+            slots.push(Slot {
+                eid: g.entry_id(nid as u32, j),
+                flat,
+            });
+        }
+        let name = node.param.func_name.as_str();
+        let kind = match name {
+            "__nop" => OpKind::Nop,
+            "__copy" => OpKind::Copy,
+            _ => {
+                let f = match funcs.get(name) {
+                    Some(f) => f.clone(),
+                    None => {
+                        let f = lib.get_function(name, true)?.ok_or_else(|| {
+                            Error::attribute(format!(
+                                "no such function in module: {name} (needed by node {nid} \
+                                 '{}'; the library module is of type {})",
+                                node.name,
+                                lib.type_key()
+                            ))
+                        })?;
+                        funcs.insert(name, f.clone());
+                        f
+                    }
+                };
+                match f.obj().imp() {
+                    FuncImpl::Backend { func, resource, .. } => OpKind::Backend {
+                        func: *func,
+                        resource: *resource,
+                        _keep: f.clone(),
+                    },
+                    _ => OpKind::Packed(f),
+                }
+            }
+        };
+        ops.push(Op {
+            kind,
+            start,
+            n: slots.len() - start,
+        });
+    }
+    // Shapes: every entry's shape, then one flattened size per flattened slot.
+    let mut shapes: Vec<i64> = Vec::new();
+    let mut entry_off = Vec::with_capacity(g.num_entries());
+    for s in &g.shape {
+        entry_off.push(shapes.len());
+        shapes.extend_from_slice(s);
+    }
+    let mut flat_off = Vec::with_capacity(slots.len());
+    for s in &slots {
+        if s.flat {
+            flat_off.push(shapes.len());
+            shapes.push(g.shape[s.eid].iter().product());
+        } else {
+            flat_off.push(usize::MAX);
+        }
+    }
+    shapes.push(0);
+    let mut shapes = shapes.into_boxed_slice();
+    let base = shapes.as_mut_ptr();
+    let mut eid_slots = vec![Vec::new(); g.num_entries()];
+    let mut tensors = Vec::with_capacity(slots.len());
+    for (k, s) in slots.iter().enumerate() {
+        let entry = st.data_entry[s.eid].dltensor();
+        let (ndim, off) = if s.flat {
+            (1, flat_off[k])
+        } else {
+            (g.shape[s.eid].len() as i32, entry_off[s.eid])
+        };
+        // SAFETY: `off` is inside `shapes` (the trailing element covers empty shapes).
+        let shape = unsafe { base.add(off) };
+        tensors.push(DLTensor {
+            data: entry.data,
+            device: entry.device,
+            ndim,
+            dtype: entry.dtype,
+            shape,
+            strides: std::ptr::null_mut(),
+            byte_offset: entry.byte_offset,
+        });
+        eid_slots[s.eid].push(k);
+    }
+    let mut tensors = tensors.into_boxed_slice();
+    let values: Box<[TVMValue]> = tensors
+        .iter_mut()
+        .map(|t| TVMValue {
+            v_handle: t as *mut DLTensor as *mut c_void,
+        })
+        .collect();
+    let codes: Box<[i32]> = vec![tc::DLTENSOR_HANDLE; tensors.len()].into_boxed_slice();
+    st.ops = ops;
+    st.tensors = tensors;
+    st.values = values;
+    st.codes = codes;
+    st._shapes = shapes;
+    st.eid_slots = eid_slots;
+    Ok(())
+}

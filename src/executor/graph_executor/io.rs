@@ -1,0 +1,359 @@
+//! Inputs, outputs and parameters: copies in and out, zero-copy, parameter loading and
+//! sharing, and the input/output info.
+
+use super::super::graph::OpType;
+use super::super::params;
+use super::{Executor, State, TensorInfo};
+use crate::device;
+use crate::ndarray::{NDArray, NDArrayObj, ALLOC_ALIGNMENT};
+use crate::packed_func::dtype::dtype_to_string;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, DLTensor};
+use crate::packed_func::value::ArgValue;
+use std::collections::{HashMap, HashSet};
+use std::ffi::c_void;
+
+/// A tensor given by a caller: an NDArray object, or a bare `DLTensor` it keeps alive.
+pub(crate) enum TensorArg {
+    /// An NDArray (kept alive by us when we alias it).
+    Array(NDArray),
+    /// A bare tensor owned by the caller.
+    Raw(*mut DLTensor),
+}
+
+impl TensorArg {
+    /// Reads argument `v` as a tensor.
+    pub(crate) fn from_arg(v: ArgValue<'_>, what: &str) -> Result<TensorArg> {
+        match v {
+            ArgValue::DLTensor(t) => Ok(TensorArg::Raw(t)),
+            ArgValue::Object(o) if o.downcast_ref::<NDArrayObj>().is_some() => {
+                Ok(TensorArg::Array(NDArray::from_object(o.to_ref())?))
+            }
+            other => Err(Error::type_error(format!(
+                "{what}: expected an NDArray or DLTensor but got {}",
+                other.kind_name()
+            ))),
+        }
+    }
+
+    /// The tensor.
+    pub(crate) fn dl(&self) -> &DLTensor {
+        match self {
+            TensorArg::Array(a) => a.dltensor(),
+            // SAFETY: the caller passed a live tensor for the duration of the call.
+            TensorArg::Raw(t) => unsafe { &**t },
+        }
+    }
+
+    /// An array aliasing this tensor's memory with another shape and type.
+    fn alias(&self, shape: &[i64], dtype: DLDataType) -> Result<NDArray> {
+        match self {
+            TensorArg::Array(a) => a.view(shape, dtype, 0),
+            TensorArg::Raw(t) => {
+                // SAFETY: the caller passed a live tensor.
+                let t = unsafe { &**t };
+                // SAFETY: only an address computation inside the caller's buffer.
+                let data = unsafe { (t.data as *mut u8).add(t.byte_offset as usize) };
+                // SAFETY: the caller keeps a bare tensor's memory alive while the executor
+                // uses it (the contract of `set_input_zero_copy` / `set_output_zero_copy` in
+                // the reference), and `check_external` has checked its shape and type.
+                unsafe { NDArray::from_external(data as *mut c_void, shape, dtype, t.device, None) }
+            }
+        }
+    }
+}
+
+impl Executor {
+    /// Copies `src` into input `index`.
+    pub(crate) fn set_input(&self, index: usize, src: &DLTensor) -> Result<()> {
+        let eid = self.check_input(index)?;
+        let mut st = self.state.lock()?;
+        if st.borrowed[eid] {
+            // The entry shows a factory's parameter: give it storage of its own first, so
+            // that the factory (and executors created from it) keep their values.
+            let have = st.data_entry[eid].dltensor();
+            let own = NDArray::empty(&self.graph.shape[eid], have.dtype, have.device)
+                .map_err(|e| e.context("set_input"))?;
+            Self::redirect(&mut st, eid, own);
+        }
+        let dst = st.data_entry[eid].dltensor();
+        // SAFETY: `src` is a live tensor (caller contract of the argument), `dst` our array.
+        unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }.map_err(|e| {
+            e.context(format!(
+                "set_input '{}'",
+                self.graph.nodes[self.graph.input_nodes[index] as usize].name
+            ))
+        })
+    }
+
+    fn check_external(&self, st: &State, t: &DLTensor, eid: usize, what: &str) -> Result<()> {
+        let internal = st.data_entry[eid].dltensor();
+        let want_shape = &self.graph.shape[eid];
+        // SAFETY: a live tensor holds `ndim` shape entries.
+        let shape = unsafe { crate::ndarray::shape_of(t) };
+        if shape != want_shape.as_slice() {
+            return Err(Error::value(format!(
+                "{what}: shape {shape:?} does not match the graph's {want_shape:?}"
+            )));
+        }
+        if t.dtype != self.graph.dltype[eid] {
+            return Err(Error::value(format!(
+                "{what}: data type {} does not match the graph's {}",
+                dtype_to_string(t.dtype),
+                self.graph.dltype_names[eid]
+            )));
+        }
+        if t.device != internal.device {
+            return Err(Error::value(format!(
+                "{what}: the array is on {} but the graph expects {}",
+                device::describe(t.device),
+                device::describe(internal.device)
+            )));
+        }
+        if !crate::ndarray::is_contiguous(t) {
+            return Err(Error::value(format!("{what}: the array is not contiguous")));
+        }
+        let addr = t.data as usize + t.byte_offset as usize;
+        if addr % ALLOC_ALIGNMENT != 0 {
+            return Err(Error::value(format!(
+                "{what}: the data must be aligned to {ALLOC_ALIGNMENT} bytes (address {addr:#x})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Uses a factory's parameter arrays directly, without copying, for the parameters whose
+    /// entry is an input with storage of its own (no other entry shares its storage id and it
+    /// is not a graph output) and whose array fits it (shape, type, device, contiguity,
+    /// alignment); the others are copied as `set_params` does. Compiled kernels only read
+    /// inputs, and `set_input` copies on write, so the factory's arrays are never changed.
+    pub(crate) fn use_factory_params(&self, p: &[(String, NDArray)]) -> Result<()> {
+        let mut sid_users = HashMap::new();
+        for &sid in &self.graph.storage_id {
+            *sid_users.entry(sid).or_insert(0usize) += 1;
+        }
+        let outputs: HashSet<usize> = self
+            .graph
+            .outputs
+            .iter()
+            .map(|&e| self.graph.eid(e))
+            .collect();
+        let mut copy = Vec::new();
+        let mut st = self.state.lock()?;
+        for (name, arr) in p {
+            let Some(i) = self.input_index(name) else {
+                continue;
+            };
+            let eid = self.check_input(i)?;
+            let shareable = sid_users[&self.graph.storage_id[eid]] == 1
+                && !outputs.contains(&eid)
+                && self.check_external(&st, arr.dltensor(), eid, name).is_ok();
+            if shareable {
+                Self::redirect(&mut st, eid, arr.clone());
+                st.borrowed[eid] = true;
+            } else {
+                copy.push((name.clone(), arr.clone()));
+            }
+        }
+        drop(st);
+        self.set_params(&copy, false)
+    }
+
+    /// Points entry `eid` (and every argument using it) at `arr`.
+    pub(super) fn redirect(st: &mut State, eid: usize, arr: NDArray) {
+        st.borrowed[eid] = false;
+        let t = arr.dltensor();
+        // SAFETY: only an address computation inside (or one past) the array's memory.
+        let p = unsafe { (t.data as *mut u8).add(t.byte_offset as usize) } as *mut c_void;
+        for &slot in &st.eid_slots[eid] {
+            st.tensors[slot].data = p;
+            st.tensors[slot].byte_offset = 0;
+        }
+        st.data_entry[eid] = arr;
+    }
+
+    /// Makes input `index` use `ext`'s memory (and every entry sharing its storage).
+    pub(crate) fn set_input_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
+        let eid = self.check_input(index)?;
+        let name = &self.graph.nodes[self.graph.input_nodes[index] as usize].name;
+        let mut st = self.state.lock()?;
+        self.check_external(&st, ext.dl(), eid, &format!("set_input_zero_copy '{name}'"))?;
+        let sid = self.graph.storage_id[eid];
+        let mut targets = vec![eid];
+        targets.extend(
+            (0..self.graph.num_entries()).filter(|&e| e != eid && self.graph.storage_id[e] == sid),
+        );
+        let mut views = Vec::with_capacity(targets.len());
+        for &e in &targets {
+            views.push(
+                ext.alias(&self.graph.shape[e], self.graph.dltype[e])
+                    .map_err(|err| err.context(format!("set_input_zero_copy '{name}'")))?,
+            );
+        }
+        for (e, v) in targets.into_iter().zip(views) {
+            Self::redirect(&mut st, e, v);
+        }
+        Ok(())
+    }
+
+    /// Makes output `index` be written straight into `ext`.
+    pub(crate) fn set_output_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
+        let eid = self.check_output(index)?;
+        let out = self.graph.outputs[index];
+        let mut st = self.state.lock()?;
+        let what = format!(
+            "set_output_zero_copy {index} ('{}')",
+            self.graph.nodes[out.node_id as usize].name
+        );
+        self.check_external(&st, ext.dl(), eid, &what)?;
+        let mut targets = vec![eid];
+        let node = &self.graph.nodes[out.node_id as usize];
+        if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
+            let src = self.graph.eid(node.inputs[0]);
+            if src != eid {
+                targets.push(src);
+            }
+        }
+        let mut views = Vec::with_capacity(targets.len());
+        for &e in &targets {
+            views.push(
+                ext.alias(&self.graph.shape[e], self.graph.dltype[e])
+                    .map_err(|err| err.context(&what))?,
+            );
+        }
+        for (e, v) in targets.into_iter().zip(views) {
+            Self::redirect(&mut st, e, v);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn get_input(&self, index: usize) -> Result<NDArray> {
+        let eid = self.check_input(index)?;
+        Ok(self.state.lock()?.data_entry[eid].clone())
+    }
+
+    pub(crate) fn get_output(&self, index: usize) -> Result<NDArray> {
+        let eid = self.check_output(index)?;
+        Ok(self.state.lock()?.data_entry[eid].clone())
+    }
+
+    /// Copies output `index` into `dst` (same shape).
+    pub(crate) fn copy_output_to(&self, index: usize, dst: &DLTensor) -> Result<()> {
+        let eid = self.check_output(index)?;
+        let st = self.state.lock()?;
+        let src = st.data_entry[eid].dltensor();
+        // SAFETY: `dst` is a live tensor (caller contract).
+        let dshape = unsafe { crate::ndarray::shape_of(dst) };
+        if dshape != self.graph.shape[eid].as_slice() {
+            return Err(Error::value(format!(
+                "get_output {index}: the destination's shape {dshape:?} does not match the \
+                 output's {:?}",
+                self.graph.shape[eid]
+            )));
+        }
+        // SAFETY: both are live tensors.
+        unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }
+            .map_err(|e| e.context(format!("get_output {index}")))
+    }
+
+    /// Copies parameters into the inputs of the same names (others are ignored); with
+    /// `mark`, they are also left out of the input info.
+    pub(crate) fn set_params(&self, p: &[(String, NDArray)], mark: bool) -> Result<()> {
+        // Largest first, as the reference uploads them.
+        let mut order: Vec<&(String, NDArray)> = p.iter().collect();
+        order.sort_by_key(|(_, a)| std::cmp::Reverse(a.nbytes()));
+        for (name, arr) in order {
+            if mark {
+                self.state.lock()?.param_names.insert(name.clone());
+            }
+            if let Some(i) = self.input_index(name) {
+                self.set_input(i, arr.dltensor())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `load_params`: reads a parameter blob, copies each array into the input of its name.
+    pub(crate) fn load_params(&self, bytes: &[u8]) -> Result<()> {
+        let p = params::load_params(bytes)?;
+        for (name, arr) in &p {
+            self.state.lock()?.param_names.insert(name.clone());
+            if let Some(i) = self.input_index(name) {
+                self.set_input(i, arr.dltensor())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `share_params`: makes the inputs named in the blob use `other`'s arrays.
+    pub(crate) fn share_params(&self, other: &Executor, bytes: &[u8]) -> Result<()> {
+        let mut r = params::ByteReader::new(bytes, "share_params");
+        let names = params::read_params_header(&mut r)?;
+        for name in names {
+            let Some(i) = self.input_index(&name) else {
+                continue;
+            };
+            let j = other.input_index(&name).ok_or_else(|| {
+                Error::value(format!(
+                    "share_params: the other executor has no input named '{name}'"
+                ))
+            })?;
+            let arr = other.get_input(j)?;
+            let eid = self.check_input(i)?;
+            let mut st = self.state.lock()?;
+            let have = st.data_entry[eid].dltensor();
+            let t = arr.dltensor();
+            // SAFETY: a live array's shape.
+            let shape = unsafe { crate::ndarray::shape_of(t) };
+            if shape != self.graph.shape[eid].as_slice()
+                || t.dtype != have.dtype
+                || t.device != have.device
+            {
+                return Err(Error::value(format!(
+                    "share_params: parameter '{name}' differs in shape, type or device between \
+                     the two executors"
+                )));
+            }
+            Self::redirect(&mut st, eid, arr);
+        }
+        Ok(())
+    }
+
+    /// Input info: names, shapes and types of the inputs that are not loaded parameters.
+    pub(crate) fn input_info(&self) -> Result<Vec<TensorInfo>> {
+        let st = self.state.lock()?;
+        Ok(self
+            .graph
+            .input_nodes
+            .iter()
+            .filter(|&&nid| {
+                !st.param_names
+                    .contains(&self.graph.nodes[nid as usize].name)
+            })
+            .map(|&nid| {
+                let eid = self.graph.entry_id(nid, 0);
+                TensorInfo {
+                    name: self.graph.nodes[nid as usize].name.clone(),
+                    shape: self.graph.shape[eid].clone(),
+                    dtype: self.graph.dltype[eid],
+                }
+            })
+            .collect())
+    }
+
+    /// Output info, in output order.
+    pub(crate) fn output_info(&self) -> Vec<TensorInfo> {
+        self.graph
+            .outputs
+            .iter()
+            .map(|e| {
+                let eid = self.graph.eid(*e);
+                TensorInfo {
+                    name: self.graph.nodes[e.node_id as usize].name.clone(),
+                    shape: self.graph.shape[eid].clone(),
+                    dtype: self.graph.dltype[eid],
+                }
+            })
+            .collect()
+    }
+}

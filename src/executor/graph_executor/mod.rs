@@ -1,0 +1,284 @@
+//! The graph executor: runs a graph of library functions over a planned storage pool.
+//!
+//! Set-up mirrors the reference: one pool array per storage id (its size the largest entry
+//! using it, on the device its `device_index` names), one view per node entry, and for each
+//! `tvm_op` node an argument list (inputs, then outputs) built once. Arguments are tensors
+//! owned by the executor, so `run` is a loop of calls over prepared `TVMValue` arrays; for
+//! functions compiled by TVM the call goes straight to the function pointer.
+//!
+//! Rooms: [`storage`] plans and allocates the pool, [`args`] builds the argument tables,
+//! [`ops`] runs them, [`io`] sets and reads inputs, outputs and parameters, [`profile`] times
+//! nodes, [`node`] is the module object and [`api`] the safe Rust face.
+
+mod api;
+mod args;
+mod io;
+mod node;
+mod ops;
+mod profile;
+mod storage;
+
+pub use api::GraphExecutor;
+pub(crate) use io::TensorArg;
+pub(crate) use node::{executor_of, make_module};
+pub(crate) use storage::LinkedParamLookup;
+
+use super::graph::Graph;
+use crate::device;
+use crate::module::Module;
+use crate::ndarray::NDArray;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, TVMValue};
+use args::setup_ops;
+use ops::Op;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use storage::{check_kernels_can_reach, setup_storage};
+
+/// Name and type of a graph input or output.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorInfo {
+    /// The node name.
+    pub name: String,
+    /// The shape.
+    pub shape: Vec<i64>,
+    /// The element type.
+    pub dtype: DLDataType,
+}
+
+/// Mutable state: storage, entries, prepared arguments.
+struct State {
+    /// Pool arrays by storage id (`None` for ids no entry uses); the entries are views.
+    _storage_pool: Vec<Option<NDArray>>,
+    /// One array per node entry (a view of the pool, or an external array after zero-copy).
+    data_entry: Vec<NDArray>,
+    /// Names loaded through `load_params` (left out of the input info).
+    param_names: HashSet<String>,
+    /// Entries that use a factory's parameter array instead of their own storage; writing
+    /// one through `set_input` first gives it storage of its own (copy on write).
+    borrowed: Vec<bool>,
+    /// One op per node.
+    ops: Vec<Op>,
+    /// The argument tensors of all ops.
+    tensors: Box<[DLTensor]>,
+    /// Their `TVMValue`s (pointers to `tensors`).
+    values: Box<[TVMValue]>,
+    /// Their type codes (`kTVMDLTensorHandle`).
+    codes: Box<[i32]>,
+    /// Shapes the argument tensors point into.
+    _shapes: Box<[i64]>,
+    /// For each entry, the argument tensors that refer to it.
+    eid_slots: Vec<Vec<usize>>,
+    /// The last node `execute_node` ran (debug executor), or -1.
+    last_executed_node: i64,
+}
+
+// SAFETY: the raw pointers in `State` point into memory the state owns (its boxes) or keeps
+// alive (its arrays, its functions); access is serialised by `ExecLock`.
+unsafe impl Send for State {}
+
+thread_local! {
+    static THREAD_TOKEN: u8 = const { 0 };
+}
+
+fn thread_token() -> usize {
+    THREAD_TOKEN.with(|t| t as *const u8 as usize)
+}
+
+/// A mutex that refuses re-entrant use from the thread holding it (an operator calling back
+/// into its own executor) instead of deadlocking.
+struct ExecLock<T> {
+    m: Mutex<T>,
+    owner: AtomicUsize,
+}
+
+struct Guard<'a, T> {
+    g: MutexGuard<'a, T>,
+    owner: &'a AtomicUsize,
+}
+
+impl<T> std::ops::Deref for Guard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.g
+    }
+}
+
+impl<T> std::ops::DerefMut for Guard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.g
+    }
+}
+
+impl<T> Drop for Guard<'_, T> {
+    fn drop(&mut self) {
+        self.owner.store(0, Ordering::Relaxed);
+    }
+}
+
+impl<T> ExecLock<T> {
+    fn new(v: T) -> Self {
+        ExecLock {
+            m: Mutex::new(v),
+            owner: AtomicUsize::new(0),
+        }
+    }
+
+    #[inline]
+    fn lock(&self) -> Result<Guard<'_, T>> {
+        let me = thread_token();
+        // Only this thread ever stores its own token, so equality means it holds the lock.
+        if self.owner.load(Ordering::Relaxed) == me {
+            return Err(Error::tvm(
+                "graph executor: re-entrant call from inside one of its own operators",
+            ));
+        }
+        let g = self.m.lock().unwrap_or_else(|e| e.into_inner());
+        self.owner.store(me, Ordering::Relaxed);
+        Ok(Guard {
+            g,
+            owner: &self.owner,
+        })
+    }
+}
+
+/// The shared core of an executor: the graph, the library and the locked state.
+pub(crate) struct Executor {
+    pub(crate) graph: Graph,
+    lib: Module,
+    devices: Vec<DLDevice>,
+    input_map: HashMap<String, usize>,
+    output_map: HashMap<String, usize>,
+    state: ExecLock<State>,
+}
+
+impl Executor {
+    /// Builds an executor: parses the graph, plans and allocates storage, prepares the ops.
+    pub(crate) fn new(
+        graph_json: &str,
+        lib: Module,
+        devices: &[DLDevice],
+        lookup: LinkedParamLookup,
+    ) -> Result<Executor> {
+        if devices.is_empty() {
+            return Err(Error::value(
+                "graph executor: at least one device is needed",
+            ));
+        }
+        for &d in devices {
+            device::api(d).map_err(|e| e.context("graph executor"))?;
+        }
+        let graph = Graph::parse(graph_json)?;
+        let mut input_map = HashMap::new();
+        for (i, &nid) in graph.input_nodes.iter().enumerate() {
+            input_map.insert(graph.nodes[nid as usize].name.clone(), i);
+        }
+        let mut output_map = HashMap::new();
+        for (i, e) in graph.outputs.iter().enumerate() {
+            output_map.insert(format!("{}:{i}", graph.nodes[e.node_id as usize].name), i);
+        }
+        let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
+        check_kernels_can_reach(&graph, &lib, &data_entry)?;
+        let mut state = State {
+            _storage_pool: storage_pool,
+            data_entry,
+            param_names: HashSet::new(),
+            borrowed: vec![false; graph.num_entries()],
+            ops: Vec::new(),
+            tensors: Box::new([]),
+            values: Box::new([]),
+            codes: Box::new([]),
+            _shapes: Box::new([]),
+            eid_slots: Vec::new(),
+            last_executed_node: -1,
+        };
+        setup_ops(&graph, &lib, &mut state)?;
+        Ok(Executor {
+            graph,
+            lib,
+            devices: devices.to_vec(),
+            input_map,
+            output_map,
+            state: ExecLock::new(state),
+        })
+    }
+
+    /// The library.
+    pub(crate) fn lib(&self) -> &Module {
+        &self.lib
+    }
+
+    /// The devices.
+    pub(crate) fn devices(&self) -> &[DLDevice] {
+        &self.devices
+    }
+
+    pub(crate) fn num_inputs(&self) -> usize {
+        self.graph.input_nodes.len()
+    }
+
+    pub(crate) fn num_outputs(&self) -> usize {
+        self.graph.outputs.len()
+    }
+
+    pub(crate) fn input_index(&self, name: &str) -> Option<usize> {
+        self.input_map.get(name).copied()
+    }
+
+    /// Index of an output by `"name:i"` key, or by node name.
+    pub(crate) fn output_index(&self, name: &str) -> Option<usize> {
+        if let Some(&i) = self.output_map.get(name) {
+            return Some(i);
+        }
+        self.graph
+            .outputs
+            .iter()
+            .position(|e| self.graph.nodes[e.node_id as usize].name == name)
+    }
+
+    pub(super) fn check_input(&self, index: usize) -> Result<usize> {
+        if index >= self.num_inputs() {
+            return Err(Error::internal(format!(
+                "input index {index} is out of range: the graph has {} inputs",
+                self.num_inputs()
+            )));
+        }
+        Ok(self.graph.entry_id(self.graph.input_nodes[index], 0))
+    }
+
+    pub(super) fn check_output(&self, index: usize) -> Result<usize> {
+        if index >= self.num_outputs() {
+            return Err(Error::internal(format!(
+                "output index {index} is out of range: the graph has {} outputs",
+                self.num_outputs()
+            )));
+        }
+        Ok(self.graph.eid(self.graph.outputs[index]))
+    }
+
+    /// Resolves an input name, with an error naming it and the known inputs.
+    pub(crate) fn input_index_or_err(&self, name: &str) -> Result<usize> {
+        self.input_index(name).ok_or_else(|| {
+            let mut names: Vec<&str> = self
+                .graph
+                .input_nodes
+                .iter()
+                .map(|&n| self.graph.nodes[n as usize].name.as_str())
+                .collect();
+            let more = names.len() > 20;
+            names.truncate(20);
+            Error::value(format!(
+                "graph has no input named '{name}'; inputs are: {}{}",
+                names.join(", "),
+                if more { ", ..." } else { "" }
+            ))
+        })
+    }
+
+    /// Resolves an output name, with an error naming it.
+    pub(crate) fn output_index_or_err(&self, name: &str) -> Result<usize> {
+        self.output_index(name)
+            .ok_or_else(|| Error::value(format!("graph has no output named '{name}'")))
+    }
+}

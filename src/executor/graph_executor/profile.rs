@@ -1,0 +1,129 @@
+//! Profiling: per-node timing (`run_individual`, `run_individual_node`) and the profile
+//! report of the debug executor.
+
+use super::super::debug::{NodeProfile, ProfileReport};
+use super::super::time_eval::{sync_device, time_evaluate, TimeEvalConfig};
+use super::ops::OpKind;
+use super::{Executor, State};
+use crate::packed_func::error::Result;
+use crate::packed_func::types::DLDevice;
+use std::time::Instant;
+
+impl Executor {
+    /// Device of node `nid`'s first output (where its op runs).
+    fn node_device(&self, st: &State, nid: usize) -> DLDevice {
+        st.data_entry[self.graph.entry_id(nid as u32, 0)].device()
+    }
+
+    /// Times node `nid`'s op alone; zeros for input nodes.
+    pub(crate) fn run_individual_node(&self, nid: i64, cfg: &TimeEvalConfig) -> Result<Vec<f64>> {
+        let nid = self.check_node(nid)?;
+        cfg.validate()?;
+        let mut st = self.state.lock()?;
+        self.time_node(&mut st, nid, cfg)
+    }
+
+    fn time_node(&self, st: &mut State, nid: usize, cfg: &TimeEvalConfig) -> Result<Vec<f64>> {
+        if matches!(st.ops[nid].kind, OpKind::None) {
+            return Ok(vec![0.0; cfg.repeat.max(0) as usize]);
+        }
+        let dev = self.devices[0];
+        time_evaluate(&mut || self.run_op(st, nid), None, dev, cfg)
+    }
+
+    /// Times each node's op: one full run first, then per node `repeat` measurements.
+    pub(crate) fn run_individual(&self, cfg: &TimeEvalConfig) -> Result<Vec<Vec<f64>>> {
+        cfg.validate()?;
+        let mut st = self.state.lock()?;
+        let st = &mut *st;
+        for nid in 0..st.ops.len() {
+            self.run_op(st, nid)?;
+        }
+        let mut out = Vec::with_capacity(st.ops.len());
+        for nid in 0..st.ops.len() {
+            let t = self.time_node(st, nid, cfg)?;
+            out.push(
+                t.into_iter()
+                    .map(|x| if x.is_nan() { 0.0 } else { x })
+                    .collect(),
+            );
+        }
+        Ok(out)
+    }
+
+    /// Times every op over `runs` full runs (after three warm-up runs); `runs == 0` picks
+    /// between 1 and 100 runs to fill about 100 ms.
+    pub(crate) fn profile(&self, runs: usize) -> Result<ProfileReport> {
+        let mut st = self.state.lock()?;
+        let st = &mut *st;
+        let warm = Instant::now();
+        for _ in 0..3 {
+            for nid in 0..st.ops.len() {
+                self.run_op(st, nid)?;
+            }
+        }
+        let runs = if runs == 0 {
+            let per_run = warm.elapsed().as_secs_f64() / 3.0;
+            (0.1 / per_run.max(1e-9)).clamp(1.0, 100.0) as usize
+        } else {
+            runs
+        };
+        let n = st.ops.len();
+        let mut node_ns = vec![0u128; n];
+        let mut total_ns = 0u128;
+        for _ in 0..runs {
+            for d in &self.devices {
+                sync_device(*d)?;
+            }
+            let total = Instant::now();
+            for (nid, ns) in node_ns.iter_mut().enumerate() {
+                if matches!(st.ops[nid].kind, OpKind::None) {
+                    continue;
+                }
+                let dev = self.node_device(st, nid);
+                let t = Instant::now();
+                self.run_op(st, nid)?;
+                sync_device(dev)?;
+                *ns += t.elapsed().as_nanos();
+            }
+            total_ns += total.elapsed().as_nanos();
+        }
+        let mut nodes = Vec::new();
+        for (nid, ns) in node_ns.iter().enumerate() {
+            if matches!(st.ops[nid].kind, OpKind::None) {
+                continue;
+            }
+            let node = &self.graph.nodes[nid];
+            let mut shapes = Vec::new();
+            for e in &node.inputs {
+                let eid = self.graph.eid(*e);
+                shapes.push((
+                    self.graph.dltype_names[eid].clone(),
+                    self.graph.shape[eid].clone(),
+                ));
+            }
+            for j in 0..node.param.num_outputs {
+                let eid = self.graph.entry_id(nid as u32, j);
+                shapes.push((
+                    self.graph.dltype_names[eid].clone(),
+                    self.graph.shape[eid].clone(),
+                ));
+            }
+            nodes.push(NodeProfile {
+                node_index: nid,
+                node: node.name.clone(),
+                op: node.param.func_name.clone(),
+                device: self.node_device(st, nid),
+                time_us: *ns as f64 / 1e3 / runs as f64,
+                arg_shapes: shapes,
+                attrs: node.param.attrs.clone(),
+            });
+        }
+        Ok(ProfileReport::new(
+            nodes,
+            total_ns as f64 / 1e3 / runs as f64,
+            runs,
+            self.devices.clone(),
+        ))
+    }
+}

@@ -1,0 +1,246 @@
+//! Storage planning: one pool array per storage id, sized for its largest entry, on the
+//! device its entries name (or a parameter linked into the library), and one view per entry.
+
+use super::super::graph::{Graph, OpType};
+use crate::device;
+use crate::module::Module;
+use crate::ndarray::{NDArray, NDArrayObj};
+use crate::packed_func::dtype::dtype_to_string;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::types::{DLDataType, DLDevice, DLTensor};
+use crate::packed_func::value::{ArgValue, RetValue};
+
+/// Bytes a pool entry needs for an entry, as the reference counts them (sub-byte types take a
+/// byte per element).
+fn entry_bytes(shape: &[i64], t: DLDataType) -> Result<u64> {
+    let bits = t.bits as u64 * t.lanes as u64;
+    if !(bits % 8 == 0 || bits == 1 || bits == 4) {
+        return Err(Error::value(format!(
+            "data type {} has {bits} bits per element, which cannot be stored",
+            dtype_to_string(t)
+        )));
+    }
+    let mut n: u64 = bits.div_ceil(8);
+    for &d in shape {
+        n = n
+            .checked_mul(d as u64)
+            .ok_or_else(|| Error::value(format!("shape {shape:?} is too large")))?;
+    }
+    Ok(n)
+}
+
+/// Refuses a graph whose kernels would get device memory they cannot read: a `tvm_op` with
+/// an argument on a device whose memory the host cannot address (not cpu, cuda_host or
+/// rocm_host), while the library and its imports hold only host code (`library` modules).
+/// Such kernels would dereference device handles as host pointers and crash the process.
+pub(super) fn check_kernels_can_reach(
+    graph: &Graph,
+    lib: &Module,
+    entries: &[NDArray],
+) -> Result<()> {
+    use crate::packed_func::types::{DL_CPU, DL_CUDA_HOST, DL_ROCM_HOST};
+    fn host_only(m: &Module) -> bool {
+        m.type_key() == "library" && m.imports().iter().all(host_only)
+    }
+    for (nid, node) in graph.nodes.iter().enumerate() {
+        if node.op_type != OpType::TvmOp
+            || matches!(node.param.func_name.as_str(), "__nop" | "__copy")
+        {
+            continue;
+        }
+        let outs = (0..graph.num_outputs_of(nid)).map(|i| graph.entry_id(nid as u32, i));
+        for eid in node.inputs.iter().map(|&e| graph.eid(e)).chain(outs) {
+            let dev = entries[eid].device();
+            if matches!(dev.device_type, DL_CPU | DL_CUDA_HOST | DL_ROCM_HOST) {
+                continue;
+            }
+            if host_only(lib) {
+                return Err(Error::value(format!(
+                    "graph executor: node '{}' ({}) has data on {}, but the library holds \
+                     only CPU code (it imports no {} module); compile the model for that \
+                     device or run it on the CPU",
+                    node.name,
+                    node.param.func_name,
+                    device::describe(dev),
+                    device::type_name(dev.device_type).unwrap_or_else(|| "device".into())
+                )));
+            }
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+struct PoolEntry {
+    device_type: i32,
+    bytes: u64,
+    scope: String,
+    linked: Option<NDArray>,
+    used: bool,
+}
+
+/// How parameters that are baked into a library are found (`_lookup_linked_param`).
+pub(crate) enum LinkedParamLookup {
+    /// Use the library's `_lookup_linked_param` function, when it has one.
+    Default,
+    /// Call this function with `(module, storage_id, template DLTensor*, device)`.
+    Custom(Function),
+}
+
+/// Plans the pool (one array per storage id, sized for its largest entry, on the device its
+/// entries name) and makes one view per entry.
+pub(super) fn setup_storage(
+    g: &Graph,
+    lib: &Module,
+    devices: &[DLDevice],
+    lookup: &LinkedParamLookup,
+) -> Result<(Vec<Option<NDArray>>, Vec<NDArray>)> {
+    let num_sids = g
+        .storage_id
+        .iter()
+        .map(|&s| s as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut pool: Vec<PoolEntry> = (0..num_sids)
+        .map(|_| PoolEntry {
+            device_type: -1,
+            bytes: 0,
+            scope: String::new(),
+            linked: None,
+            used: false,
+        })
+        .collect();
+    let default_lookup = match lookup {
+        LinkedParamLookup::Default => lib.get_function("_lookup_linked_param", true)?,
+        LinkedParamLookup::Custom(_) => None,
+    };
+    for i in 0..g.num_entries() {
+        let sid = g.storage_id[i] as usize;
+        let device_type = match &g.device_index {
+            Some(d) => d[i],
+            None => devices[0].device_type,
+        };
+        let scope = g
+            .storage_scope
+            .as_ref()
+            .map(|s| s[i].clone())
+            .unwrap_or_default();
+        let pe = &mut pool[sid];
+        if pe.used && pe.device_type != device_type {
+            return Err(Error::value(format!(
+                "invalid graph: storage {sid} is used on two devices (types {} and \
+                 {device_type})",
+                pe.device_type
+            )));
+        }
+        if scope.starts_with("global.texture") {
+            return Err(Error::value(format!(
+                "graph entry {i} uses storage scope '{scope}': texture memory is not supported \
+                 by this runtime"
+            )));
+        }
+        pe.used = true;
+        pe.device_type = device_type;
+        pe.scope = scope;
+        pe.bytes = pe.bytes.max(entry_bytes(&g.shape[i], g.dltype[i])?);
+        // Parameters linked into the library.
+        let linked = match (lookup, &default_lookup) {
+            (LinkedParamLookup::Custom(f), _) => {
+                let mut shape = g.shape[i].clone();
+                let mut tmpl = DLTensor {
+                    data: std::ptr::null_mut(),
+                    device: DLDevice::CPU,
+                    ndim: shape.len() as i32,
+                    dtype: g.dltype[i],
+                    shape: shape.as_mut_ptr(),
+                    strides: std::ptr::null_mut(),
+                    byte_offset: 0,
+                };
+                let rv = f.call(&[
+                    ArgValue::Object(
+                        // SAFETY: `lib` keeps the object alive through the call.
+                        unsafe { crate::packed_func::value::ObjArg::new(lib.as_object().as_ptr()) },
+                    ),
+                    ArgValue::Int(sid as i64),
+                    ArgValue::DLTensor(&mut tmpl),
+                    ArgValue::Device(devices[0]),
+                ])?;
+                match rv {
+                    RetValue::Null => None,
+                    RetValue::Object(o) => {
+                        Some(NDArray::from_object(o).map_err(|e| {
+                            e.context("the linked parameter lookup function returned")
+                        })?)
+                    }
+                    other => {
+                        return Err(Error::type_error(format!(
+                            "the linked parameter lookup function returned {other:?}, not an \
+                             NDArray"
+                        )))
+                    }
+                }
+            }
+            (LinkedParamLookup::Default, Some(f)) => match f.call(&[ArgValue::Int(sid as i64)])? {
+                // SAFETY: `_lookup_linked_param` returns the address of the parameter's static
+                // data inside the library, which `lib` (kept as the owner) keeps loaded.
+                RetValue::Handle(h) if !h.is_null() => Some(unsafe {
+                    NDArray::from_external(
+                        h,
+                        &g.shape[i],
+                        g.dltype[i],
+                        devices[0],
+                        Some(lib.as_object().clone()),
+                    )
+                }?),
+                _ => None,
+            },
+            _ => None,
+        };
+        if linked.is_some() {
+            pe.linked = linked;
+        }
+    }
+    let mut storage = Vec::with_capacity(pool.len());
+    for pe in pool {
+        if !pe.used {
+            storage.push(None);
+            continue;
+        }
+        if let Some(l) = pe.linked {
+            storage.push(Some(l));
+            continue;
+        }
+        let dev = devices
+            .iter()
+            .find(|d| d.device_type == pe.device_type)
+            .copied()
+            .unwrap_or(devices[0]);
+        let elems = pe.bytes.div_ceil(4) as i64;
+        let scope = if pe.scope.is_empty() {
+            None
+        } else {
+            Some(pe.scope.as_str())
+        };
+        let arr = NDArrayObj::empty(
+            &[elems],
+            DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
+            dev,
+            scope,
+        )
+        .map_err(|e| e.context("graph executor: allocating storage"))?;
+        storage.push(Some(NDArray::from_object(arr)?));
+    }
+    let mut entries = Vec::with_capacity(g.num_entries());
+    for i in 0..g.num_entries() {
+        let sid = g.storage_id[i] as usize;
+        let base = storage[sid]
+            .as_ref()
+            .ok_or_else(|| Error::internal(format!("storage {sid} was not allocated")))?;
+        let v = base
+            .view(&g.shape[i], g.dltype[i], 0)
+            .map_err(|e| e.context(format!("graph entry {i} (storage {sid})")))?;
+        entries.push(v);
+    }
+    Ok((storage, entries))
+}
