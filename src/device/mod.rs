@@ -11,6 +11,7 @@ pub mod plugin;
 pub mod vulkan;
 
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::registry;
 use crate::packed_func::types::{device_name, DLDataType, DLDevice, DLTensor, DL_CPU};
 use crate::packed_func::value::RetValue;
 use std::collections::HashMap;
@@ -210,13 +211,7 @@ static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::
 /// The name of a device type: TVM's names for built-in codes, plugin names for plugins.
 pub fn type_name(device_type: i32) -> Option<String> {
     match device_name(device_type) {
-        "unknown" => plugin::name_of(device_type).or_else(|| {
-            if device_type < plugin::MIN_PLUGIN_DEVICE_TYPE {
-                return None;
-            }
-            plugin::discover();
-            plugin::name_of(device_type)
-        }),
+        "unknown" => plugin::name_of(device_type),
         n => Some(n.to_string()),
     }
 }
@@ -233,12 +228,7 @@ pub fn builtin_type_from_name(name: &str) -> Option<i32> {
 
 /// The device type of a name (`cpu`, `cuda`, `llvm`, a plugin's name, ...).
 pub fn type_from_name(name: &str) -> Option<i32> {
-    builtin_type_from_name(name).or_else(|| {
-        plugin::type_of(name).or_else(|| {
-            plugin::discover();
-            plugin::type_of(name)
-        })
-    })
+    builtin_type_from_name(name).or_else(|| plugin::type_of(name))
 }
 
 /// A printable device: `cpu(0)`, `cuda(1)`, a plugin's `name(0)`, or `device type 99(0)`.
@@ -302,7 +292,9 @@ pub fn api(dev: DLDevice) -> Result<ApiRef> {
     if let Some(a) = registered(dev.device_type) {
         return Ok(ApiRef::Other(a));
     }
-    if dev.device_type >= plugin::MIN_PLUGIN_DEVICE_TYPE {
+    if dev.device_type >= plugin::MIN_PLUGIN_DEVICE_TYPE && !registry::started() {
+        // Plugins named in TVM_DEVICE_PLUGINS arrive with the registry's start-up, which a
+        // program may not have caused yet: run it (once) and look again.
         plugin::discover();
         if let Some(a) = registered(dev.device_type) {
             return Ok(ApiRef::Other(a));
@@ -365,6 +357,7 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
 /// Registers the device room's global functions and every built-in backend's (CUDA, Vulkan).
 pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     functions::register(r);
+    plugin::register_discovery(r);
     cuda::register(r);
     vulkan::register(r);
 }

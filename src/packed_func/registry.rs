@@ -9,6 +9,10 @@
 //! that is never held while a room's code runs. A registration may therefore look up or
 //! register functions itself (it sees what was registered before it), and other threads that
 //! arrive during the start-up wait for it to finish instead of seeing a half-filled registry.
+//!
+//! A room may watch a name prefix ([`Registrar::watch`]): its watcher runs after each later
+//! registration of a name with that prefix, with no registry lock held (the device room adopts
+//! `device_api.<name>` plugin tables this way).
 
 use super::error::{Error, Result};
 use super::function::Function;
@@ -16,7 +20,13 @@ use super::value::{Args, RetValue};
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{LazyLock, Mutex, RwLock};
+use std::sync::{Arc, LazyLock, Mutex, RwLock};
+
+/// A watcher of registrations: called with the name and the function just registered.
+type Watcher = Arc<dyn Fn(&str, &Function) -> Result<()> + Send + Sync>;
+
+/// Watchers by name prefix.
+static WATCHERS: RwLock<Vec<(String, Watcher)>> = RwLock::new(Vec::new());
 
 static REGISTRY: LazyLock<RwLock<HashMap<String, Function>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
@@ -47,8 +57,49 @@ impl Registrar {
 
     /// Registers a function object under `name` (replacing an earlier one of that name).
     pub fn add_function(&mut self, name: &str, f: Function) {
-        write().insert(name.to_string(), f);
+        write().insert(name.to_string(), f.clone());
+        // Start-up registrations are the rooms' own; a watcher's error is its room's bug.
+        let _ = notify(name, &f);
     }
+
+    /// Calls `w` after every later registration of a name starting with `prefix` (from any
+    /// room or through the C API), with no registry lock held. Its error is returned by the
+    /// registering call (the function stays registered).
+    pub fn watch<W>(&mut self, prefix: &str, w: W)
+    where
+        W: Fn(&str, &Function) -> Result<()> + Send + Sync + 'static,
+    {
+        WATCHERS
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((prefix.to_string(), Arc::new(w)));
+    }
+}
+
+/// Runs the watchers whose prefix `name` has (none of the registry's locks held).
+fn notify(name: &str, f: &Function) -> Result<()> {
+    let ws: Vec<Watcher> = WATCHERS
+        .read()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|(p, _)| name.starts_with(p.as_str()))
+        .map(|(_, w)| w.clone())
+        .collect();
+    for w in ws {
+        w(name, f)?;
+    }
+    Ok(())
+}
+
+/// Whether the start-up registrations have run.
+pub fn started() -> bool {
+    READY.load(Ordering::Acquire)
+}
+
+/// Runs the start-up registrations if they have not run yet (each room's functions, and what
+/// rooms discover at start-up, such as the device plugins named in `TVM_DEVICE_PLUGINS`).
+pub fn start() {
+    ensure_ready();
 }
 
 fn write() -> std::sync::RwLockWriteGuard<'static, HashMap<String, Function>> {
@@ -86,23 +137,27 @@ fn start_up() {
 /// Registers a function; an existing name is an error unless `override_existing`.
 pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
     ensure_ready();
-    let mut r = write();
-    if !override_existing && r.contains_key(name) {
-        return Err(Error::internal(format!(
-            "Global PackedFunc {name} is already registered"
-        )));
+    {
+        let mut r = write();
+        if !override_existing && r.contains_key(name) {
+            return Err(Error::internal(format!(
+                "Global PackedFunc {name} is already registered"
+            )));
+        }
+        r.insert(name.to_string(), f.clone());
     }
-    r.insert(name.to_string(), f);
-    Ok(())
+    notify(name, &f)
 }
 
-/// Registers a Rust closure (overriding).
+/// Registers a Rust closure (overriding); a watcher's error is dropped (see [`register`] to get it).
 pub fn register_rust<F>(name: &str, f: F)
 where
     F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
 {
     ensure_ready();
-    write().insert(name.to_string(), Function::from_rust(f));
+    let f = Function::from_rust(f);
+    write().insert(name.to_string(), f.clone());
+    let _ = notify(name, &f);
 }
 
 /// Looks a function up.

@@ -1,6 +1,7 @@
 //! The Vulkan backend (`kDLVulkan`, 7), written with `ash` over a loader found at run time.
 //!
-//! - [`instance`]: the instance, one TVM device id per physical device, memory, the stream;
+//! - [`instance`]: the instance, one TVM device id per physical device (its properties,
+//!   memory, stream and transfers in sub-modules);
 //! - [`module`]: TVM's `vulkan` modules (SPIR-V shaders and function information), their
 //!   loaders and kernel launch;
 //! - this file: the device API (attributes, device-local buffers, copies through staging,

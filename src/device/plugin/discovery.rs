@@ -1,0 +1,113 @@
+//! How plugins arrive, each an explicit step: a library loaded by path
+//! ([`load_library`], `TVMDeviceLoadPlugin`, `runtime.LoadDevicePlugin`), the libraries in
+//! `TVM_DEVICE_PLUGINS` (loaded once, at registry start-up), and `device_api.<name>`
+//! functions (adopted when they are registered: the registry calls a watcher with no lock
+//! held). Nothing is discovered as a side effect of a lookup or of formatting a message.
+
+use super::abi::TVMDevicePlugin;
+use super::registry::register;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
+use crate::packed_func::registry::{self, Registrar};
+use crate::packed_func::value::{ArgValue, RetValue};
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+/// Loads a plugin library and registers the table its `TVMDevicePluginInit` returns.
+pub fn load_library(path: &str) -> Result<()> {
+    // SAFETY: loading runs the library's initialisers, the plugin author's responsibility.
+    let lib = unsafe { libloading::Library::new(path) }
+        .map_err(|e| Error::value(format!("cannot load device plugin {path}: {e}")))?;
+    // SAFETY: the ABI names this symbol and its signature.
+    let init: libloading::Symbol<'_, unsafe extern "C" fn() -> *const TVMDevicePlugin> =
+        unsafe { lib.get(b"TVMDevicePluginInit\0") }.map_err(|_| {
+            Error::value(format!(
+                "{path} is not a device plugin: it exports no TVMDevicePluginInit"
+            ))
+        })?;
+    // SAFETY: plugin contract.
+    let table = unsafe { init() };
+    // The symbol borrows `lib`; copy the pointer out before moving the library.
+    let table = table as usize as *const TVMDevicePlugin;
+    // SAFETY: the table follows the ABI (validated inside).
+    unsafe { register(table, Some(lib)) }.map_err(|e| e.context(path))
+}
+
+/// Arguments of the global `runtime.LoadDevicePlugin`.
+pub(crate) fn load_plugin_global(
+    a: crate::packed_func::Args<'_>,
+    _rv: &mut RetValue,
+) -> Result<()> {
+    match a.get(0)? {
+        ArgValue::Str(_) => load_library(a.str(0)?),
+        ArgValue::Handle(h) => {
+            // SAFETY: a handle passed here is a plugin table (validated inside).
+            unsafe { register(h as *const TVMDevicePlugin, None) }
+        }
+        v => Err(Error::type_error(format!(
+            "runtime.LoadDevicePlugin expects a path or a table handle, got {}",
+            v.kind_name()
+        ))),
+    }
+}
+
+/// Names of the `device_api.<name>` functions already adopted (a re-registration of the same
+/// name is not adopted twice).
+static ADOPTED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// Adopts a `device_api.<name>` function as a plugin when it returns a plugin table: called
+/// by the registry when such a function is registered, with no registry lock held. Names of
+/// built-in devices (`device_api.cpu`, `device_api.cuda.*`, ...) and functions that return no
+/// handle are not plugins and are left alone; a table that fails validation is an error of
+/// the registration.
+fn adopt(name: &str, f: &Function) -> Result<()> {
+    let Some(rest) = name.strip_prefix("device_api.") else {
+        return Ok(());
+    };
+    let dev = rest.split('.').next().unwrap_or_default();
+    if crate::device::builtin_type_from_name(dev).is_some() || rest.contains('.') {
+        return Ok(());
+    }
+    let fresh = ADOPTED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_with(HashSet::new)
+        .insert(name.to_string());
+    if !fresh {
+        return Ok(());
+    }
+    match f.call(&[]) {
+        Ok(RetValue::Handle(h)) if !h.is_null() => {
+            // SAFETY: a device_api.<name> function returning a handle follows the plugin ABI
+            // (validated inside).
+            unsafe { register(h as *const TVMDevicePlugin, None) }.map_err(|e| e.context(name))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Loads the libraries listed in `TVM_DEVICE_PLUGINS` (colon-separated); a library that
+/// fails is reported on stderr and skipped.
+fn load_env_plugins() {
+    let Ok(list) = std::env::var("TVM_DEVICE_PLUGINS") else {
+        return;
+    };
+    for path in list.split(':').filter(|p| !p.is_empty()) {
+        if let Err(e) = load_library(path) {
+            eprintln!("tvm-runtime: TVM_DEVICE_PLUGINS: {e}");
+        }
+    }
+}
+
+/// The device room's start-up step for plugins (run once, by the registry's start-up): loads
+/// `TVM_DEVICE_PLUGINS` and watches for `device_api.<name>` registrations.
+pub(crate) fn register_discovery(r: &mut Registrar) {
+    r.watch("device_api.", adopt);
+    load_env_plugins();
+}
+
+/// Makes sure the start-up discovery has run (it runs once, with the registry's start-up):
+/// the explicit step for code that reads the plugin list before using the registry.
+pub fn discover() {
+    registry::start();
+}
