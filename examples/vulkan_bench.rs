@@ -97,7 +97,8 @@ fn bandwidth() {
                 .unwrap()
             }
         });
-        api.free_data_space(VK0, p).unwrap();
+        // SAFETY: `p` came from alloc_data_space above and is not used after this.
+        unsafe { api.free_data_space(VK0, p) }.unwrap();
         let gbs = |t: f64| n as f64 / t / 1e9;
         println!(
             "  {:>10}  {:>8.2} GB/s  {:>8.2} GB/s",
@@ -353,7 +354,7 @@ fn dispatch_overhead() {
     let host = lib.function("empty_host").unwrap();
     let a = NDArray::empty(&[256], F32, VK0).unwrap();
     let api = device::api(VK0).unwrap();
-    let sync = || api.stream_sync(VK0, std::ptr::null_mut()).unwrap();
+    let sync = || api.sync(VK0).unwrap();
     let ours = |n: usize| {
         for _ in 0..n {
             host.call(&[ArgValue::DLTensor(a.handle())]).unwrap();

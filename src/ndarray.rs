@@ -74,7 +74,9 @@ impl Drop for NDArrayObj {
         match self.storage {
             Storage::Owned => {
                 if let Ok(api) = device::api(self.dl.device) {
-                    let _ = api.free_data_space(self.dl.device, self.dl.data);
+                    // SAFETY: owned storage came from this backend's alloc_data_space and is
+                    // freed once, here.
+                    let _ = unsafe { api.free_data_space(self.dl.device, self.dl.data) };
                 }
             }
             Storage::View(_) | Storage::External(_) => {}
@@ -465,7 +467,7 @@ pub unsafe fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) 
             std::ptr::null_mut(),
         )?;
     }
-    api.stream_sync(t.device, std::ptr::null_mut())
+    api.sync(t.device)
 }
 
 /// Copies an array out to host bytes (sizes must match).
@@ -502,7 +504,7 @@ pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> R
             std::ptr::null_mut(),
         )?;
     }
-    api.stream_sync(t.device, std::ptr::null_mut())
+    api.sync(t.device)
 }
 
 /// Copies array to array through the device layer.
@@ -542,6 +544,10 @@ element! {
 }
 
 /// A reference to an NDArray object: the safe Rust face of arrays.
+///
+/// Methods that write the elements take `&mut self` (or the destination as `&mut`). Clones
+/// and views are further handles of the same storage (as in the reference): writing through
+/// one while another thread reads through another is a data race the caller must avoid.
 #[derive(Clone, Debug)]
 pub struct NDArray(ObjectRef);
 
@@ -553,7 +559,7 @@ impl NDArray {
 
     /// A CPU array holding a copy of `data` with the given shape.
     pub fn from_slice<T: Element>(data: &[T], shape: &[i64]) -> Result<NDArray> {
-        let a = Self::empty(shape, T::DTYPE, DLDevice::CPU)?;
+        let mut a = Self::empty(shape, T::DTYPE, DLDevice::CPU)?;
         a.copy_from_slice(data)?;
         Ok(a)
     }
@@ -646,7 +652,16 @@ impl NDArray {
     }
 
     /// Copies elements in from host memory (count and type must match).
-    pub fn copy_from_slice<T: Element>(&self, data: &[T]) -> Result<()> {
+    ///
+    /// Writing needs a unique borrow of the handle; through a shared one it does not compile:
+    ///
+    /// ```compile_fail
+    /// # use tvm_runtime::NDArray;
+    /// let a = NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    /// let r = &a;
+    /// r.copy_from_slice(&[3.0f32, 4.0]).unwrap();
+    /// ```
+    pub fn copy_from_slice<T: Element>(&mut self, data: &[T]) -> Result<()> {
         self.check_elem::<T>(data.len())?;
         // SAFETY: the array is live and `data` holds exactly nbytes bytes (checked).
         unsafe {
@@ -675,7 +690,16 @@ impl NDArray {
     }
 
     /// Copies this array's contents into `dst` (same size), across devices if needed.
-    pub fn copy_to(&self, dst: &NDArray) -> Result<()> {
+    ///
+    /// The destination is written, so it takes a unique borrow:
+    ///
+    /// ```compile_fail
+    /// # use tvm_runtime::NDArray;
+    /// let a = NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    /// let b = NDArray::from_slice(&[0.0f32, 0.0], &[2]).unwrap();
+    /// a.copy_to(&b).unwrap();
+    /// ```
+    pub fn copy_to(&self, dst: &mut NDArray) -> Result<()> {
         // SAFETY: both arrays are live objects describing their own memory.
         unsafe { copy_from_to(self.dltensor(), dst.dltensor(), std::ptr::null_mut()) }
     }

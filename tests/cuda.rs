@@ -270,7 +270,7 @@ fn run_vadd_kernel_direct(m: &Module) {
     let n = 1000usize;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 2.0 * i as f32).collect();
-    let (da, db, dc) = (
+    let (mut da, mut db, dc) = (
         NDArray::empty(&[n as i64], F32, cuda0()).unwrap(),
         NDArray::empty(&[n as i64], F32, cuda0()).unwrap(),
         NDArray::empty(&[n as i64], F32, cuda0()).unwrap(),
@@ -300,8 +300,8 @@ fn kernels_through_the_dso_path() {
     let n = 1000usize;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
     let b: Vec<f32> = (0..n).map(|i| 0.5 * i as f32).collect();
-    let da = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
-    let db = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
+    let mut da = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
+    let mut db = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
     let dc = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
     da.copy_from_slice(&a).unwrap();
     db.copy_from_slice(&b).unwrap();
@@ -383,34 +383,38 @@ fn copies_every_way() {
     let data: Vec<f32> = (0..4096).map(|i| i as f32 * 0.25).collect();
     let shape = [data.len() as i64];
     let host = NDArray::from_slice(&data, &shape).unwrap();
-    let d1 = NDArray::empty(&shape, F32, cuda0()).unwrap();
-    let d2 = NDArray::empty(&shape, F32, cuda0()).unwrap();
-    let pinned = NDArray::empty(&shape, F32, DLDevice::new(DL_CUDA_HOST, 0)).unwrap();
-    let managed = NDArray::empty(&shape, F32, DLDevice::new(13, 0)).unwrap();
-    host.copy_to(&d1).unwrap(); // H2D
-    d1.copy_to(&d2).unwrap(); // D2D
-    d2.copy_to(&pinned).unwrap(); // D2H (pinned)
-    pinned.copy_to(&managed).unwrap(); // H2D (managed)
-    let back = NDArray::empty(&shape, F32, DLDevice::CPU).unwrap();
-    managed.copy_to(&back).unwrap(); // D2H
+    let mut d1 = NDArray::empty(&shape, F32, cuda0()).unwrap();
+    let mut d2 = NDArray::empty(&shape, F32, cuda0()).unwrap();
+    let mut pinned = NDArray::empty(&shape, F32, DLDevice::new(DL_CUDA_HOST, 0)).unwrap();
+    let mut managed = NDArray::empty(&shape, F32, DLDevice::new(13, 0)).unwrap();
+    host.copy_to(&mut d1).unwrap(); // H2D
+    d1.copy_to(&mut d2).unwrap(); // D2D
+    d2.copy_to(&mut pinned).unwrap(); // D2H (pinned)
+    pinned.copy_to(&mut managed).unwrap(); // H2D (managed)
+    let mut back = NDArray::empty(&shape, F32, DLDevice::CPU).unwrap();
+    managed.copy_to(&mut back).unwrap(); // D2H
     assert_eq!(back.to_vec::<f32>().unwrap(), data);
     assert_eq!(pinned.to_vec::<f32>().unwrap(), data);
     // Views with byte offsets.
     let v = d2.view(&[4], F32, 8).unwrap();
     assert_eq!(v.to_vec::<f32>().unwrap(), data[2..6].to_vec());
     if cuda::device_count() > 1 {
-        let other = NDArray::empty(&shape, F32, DLDevice::new(DL_CUDA, 1)).unwrap();
-        d1.copy_to(&other).unwrap(); // peer
+        let mut other = NDArray::empty(&shape, F32, DLDevice::new(DL_CUDA, 1)).unwrap();
+        d1.copy_to(&mut other).unwrap(); // peer
         assert_eq!(other.to_vec::<f32>().unwrap(), data);
     }
     // Workspace reuse.
     let api = device::api(cuda0()).unwrap();
     let w1 = api.alloc_workspace(cuda0(), 1000, F32).unwrap();
-    api.free_workspace(cuda0(), w1).unwrap();
+    // SAFETY: the pointer came from this backend's alloc_workspace and is not used again.
+    unsafe { api.free_workspace(cuda0(), w1) }.unwrap();
     let w2 = api.alloc_workspace(cuda0(), 2000, F32).unwrap();
     assert_eq!(w1, w2);
-    api.free_workspace(cuda0(), w2).unwrap();
-    assert!(api.free_workspace(cuda0(), w2).is_err());
+    // SAFETY: the pointer came from this backend's alloc_workspace and is not used again.
+    unsafe { api.free_workspace(cuda0(), w2) }.unwrap();
+    // SAFETY: a second free of `w2`, which the backend's bookkeeping refuses (what this
+    // checks) without touching the memory.
+    assert!(unsafe { api.free_workspace(cuda0(), w2) }.is_err());
 }
 
 #[test]
@@ -425,11 +429,12 @@ fn streams_and_events() {
     assert!(!s1.is_null() && s1 != s2);
     let n = 1 << 16;
     let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
-    let da = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
+    let mut da = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
     let dc = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
     da.copy_from_slice(&a).unwrap();
     // Launch on s1 (the thread's current stream), make s2 wait for it, copy out on s2.
-    api.set_stream(cuda0(), s1).unwrap();
+    // SAFETY: NULL or a live stream of this device, freed only after it stops being current.
+    unsafe { api.set_stream(cuda0(), s1) }.unwrap();
     assert_eq!(api.current_stream(cuda0()), s1);
     m.function("vadd")
         .unwrap()
@@ -439,7 +444,8 @@ fn streams_and_events() {
             ArgValue::DLTensor(dc.handle()),
         ])
         .unwrap();
-    api.sync_stream_from_to(cuda0(), s1, s2).unwrap();
+    // SAFETY: live streams of this device.
+    unsafe { api.sync_stream_from_to(cuda0(), s1, s2) }.unwrap();
     let mut out = vec![0f32; n];
     // SAFETY: `dc` holds n floats on the device; `out` holds n floats.
     unsafe {
@@ -456,11 +462,15 @@ fn streams_and_events() {
         )
     }
     .unwrap();
-    api.stream_sync(cuda0(), s2).unwrap();
+    // SAFETY: a live stream of this device.
+    unsafe { api.stream_sync(cuda0(), s2) }.unwrap();
     assert!(out.iter().enumerate().all(|(i, &x)| x == 2.0 * i as f32));
-    api.set_stream(cuda0(), std::ptr::null_mut()).unwrap();
-    api.free_stream(cuda0(), s1).unwrap();
-    api.free_stream(cuda0(), s2).unwrap();
+    // SAFETY: NULL or a live stream of this device, freed only after it stops being current.
+    unsafe { api.set_stream(cuda0(), std::ptr::null_mut()) }.unwrap();
+    // SAFETY: the stream came from create_stream, is not current, and is not used again.
+    unsafe { api.free_stream(cuda0(), s1) }.unwrap();
+    // SAFETY: the stream came from create_stream, is not current, and is not used again.
+    unsafe { api.free_stream(cuda0(), s2) }.unwrap();
     // The C API's stream functions route to the backend too.
     let f = global("runtime.get_cuda_stream").call(&[]).unwrap();
     assert!(matches!(f, RetValue::Handle(p) if p.is_null()) || matches!(f, RetValue::Null));
@@ -559,7 +569,7 @@ fn multithreaded_launches_use_per_thread_state() {
                 s.spawn(move || {
                     let n = 512;
                     let a: Vec<f32> = (0..n).map(|i| (i + t) as f32).collect();
-                    let da = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
+                    let mut da = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
                     let dc = NDArray::empty(&[n as i64], F32, cuda0()).unwrap();
                     da.copy_from_slice(&a).unwrap();
                     m.function("vadd")

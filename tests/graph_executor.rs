@@ -256,8 +256,8 @@ fn rust_api_runs_the_graph() {
     assert_eq!(out0.shape(), &[3, 2]);
     assert_eq!(out0.to_vec::<f32>().unwrap(), t);
     assert_eq!(ex.output(1).unwrap().to_vec::<f32>().unwrap(), r);
-    let dst = NDArray::empty(&[3, 2], out0.dtype(), DLDevice::CPU).unwrap();
-    ex.copy_output_to(0, &dst).unwrap();
+    let mut dst = NDArray::empty(&[3, 2], out0.dtype(), DLDevice::CPU).unwrap();
+    ex.copy_output_to(0, &mut dst).unwrap();
     assert_eq!(dst.to_vec::<f32>().unwrap(), t);
     assert_eq!(ex.input(0).unwrap().to_vec::<f32>().unwrap(), X.to_vec());
 
@@ -461,7 +461,7 @@ fn packed_functions_like_python() {
 #[test]
 fn zero_copy_inputs_and_outputs() {
     let ex = GraphExecutor::new(GRAPH, test_lib(), &[DLDevice::CPU]).unwrap();
-    let x = arr(&X, &[2, 3]);
+    let mut x = arr(&X, &[2, 3]);
     ex.set_input_zero_copy("x", &x).unwrap();
     ex.set_input("y", &arr(&Y, &[2, 3])).unwrap();
     ex.set_input("w", &arr(&W, &[2, 3])).unwrap();
@@ -668,7 +668,7 @@ fn params_save_load_round_trip_and_golden_bytes() {
 fn factory_create_serialise_and_load() {
     let lib = test_lib();
     let j = cs(GRAPH);
-    let w = arr(&W, &[2, 3]);
+    let mut w = arr(&W, &[2, 3]);
     let (dflt, wn) = (cs("default"), cs("w"));
     let fac = global("tvm.graph_executor_factory.create")
         .call(&[
@@ -1060,7 +1060,9 @@ fn errors_name_the_problem() {
     assert!(e.message.contains("set_input 'x'"), "{e}");
     let e = ex.output(2).unwrap_err();
     assert!(e.message.contains("output index 2"), "{e}");
-    let e = ex.copy_output_to(0, &arr(&[0.0; 6], &[2, 3])).unwrap_err();
+    let e = ex
+        .copy_output_to(0, &mut arr(&[0.0; 6], &[2, 3]))
+        .unwrap_err();
     assert!(e.message.contains("shape"), "{e}");
 
     // Through the PackedFuncs.
@@ -1223,7 +1225,7 @@ fn compiled_mlp_fixture_if_present() {
         .and_then(|b| read_npz(&b));
     for info in &inputs {
         let n: i64 = info.shape.iter().product();
-        let a = NDArray::empty(&info.shape, info.dtype, DLDevice::CPU).unwrap();
+        let mut a = NDArray::empty(&info.shape, info.dtype, DLDevice::CPU).unwrap();
         match npz.as_ref().and_then(|z| z.get(&info.name)) {
             Some((_, shape, data)) if *shape == info.shape && data.len() == a.nbytes() => {
                 // SAFETY: a fresh CPU array of exactly data.len() bytes.

@@ -53,10 +53,7 @@ fn lib() -> &'static Module {
 }
 
 fn sync() {
-    device::api(VK0)
-        .unwrap()
-        .stream_sync(VK0, std::ptr::null_mut())
-        .unwrap();
+    device::api(VK0).unwrap().sync(VK0).unwrap();
 }
 
 fn pseudo(n: usize, seed: u32) -> Vec<f32> {
@@ -72,7 +69,7 @@ fn pseudo(n: usize, seed: u32) -> Vec<f32> {
 }
 
 fn on_vulkan(data: &[f32]) -> NDArray {
-    let a = NDArray::empty(&[data.len() as i64], F32, VK0).unwrap();
+    let mut a = NDArray::empty(&[data.len() as i64], F32, VK0).unwrap();
     a.copy_from_slice(data).unwrap();
     a
 }
@@ -166,15 +163,15 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
         let a = on_vulkan(&host);
         assert_eq!(a.to_vec::<f32>().unwrap(), host, "round trip of {n}");
         // Device → device (same device).
-        let b = NDArray::empty(&[n as i64], F32, VK0).unwrap();
-        a.copy_to(&b).unwrap();
+        let mut b = NDArray::empty(&[n as i64], F32, VK0).unwrap();
+        a.copy_to(&mut b).unwrap();
         assert_eq!(b.to_vec::<f32>().unwrap(), host, "device copy of {n}");
         // Device → host NDArray and host NDArray → device.
-        let h = NDArray::empty(&[n as i64], F32, DLDevice::CPU).unwrap();
-        b.copy_to(&h).unwrap();
+        let mut h = NDArray::empty(&[n as i64], F32, DLDevice::CPU).unwrap();
+        b.copy_to(&mut h).unwrap();
         assert_eq!(h.to_vec::<f32>().unwrap(), host);
-        let c = NDArray::empty(&[n as i64], F32, VK0).unwrap();
-        h.copy_to(&c).unwrap();
+        let mut c = NDArray::empty(&[n as i64], F32, VK0).unwrap();
+        h.copy_to(&mut c).unwrap();
         assert_eq!(c.to_vec::<f32>().unwrap(), host);
     }
     // Views at odd offsets on both sides.
@@ -189,8 +186,8 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
         (997, 3, 4),
     ] {
         let src = a.view(&[len as i64], F32, (from * 4) as u64).unwrap();
-        let dst = b.view(&[len as i64], F32, (to * 4) as u64).unwrap();
-        src.copy_to(&dst).unwrap();
+        let mut dst = b.view(&[len as i64], F32, (to * 4) as u64).unwrap();
+        src.copy_to(&mut dst).unwrap();
         let got = b.to_vec::<f32>().unwrap();
         assert_eq!(&got[to..to + len], &host[from..from + len]);
         // Device view → host and host → device view.
@@ -247,7 +244,8 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
         assert!(e.message.contains("outside"), "{}", e.message);
     }
     assert_eq!(back, bytes);
-    api.free_data_space(VK0, p).unwrap();
+    // SAFETY: the pointer came from this backend's alloc_data_space and is not used again.
+    unsafe { api.free_data_space(VK0, p) }.unwrap();
     // Large copies (pipelined in pieces) at odd byte offsets on both sides.
     let big = 9 * (1 << 20) + 7;
     let bytes: Vec<u8> = (0..big as u32).map(|i| (i % 251) as u8).collect();
@@ -281,13 +279,17 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
         .unwrap();
     }
     assert!(back[3..3 + big - 1] == bytes[1..]);
-    api.free_data_space(VK0, p).unwrap();
+    // SAFETY: the pointer came from this backend's alloc_data_space and is not used again.
+    unsafe { api.free_data_space(VK0, p) }.unwrap();
     // Workspace and streams.
     let w = api.alloc_workspace(VK0, 123, F32).unwrap();
-    api.free_workspace(VK0, w).unwrap();
+    // SAFETY: the pointer came from this backend's alloc_workspace and is not used again.
+    unsafe { api.free_workspace(VK0, w) }.unwrap();
     let s = api.create_stream(VK0).unwrap();
-    api.stream_sync(VK0, s).unwrap();
-    api.free_stream(VK0, s).unwrap();
+    // SAFETY: a live stream of this device.
+    unsafe { api.stream_sync(VK0, s) }.unwrap();
+    // SAFETY: the stream came from create_stream, is not current, and is not used again.
+    unsafe { api.free_stream(VK0, s) }.unwrap();
 }
 
 #[test]
@@ -429,8 +431,8 @@ fn graph_executor_runs_vulkan_kernels() {
     ex.run().unwrap();
     let out = ex.output(0).unwrap();
     assert_eq!(out.device(), VK0);
-    let host = NDArray::empty(&[3, 37], F32, DLDevice::CPU).unwrap();
-    ex.copy_output_to(0, &host).unwrap();
+    let mut host = NDArray::empty(&[3, 37], F32, DLDevice::CPU).unwrap();
+    ex.copy_output_to(0, &mut host).unwrap();
     let got = host.to_vec::<f32>().unwrap();
     for i in 0..n {
         let want = (x[i] + y[i]).max(0.0) + w[i];
@@ -622,13 +624,16 @@ fn workspaces_are_reused_and_kernel_arguments_checked() {
     }
     let api = device::api(VK0).unwrap();
     let w1 = api.alloc_workspace(VK0, 5000, F32).unwrap();
-    api.free_workspace(VK0, w1).unwrap();
+    // SAFETY: the pointer came from this backend's alloc_workspace and is not used again.
+    unsafe { api.free_workspace(VK0, w1) }.unwrap();
     let w2 = api.alloc_workspace(VK0, 4500, F32).unwrap();
     assert_eq!(w1, w2, "a freed workspace of a fitting size is reused");
     let w3 = api.alloc_workspace(VK0, 100_000, F32).unwrap();
     assert_ne!(w3, w2);
-    api.free_workspace(VK0, w2).unwrap();
-    api.free_workspace(VK0, w3).unwrap();
+    // SAFETY: the pointer came from this backend's alloc_workspace and is not used again.
+    unsafe { api.free_workspace(VK0, w2) }.unwrap();
+    // SAFETY: the pointer came from this backend's alloc_workspace and is not used again.
+    unsafe { api.free_workspace(VK0, w3) }.unwrap();
 
     // A host pointer where a buffer is expected is refused, not dereferenced as one.
     let vk_mod = lib()
@@ -687,10 +692,10 @@ fn many_small_buffers_share_memory_blocks() {
         return;
     }
     // More buffers than drivers allow memory objects on some platforms (4096).
-    let arrays: Vec<NDArray> = (0..5000)
+    let mut arrays: Vec<NDArray> = (0..5000)
         .map(|_| NDArray::empty(&[16], F32, VK0).unwrap())
         .collect();
-    for (i, a) in arrays.iter().enumerate().step_by(499) {
+    for (i, a) in arrays.iter_mut().enumerate().step_by(499) {
         a.copy_from_slice(&[i as f32; 16]).unwrap();
     }
     for (i, a) in arrays.iter().enumerate().step_by(499) {

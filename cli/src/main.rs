@@ -64,6 +64,8 @@ fn parse_device(s: &str) -> tvm_runtime::Result<DLDevice> {
         ),
         None => (s, 0),
     };
+    // Plugins named in TVM_DEVICE_PLUGINS arrive with the registry's start-up.
+    plugin::discover();
     let ty = device::type_from_name(name)
         .ok_or_else(|| Error::value(format!("unknown device '{name}'")))?;
     Ok(DLDevice::new(ty, id))
@@ -274,8 +276,8 @@ fn run(
     }
     for (i, info) in ex.output_info().iter().enumerate() {
         let out = ex.output(i)?;
-        let host = NDArray::empty(out.shape(), out.dtype(), DLDevice::CPU)?;
-        out.copy_to(&host)?;
+        let mut host = NDArray::empty(out.shape(), out.dtype(), DLDevice::CPU)?;
+        out.copy_to(&mut host)?;
         println!(
             "output {i} {} {:?} {}: {}",
             info.name,

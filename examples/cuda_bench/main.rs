@@ -60,7 +60,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let module = Module::new(Box::new(CudaModule::new(PTX.as_bytes(), "ptx", fmap)));
     let kernel = module.function("vadd_kernel")?;
     let n: usize = 1024;
-    let a = NDArray::empty(&[n as i64], f32t, dev)?;
+    let mut a = NDArray::empty(&[n as i64], f32t, dev)?;
     let c = NDArray::empty(&[n as i64], f32t, dev)?;
     a.copy_from_slice(&vec![1f32; n])?;
     let api = tvm_runtime::device::api(dev)?;
@@ -75,7 +75,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ArgValue::Int(128),
     ];
     kernel.call(&ours_args)?;
-    api.stream_sync(dev, std::ptr::null_mut())?;
+    api.sync(dev)?;
 
     // The same kernel loaded and launched with cudarc's raw driver calls, same context.
     let image = CString::new(PTX)?;
@@ -143,7 +143,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let count = mib * (1 << 20) / 4;
     let host: Vec<f32> = (0..count).map(|i| i as f32).collect();
     let mut back = vec![0f32; count];
-    let d = NDArray::empty(&[count as i64], f32t, dev)?;
+    let mut d = NDArray::empty(&[count as i64], f32t, dev)?;
     let dptr = d.dltensor().data as u64;
     let bytes = (count * 4) as f64;
     let gbps = |s: f64| bytes / s / 1e9;

@@ -92,8 +92,11 @@ pub extern "C" fn TVMBackendAllocWorkspace(
 }
 
 /// Frees temporary memory (`TVMBackendFreeWorkspace`).
+///
+/// # Safety
+/// `ptr` from `TVMBackendAllocWorkspace` on the same device, not used afterwards.
 #[no_mangle]
-pub extern "C" fn TVMBackendFreeWorkspace(
+pub unsafe extern "C" fn TVMBackendFreeWorkspace(
     device_type: c_int,
     device_id: c_int,
     ptr: *mut c_void,
@@ -106,7 +109,8 @@ pub extern "C" fn TVMBackendFreeWorkspace(
     }
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
-        device::api(dev)?.free_workspace(dev, ptr)
+        // SAFETY: the C contract: `ptr` came from TVMBackendAllocWorkspace for this device.
+        unsafe { device::api(dev)?.free_workspace(dev, ptr) }
     })
 }
 

@@ -86,7 +86,8 @@ pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void)
         if ptr.is_null() {
             return Ok(());
         }
-        api.free_data_space(dev, ptr)
+        // SAFETY: the caller's contract.
+        unsafe { api.free_data_space(dev, ptr) }
     })
 }
 
@@ -129,58 +130,72 @@ pub unsafe extern "C" fn TVMStreamCreate(
 }
 
 /// Frees a stream (`TVMStreamFree`).
+/// # Safety
+/// `stream` from `TVMStreamCreate` on the same device, not current and not used afterwards.
 #[no_mangle]
-pub extern "C" fn TVMStreamFree(
+pub unsafe extern "C" fn TVMStreamFree(
     device_type: c_int,
     device_id: c_int,
     stream: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
-        device::api(dev)?.free_stream(dev, stream)
+        // SAFETY: the C contract: `stream` came from TVMStreamCreate for this device.
+        unsafe { device::api(dev)?.free_stream(dev, stream) }
     })
 }
 
 /// Sets this thread's current stream for a device (`TVMSetStream`).
+/// # Safety
+/// `handle` NULL or a live stream of the device.
 #[no_mangle]
-pub extern "C" fn TVMSetStream(
+pub unsafe extern "C" fn TVMSetStream(
     device_type: c_int,
     device_id: c_int,
     handle: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
-        device::api(dev)?.set_stream(dev, handle)
+        // SAFETY: the C contract: NULL or a live stream of this device.
+        unsafe { device::api(dev)?.set_stream(dev, handle) }
     })
 }
 
 /// Waits for a stream's work (`TVMSynchronize`).
+/// # Safety
+/// `stream` NULL or a live stream of the device.
 #[no_mangle]
-pub extern "C" fn TVMSynchronize(
+pub unsafe extern "C" fn TVMSynchronize(
     device_type: c_int,
     device_id: c_int,
     stream: TVMStreamHandle,
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
-        device::api(dev)?.stream_sync(dev, stream)
+        // SAFETY: the C contract: NULL or a live stream of this device.
+        unsafe { device::api(dev)?.stream_sync(dev, stream) }
     })
 }
 
 /// `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
 /// export, not in the reference).
+/// # Safety
+/// As [`TVMSynchronize`].
 #[no_mangle]
-pub extern "C" fn TVMStreamSync(
+pub unsafe extern "C" fn TVMStreamSync(
     device_type: c_int,
     device_id: c_int,
     stream: TVMStreamHandle,
 ) -> c_int {
-    TVMSynchronize(device_type, device_id, stream)
+    // SAFETY: forwarded contract.
+    unsafe { TVMSynchronize(device_type, device_id, stream) }
 }
 
 /// Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
+/// # Safety
+/// `src` and `dst` NULL or live streams of the device.
 #[no_mangle]
-pub extern "C" fn TVMStreamStreamSynchronize(
+pub unsafe extern "C" fn TVMStreamStreamSynchronize(
     device_type: c_int,
     device_id: c_int,
     src: TVMStreamHandle,
@@ -188,7 +203,8 @@ pub extern "C" fn TVMStreamStreamSynchronize(
 ) -> c_int {
     guard(|| {
         let dev = DLDevice::new(device_type, device_id);
-        device::api(dev)?.sync_stream_from_to(dev, src, dst)
+        // SAFETY: the C contract: NULL or live streams of this device.
+        unsafe { device::api(dev)?.sync_stream_from_to(dev, src, dst) }
     })
 }
 

@@ -201,7 +201,7 @@ impl DeviceApi for CpuDeviceApi {
     // The trait's contract (memory from `alloc_data_space`) makes this sound; the trait method
     // cannot be `unsafe` because backends receive opaque device pointers.
     #[allow(clippy::not_unsafe_ptr_arg_deref)]
-    fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+    unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         // SAFETY: the C contract: ptr came from alloc_data_space.
         unsafe { host_free(ptr) };
         Ok(())
@@ -241,7 +241,7 @@ impl DeviceApi for CpuDeviceApi {
         Ok(())
     }
 
-    fn stream_sync(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
+    unsafe fn stream_sync(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
         Ok(())
     }
 
@@ -254,7 +254,7 @@ impl DeviceApi for CpuDeviceApi {
         workspace_alloc(nbytes)
     }
 
-    fn free_workspace(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+    unsafe fn free_workspace(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         workspace_free(ptr)
     }
 }

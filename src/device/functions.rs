@@ -29,7 +29,10 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.TVMSetStream", |a, _rv| {
         a.expect_len(3, "runtime.TVMSetStream")?;
         let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
-        device::api(dev)?.set_stream(dev, a.handle(2)?)
+        let s = a.handle(2)?;
+        // SAFETY: the contract of `TVMSetStream`, which this function serves: NULL or a live
+        // stream of this device.
+        unsafe { device::api(dev)?.set_stream(dev, s) }
     });
     r.add("__tvm_set_device", |a, _rv| {
         a.expect_len(2, "__tvm_set_device")?;

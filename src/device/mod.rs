@@ -91,7 +91,38 @@ pub type Stream = *mut c_void;
 /// The contract a device backend implements.
 ///
 /// Pointers are device pointers in the backend's own sense (for CPU, host addresses). A
-/// backend must be usable from any thread.
+/// backend must be usable from any thread. Methods that free or use a pointer or a stream
+/// handle are `unsafe`: the handle must be one this backend handed out and still live.
+///
+/// Freeing is not possible from safe code:
+///
+/// ```compile_fail
+/// use tvm_runtime::device::{self, DeviceApi};
+/// use tvm_runtime::{DLDataType, DLDevice};
+/// let api = device::api(DLDevice::CPU).unwrap();
+/// let p = api.alloc_data_space(DLDevice::CPU, 64, 64, DLDataType::new(2, 32, 1)).unwrap();
+/// api.free_data_space(DLDevice::CPU, p).unwrap();
+/// api.free_data_space(DLDevice::CPU, p).unwrap(); // a double free, were this safe
+/// ```
+///
+/// Nor is using a stream handle that might be freed or forged:
+///
+/// ```compile_fail
+/// use tvm_runtime::device::{self, DeviceApi};
+/// use tvm_runtime::DLDevice;
+/// let api = device::api(DLDevice::CPU).unwrap();
+/// api.stream_sync(DLDevice::CPU, 0x1234 as *mut std::ffi::c_void).unwrap();
+/// ```
+///
+/// Nor freeing a workspace or a stream:
+///
+/// ```compile_fail
+/// use tvm_runtime::device::{self, DeviceApi};
+/// use tvm_runtime::DLDevice;
+/// let api = device::api(DLDevice::CPU).unwrap();
+/// api.free_workspace(DLDevice::CPU, std::ptr::null_mut()).unwrap();
+/// api.free_stream(DLDevice::CPU, std::ptr::null_mut()).unwrap();
+/// ```
 pub trait DeviceApi: Send + Sync {
     /// Makes `dev` current for this thread.
     fn set_device(&self, dev: DLDevice) -> Result<()>;
@@ -129,7 +160,11 @@ pub trait DeviceApi: Send + Sync {
     }
 
     /// Frees what `alloc_data_space*` returned.
-    fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()>;
+    ///
+    /// # Safety
+    /// `ptr` must come from this backend's `alloc_data_space*` for `dev`, not be freed yet,
+    /// and not be used after this call.
+    unsafe fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()>;
 
     /// Copies `nbytes` between two places, at least one of which is on this backend's device.
     ///
@@ -155,12 +190,20 @@ pub trait DeviceApi: Send + Sync {
     }
 
     /// Frees a stream.
-    fn free_stream(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
+    ///
+    /// # Safety
+    /// `stream` must come from this backend's `create_stream` for `dev`, not be freed yet,
+    /// not be any thread's current stream, and not be used after this call.
+    unsafe fn free_stream(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
         Ok(())
     }
 
     /// Sets this thread's current stream.
-    fn set_stream(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
+    ///
+    /// # Safety
+    /// `stream` must be NULL or a live stream of this backend for `dev`, and stay live while
+    /// it is current.
+    unsafe fn set_stream(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {
         Ok(())
     }
 
@@ -170,11 +213,24 @@ pub trait DeviceApi: Send + Sync {
     }
 
     /// Waits for a stream's work.
-    fn stream_sync(&self, dev: DLDevice, stream: Stream) -> Result<()>;
+    ///
+    /// # Safety
+    /// `stream` must be NULL (the default stream) or a live stream of this backend for `dev`.
+    unsafe fn stream_sync(&self, dev: DLDevice, stream: Stream) -> Result<()>;
+
+    /// Waits for the work of the default stream (NULL) of `dev`.
+    fn sync(&self, dev: DLDevice) -> Result<()> {
+        // SAFETY: NULL, the default stream, is always valid.
+        unsafe { self.stream_sync(dev, std::ptr::null_mut()) }
+    }
 
     /// Makes `dst` wait for what is queued on `src` (default: synchronise `src`).
-    fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, _dst: Stream) -> Result<()> {
-        self.stream_sync(dev, src)
+    ///
+    /// # Safety
+    /// Both streams must be NULL or live streams of this backend for `dev`.
+    unsafe fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, _dst: Stream) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.stream_sync(dev, src) }
     }
 
     /// Allocates temporary memory (default: data space).
@@ -188,8 +244,13 @@ pub trait DeviceApi: Send + Sync {
     }
 
     /// Frees temporary memory.
-    fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        self.free_data_space(dev, ptr)
+    ///
+    /// # Safety
+    /// `ptr` must come from this backend's `alloc_workspace` for `dev`, not be freed yet, and
+    /// not be used after this call.
+    unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+        // SAFETY: forwarded contract (the default workspace is data space).
+        unsafe { self.free_data_space(dev, ptr) }
     }
 }
 

@@ -214,8 +214,8 @@ fn body(name: &str, debug: bool) -> Option<Body> {
             let mut outs = Vec::with_capacity(e.num_outputs());
             for i in 0..e.num_outputs() {
                 let o = e.get_output(i)?;
-                let c = crate::ndarray::NDArray::empty(o.shape(), o.dtype(), host)?;
-                o.copy_to(&c)?;
+                let mut c = crate::ndarray::NDArray::empty(o.shape(), o.dtype(), host)?;
+                o.copy_to(&mut c)?;
                 outs.push(Some(c.into_object()));
             }
             *rv = ArrayObj::new_ref(outs).into();

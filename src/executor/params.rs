@@ -166,7 +166,7 @@ unsafe fn tensor_bytes(t: &DLTensor, n: usize) -> Result<Vec<u8>> {
             std::ptr::null_mut(),
         )?;
     }
-    api.stream_sync(t.device, std::ptr::null_mut())?;
+    api.sync(t.device)?;
     Ok(out)
 }
 

@@ -84,7 +84,7 @@ pub(crate) fn sync_device(dev: DLDevice) -> Result<()> {
     if dev.device_type == DL_CPU {
         return Ok(());
     }
-    device::api(dev)?.stream_sync(dev, std::ptr::null_mut())
+    device::api(dev)?.sync(dev)
 }
 
 /// Measures `f` on `dev`: one discarded call, then `repeat` measurements, each the mean of
@@ -98,7 +98,7 @@ pub fn time_evaluate(
 ) -> Result<Vec<f64>> {
     cfg.validate()?;
     f()?;
-    let flush = if cfg.cache_flush_bytes > 0 {
+    let mut flush = if cfg.cache_flush_bytes > 0 {
         let n = cfg.cache_flush_bytes / 4;
         let t = DLDataType::new(DL_INT, 32, 1);
         Some((NDArray::empty(&[n], t, dev)?, NDArray::empty(&[n], t, dev)?))
@@ -123,7 +123,7 @@ pub fn time_evaluate(
                     .max(number as f64 * GOLDEN_RATIO)
                     .min(i32::MAX as f64) as i64;
             }
-            if let Some((a, b)) = &flush {
+            if let Some((a, b)) = &mut flush {
                 b.copy_to(a)?;
             }
             sync_device(dev)?;

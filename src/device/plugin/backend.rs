@@ -88,7 +88,7 @@ impl DeviceApi for Plugin {
         Ok(p)
     }
 
-    fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+    unsafe fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         let f = self.table.free_data_space.expect("checked at registration");
         // SAFETY: plugin contract.
         self.check(
@@ -150,7 +150,7 @@ impl DeviceApi for Plugin {
         }
     }
 
-    fn free_stream(&self, dev: DLDevice, stream: Stream) -> Result<()> {
+    unsafe fn free_stream(&self, dev: DLDevice, stream: Stream) -> Result<()> {
         match self.table.free_stream {
             // SAFETY: plugin contract.
             Some(f) => self.check(
@@ -162,7 +162,7 @@ impl DeviceApi for Plugin {
         }
     }
 
-    fn set_stream(&self, dev: DLDevice, stream: Stream) -> Result<()> {
+    unsafe fn set_stream(&self, dev: DLDevice, stream: Stream) -> Result<()> {
         match self.table.set_stream {
             // SAFETY: plugin contract.
             Some(f) => self.check(
@@ -174,7 +174,7 @@ impl DeviceApi for Plugin {
         }
     }
 
-    fn stream_sync(&self, dev: DLDevice, stream: Stream) -> Result<()> {
+    unsafe fn stream_sync(&self, dev: DLDevice, stream: Stream) -> Result<()> {
         match self.table.stream_sync {
             // SAFETY: plugin contract.
             Some(f) => self.check(
@@ -186,7 +186,7 @@ impl DeviceApi for Plugin {
         }
     }
 
-    fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, dst: Stream) -> Result<()> {
+    unsafe fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, dst: Stream) -> Result<()> {
         match self.table.sync_stream_from_to {
             Some(f) => self.check(
                 // SAFETY: plugin contract.
@@ -194,7 +194,8 @@ impl DeviceApi for Plugin {
                 "sync_stream_from_to",
                 dev,
             ),
-            None => self.stream_sync(dev, src),
+            // SAFETY: forwarded contract.
+            None => unsafe { self.stream_sync(dev, src) },
         }
     }
 
@@ -216,7 +217,7 @@ impl DeviceApi for Plugin {
         }
     }
 
-    fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+    unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         match self.table.free_workspace {
             // SAFETY: plugin contract.
             Some(f) => self.check(
@@ -224,7 +225,8 @@ impl DeviceApi for Plugin {
                 "free_workspace",
                 dev,
             ),
-            None => self.free_data_space(dev, ptr),
+            // SAFETY: forwarded contract (the default workspace is data space).
+            None => unsafe { self.free_data_space(dev, ptr) },
         }
     }
 }

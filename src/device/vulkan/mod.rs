@@ -163,7 +163,7 @@ impl DeviceApi for VulkanDeviceApi {
         })) as *mut c_void)
     }
 
-    fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+    unsafe fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         if ptr.is_null() {
             return Ok(());
         }
@@ -350,7 +350,7 @@ impl DeviceApi for VulkanDeviceApi {
         }
     }
 
-    fn stream_sync(&self, dev: DLDevice, _stream: Stream) -> Result<()> {
+    unsafe fn stream_sync(&self, dev: DLDevice, _stream: Stream) -> Result<()> {
         let d = instance::device(dev.device_id)?;
         let mut st = d.lock();
         d.flush(&mut st)
@@ -382,7 +382,7 @@ impl DeviceApi for VulkanDeviceApi {
         self.alloc_data_space(dev, rounded, crate::ndarray::ALLOC_ALIGNMENT, type_hint)
     }
 
-    fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+    unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         // Kept for reuse: commands recorded later are ordered after the ones using it.
         // SAFETY: the DeviceApi contract: a pointer of this backend.
         let b = unsafe { buffer_of(ptr)? };

@@ -186,7 +186,7 @@ impl GraphExecutor {
     }
 
     /// Copies output `index` into `dst` (same shape).
-    pub fn copy_output_to(&self, index: usize, dst: &NDArray) -> Result<()> {
+    pub fn copy_output_to(&self, index: usize, dst: &mut NDArray) -> Result<()> {
         self.exec.copy_output_to(index, dst.dltensor())
     }
 

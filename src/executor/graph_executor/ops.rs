@@ -170,8 +170,8 @@ impl Executor {
             )));
         }
         let src = &st.data_entry[self.graph.entry_id(nid as u32, index as u32)];
-        let out = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
-        src.copy_to(&out)?;
+        let mut out = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
+        src.copy_to(&mut out)?;
         Ok(out)
     }
 
