@@ -1,5 +1,9 @@
 //! Rust-side tests of the core C ABI: errors, PackedFunc, registry, objects, NDArray, devices,
 //! and a multi-threaded stress test.
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "this file calls the C ABI as a C client would; every call passes pointers to locals of the test itself"
+)]
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};

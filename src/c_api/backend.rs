@@ -8,7 +8,7 @@ use crate::module::{any_list, system_lib, Module};
 use crate::object::{Object, ObjectRef, TYPE_MODULE};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::TVMFunctionHandle;
-use crate::packed_func::types::{DLDataType, DLDevice, TVMValue, DL_CPU};
+use crate::packed_func::types::{DLDataType, DLDevice, TVMValue};
 use crate::threading::{self, ParallelGroupEnv, ParallelLambda};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -80,7 +80,7 @@ pub extern "C" fn TVMBackendAllocWorkspace(
     // Fast path (listed in `crate::c_api`): the CPU pool; a failure takes the general path,
     // which reports it.
     #[cfg(not(feature = "bench-no-fast-paths"))]
-    if device_type == DL_CPU {
+    if device_type == crate::packed_func::types::DL_CPU {
         if let Ok(p) = usize::try_from(nbytes)
             .map_err(|_| ())
             .and_then(|n| device::cpu::workspace_alloc(n).map_err(|_| ()))
@@ -109,7 +109,8 @@ pub extern "C" fn TVMBackendFreeWorkspace(
     // Fast path (listed in `crate::c_api`): the CPU pool; a failure (double free) takes the
     // general path, which reports it.
     #[cfg(not(feature = "bench-no-fast-paths"))]
-    if device_type == DL_CPU && device::cpu::workspace_free(ptr).is_ok() {
+    if device_type == crate::packed_func::types::DL_CPU && device::cpu::workspace_free(ptr).is_ok()
+    {
         return 0;
     }
     crate::c_boundary! {

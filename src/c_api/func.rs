@@ -3,9 +3,7 @@
 use super::{check_out, cstr};
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
 use crate::packed_func::error::Error;
-use crate::packed_func::function::{
-    FuncImpl, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj,
-};
+use crate::packed_func::function::{Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
 use crate::packed_func::registry;
 use crate::packed_func::types::{type_code as tc, TVMByteArray, TVMValue};
 use crate::packed_func::types::{TVMFunctionHandle, TVMRetValueHandle};
@@ -92,8 +90,8 @@ unsafe fn call_fast(
     ret_type_code: *mut c_int,
 ) -> Option<c_int> {
     let obj = func as *mut Object;
-    // SAFETY: a non-null handle is a live object by the caller's contract.
     if obj.is_null()
+        // SAFETY: a non-null handle is a live object by the caller's contract.
         || unsafe { (*obj).type_index() } != TYPE_PACKED_FUNC
         || ret_val.is_null()
         || ret_type_code.is_null()
@@ -102,6 +100,7 @@ unsafe fn call_fast(
     }
     // SAFETY: the type index says the payload is a PackedFuncObj.
     let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
+    use crate::packed_func::function::FuncImpl;
     match pf.imp() {
         FuncImpl::C { func, resource, .. } => {
             let mut rv = RetValue::Null;

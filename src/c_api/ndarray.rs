@@ -2,7 +2,7 @@
 
 use super::check_out;
 use crate::ndarray::{self, NDArrayObj};
-use crate::object::{ObjectRef, TYPE_NDARRAY};
+use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{tvm_index_t, TVMArrayHandle, TVMStreamHandle};
 use crate::packed_func::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
@@ -218,7 +218,6 @@ pub unsafe extern "C" fn TVMArrayGetTypeIndex(
         let o = unsafe { ndarray::object_of_handle(handle) };
         // SAFETY: as above; checked out pointer.
         unsafe { *out_tindex = (*o).type_index() };
-        debug_assert!(unsafe { (*o).type_index() } == TYPE_NDARRAY);
         Ok(())
     }
 }

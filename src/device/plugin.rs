@@ -210,8 +210,8 @@ impl DeviceApi for Plugin {
         match self.table.create_stream {
             Some(f) => {
                 let mut s = std::ptr::null_mut();
-                // SAFETY: plugin contract.
                 self.check(
+                    // SAFETY: plugin contract.
                     unsafe { f(self.table.self_, dev, &mut s) },
                     "create_stream",
                     dev,

@@ -58,8 +58,8 @@ impl AnyCell {
                     "AnyList: an rvalue reference cannot be stored",
                 ))
             }
-            // SAFETY: caller contract.
             tc::STR => TVMValue {
+                // SAFETY: caller contract: a NUL-terminated string.
                 v_handle: unsafe { std::ffi::CStr::from_ptr(v.v_str) }
                     .to_owned()
                     .into_raw() as *mut c_void,

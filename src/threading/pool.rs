@@ -479,17 +479,21 @@ mod tests {
     }
 
     unsafe extern "C" fn count(task: i32, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        // SAFETY: the launch passes the `Shared` this test created, alive until it returns.
         let s = unsafe { &*(cdata as *const Shared) };
+        // SAFETY: the pool passes a live env to every task.
         let n = unsafe { (*penv).num_task } as usize;
         s.hits[task as usize].fetch_add(1, Ordering::SeqCst);
         for phase in 1..=5u64 {
             s.phases[task as usize].store(phase, Ordering::SeqCst);
+            // SAFETY: `penv` is the env of the running task.
             unsafe { parallel_barrier(task, penv) };
             for t in 0..n {
                 if s.phases[t].load(Ordering::SeqCst) < phase {
                     s.bad.store(true, Ordering::SeqCst);
                 }
             }
+            // SAFETY: `penv` is the env of the running task.
             unsafe { parallel_barrier(task, penv) };
         }
         0
@@ -507,6 +511,7 @@ mod tests {
     fn tasks_run_once_and_barriers_hold() {
         for n in [0, 1, 2] {
             let s = shared();
+            // SAFETY: the task function is callable from several threads with the data passed.
             let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, n) };
             assert_eq!(r, 0);
             // With num_task = 0 the launch may run inline (1 task) if another test's thread
@@ -523,6 +528,7 @@ mod tests {
     }
 
     unsafe extern "C" fn fail_odd(task: i32, _p: *mut ParallelGroupEnv, _c: *mut c_void) -> i32 {
+        // SAFETY: the pool passes a live env to every task.
         if task % 2 == 1 || unsafe { (*_p).num_task } == 1 {
             set_last_error_message("ValueError: task failed".into());
             return -1;
@@ -532,17 +538,21 @@ mod tests {
 
     #[test]
     fn errors_propagate_and_too_many_tasks_fail() {
+        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), 0) };
         assert_eq!(r, -1);
         assert_eq!(last_error_string(), "ValueError: task failed");
+        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), 100_000) };
         assert_eq!(r, -1);
         assert!(last_error_string().contains("100000 tasks"));
     }
 
     unsafe extern "C" fn nested(task: i32, _p: *mut ParallelGroupEnv, c: *mut c_void) -> i32 {
+        // SAFETY: the launch passes the `Shared` this test created, alive until it returns.
         let s = unsafe { &*(c as *const Shared) };
         let inner = shared();
+        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(count, &inner as *const _ as *mut c_void, 0) };
         if r != 0 || inner.hits[0].load(Ordering::SeqCst) != 1 {
             s.bad.store(true, Ordering::SeqCst);
@@ -555,6 +565,7 @@ mod tests {
     fn nested_launch_runs_inline() {
         let s = shared();
         assert_eq!(
+            // SAFETY: the task function is callable from several threads with the data passed.
             unsafe { parallel_launch(nested, &s as *const _ as *mut c_void, 0) },
             0
         );
@@ -568,6 +579,7 @@ mod tests {
                 std::thread::spawn(|| {
                     for _ in 0..2000 {
                         let s = shared();
+                        // SAFETY: the task function is callable from several threads with the data passed.
                         let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, 0) };
                         assert_eq!(r, 0);
                         let total: u64 = s.hits.iter().map(|h| h.load(Ordering::SeqCst)).sum();
