@@ -10,7 +10,7 @@
 
 /* ---- fake Python environment hooks ---- */
 static int n_incref, n_decref, n_gil_ensure, n_gil_release;
-static int fake_gil_state;
+static int n_gil_bad_state;
 static void fake_incref(void* obj) {
   (void)obj;
   n_incref++;
@@ -19,12 +19,14 @@ static void fake_decref(void* obj) {
   (void)obj;
   n_decref++;
 }
-static void* fake_gil_ensure(void) {
+/* Shaped like CPython's: PyGILState_STATE (an int enum; 1 is PyGILState_UNLOCKED) out of
+ * PyGILState_Ensure, and the same int back into PyGILState_Release. */
+static int fake_gil_ensure(void) {
   n_gil_ensure++;
-  return &fake_gil_state;
+  return 1;
 }
-static void fake_gil_release(void* state) {
-  (void)state;
+static void fake_gil_release(int state) {
+  if (state != 1) n_gil_bad_state++;
   n_gil_release++;
 }
 
@@ -189,6 +191,7 @@ static void test_python_error(void) {
   CHECK_EQ(n_incref - inc0, n_decref - dec0);
   /* Every GIL acquisition is released (ours may not take the GIL at all). */
   CHECK_EQ(n_gil_ensure, n_gil_release);
+  CHECK_EQ(n_gil_bad_state, 0); /* the state comes back as the int the hook returned */
 }
 
 static void test_throw_last_error_exists(void) {

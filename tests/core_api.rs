@@ -1,5 +1,9 @@
 //! Rust-side tests of the core C ABI: errors, PackedFunc, registry, objects, NDArray, devices,
 //! and a multi-threaded stress test.
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "this file calls the C ABI as a C client would; every call passes pointers to locals of the test itself"
+)]
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -432,6 +436,19 @@ fn devices_streams_workspace() {
 }
 
 #[test]
+fn oversized_cpu_workspace_is_refused() {
+    // Rounding u64::MAX up to a whole page used to wrap to 0 and hand out a live block.
+    for n in [u64::MAX, u64::MAX - 4095, (usize::MAX as u64) - 1] {
+        assert!(
+            TVMBackendAllocWorkspace(1, 0, n, 2, 32).is_null(),
+            "{n} bytes"
+        );
+        let msg = unsafe { CStr::from_ptr(TVMGetLastError()) }.to_string_lossy();
+        assert!(msg.contains("TVMBackendAllocWorkspace"), "{msg}");
+    }
+}
+
+#[test]
 fn python_error_passthrough() {
     let fake = 0xdead0 as *mut c_void;
     TVMAPISetLastPythonError(fake);
@@ -613,7 +630,7 @@ fn cb_arg_to_return_and_anylist() {
     let mut sc = tc::STR;
     assert_eq!(unsafe { TVMCbArgToReturn(&mut sv, &mut sc) }, -1);
     // AnyList: move a returned object in, pass it as an argument, reset it.
-    let mut list = tvm_runtime::c_api::backend::AnyList::new(2);
+    let mut list = tvm_runtime::module::any_list::AnyList::new(2);
     let lp = list.as_mut_ptr();
     let mut args = [obj, TVMValue::default()];
     let mut codes = [tc::OBJECT_HANDLE, tc::NULLPTR];

@@ -1,6 +1,10 @@
 //! TVM-compiled fixtures (built by scripts/build_fixtures.py with the reference compiler) run
 //! through the C ABI and checked against numpy's results. Skipped, with a message, when the
 //! fixtures have not been built.
+#![allow(
+    clippy::undocumented_unsafe_blocks,
+    reason = "this file calls the C ABI as a C client would; every call passes pointers to locals of the test itself"
+)]
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;

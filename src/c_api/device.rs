@@ -2,7 +2,7 @@
 
 use super::check_out;
 use crate::device;
-use crate::packed_func::error::{guard, Error};
+use crate::packed_func::error::Error;
 use crate::packed_func::types::TVMStreamHandle;
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor};
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -19,7 +19,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
     type_hint: DLDataType,
     out_data: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out_data, "TVMDeviceAllocDataSpace: out_data")?;
         if alignment < 8 || !alignment.is_power_of_two() {
             return Err(Error::value(format!(
@@ -30,7 +30,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
         // SAFETY: checked non-null.
         unsafe { *out_data = p };
         Ok(())
-    })
+    }
 }
 
 /// Allocates device memory for a tensor in a memory scope
@@ -47,7 +47,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
     mem_scope: *const c_char,
     out_data: *mut *mut c_void,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out_data, "TVMDeviceAllocDataSpaceWithScope: out_data")?;
         if ndim < 0 || (ndim > 0 && shape.is_null()) {
             return Err(Error::value(
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
         // SAFETY: checked non-null.
         unsafe { *out_data = p };
         Ok(())
-    })
+    }
 }
 
 /// Frees device memory (`TVMDeviceFreeDataSpace`).
@@ -81,14 +81,14 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpaceWithScope(
 /// `ptr` from `TVMDeviceAllocDataSpace*` on the same device.
 #[no_mangle]
 pub unsafe extern "C" fn TVMDeviceFreeDataSpace(dev: DLDevice, ptr: *mut c_void) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         let api = device::api(dev)?;
         if ptr.is_null() {
             return Ok(());
         }
         // SAFETY: the caller's contract.
         unsafe { api.free_data_space(dev, ptr) }
-    })
+    }
 }
 
 /// Copies between tensors on any devices (`TVMDeviceCopyDataFromTo`).
@@ -101,12 +101,12 @@ pub unsafe extern "C" fn TVMDeviceCopyDataFromTo(
     to: *mut DLTensor,
     stream: TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(from, "TVMDeviceCopyDataFromTo: from")?;
         check_out(to, "TVMDeviceCopyDataFromTo: to")?;
         // SAFETY: checked non-null; caller contract.
         unsafe { device::copy_tensor(&*from, &*to, stream) }
-    })
+    }
 }
 
 /// Creates a stream (`TVMStreamCreate`); CPU and single-queue devices give NULL.
@@ -119,14 +119,14 @@ pub unsafe extern "C" fn TVMStreamCreate(
     device_id: c_int,
     out: *mut TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out, "TVMStreamCreate: out")?;
         let dev = DLDevice::new(device_type, device_id);
         let s = device::api(dev)?.create_stream(dev)?;
         // SAFETY: checked non-null.
         unsafe { *out = s };
         Ok(())
-    })
+    }
 }
 
 /// Frees a stream (`TVMStreamFree`).
@@ -138,11 +138,11 @@ pub unsafe extern "C" fn TVMStreamFree(
     device_id: c_int,
     stream: TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         let dev = DLDevice::new(device_type, device_id);
         // SAFETY: the C contract: `stream` came from TVMStreamCreate for this device.
         unsafe { device::api(dev)?.free_stream(dev, stream) }
-    })
+    }
 }
 
 /// Sets this thread's current stream for a device (`TVMSetStream`).
@@ -154,11 +154,11 @@ pub unsafe extern "C" fn TVMSetStream(
     device_id: c_int,
     handle: TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         let dev = DLDevice::new(device_type, device_id);
         // SAFETY: the C contract: NULL or a live stream of this device.
         unsafe { device::api(dev)?.set_stream(dev, handle) }
-    })
+    }
 }
 
 /// Waits for a stream's work (`TVMSynchronize`).
@@ -170,11 +170,11 @@ pub unsafe extern "C" fn TVMSynchronize(
     device_id: c_int,
     stream: TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         let dev = DLDevice::new(device_type, device_id);
         // SAFETY: the C contract: NULL or a live stream of this device.
         unsafe { device::api(dev)?.stream_sync(dev, stream) }
-    })
+    }
 }
 
 /// `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
@@ -201,11 +201,11 @@ pub unsafe extern "C" fn TVMStreamStreamSynchronize(
     src: TVMStreamHandle,
     dst: TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         let dev = DLDevice::new(device_type, device_id);
         // SAFETY: the C contract: NULL or live streams of this device.
         unsafe { device::api(dev)?.sync_stream_from_to(dev, src, dst) }
-    })
+    }
 }
 
 /// Registers a device plugin table (`TVMDeviceRegisterPlugin`, see `device_plugin.h`; an
@@ -217,8 +217,10 @@ pub unsafe extern "C" fn TVMStreamStreamSynchronize(
 pub unsafe extern "C" fn TVMDeviceRegisterPlugin(
     plugin: *const device::plugin::TVMDevicePlugin,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    guard(|| unsafe { device::plugin::register(plugin, None) })
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        unsafe { device::plugin::register(plugin, None) }
+    }
 }
 
 /// Loads a device plugin library (`TVMDeviceLoadPlugin`, see `device_plugin.h`; an extension
@@ -228,9 +230,9 @@ pub unsafe extern "C" fn TVMDeviceRegisterPlugin(
 /// `path` a string.
 #[no_mangle]
 pub unsafe extern "C" fn TVMDeviceLoadPlugin(path: *const c_char) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let path = unsafe { super::cstr(path, "TVMDeviceLoadPlugin: path")? };
         device::plugin::load_library(path)
-    })
+    }
 }

@@ -9,7 +9,7 @@ use std::ffi::{c_char, c_void, CStr};
 /// `msg` must be NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
-    let _ = e::guard(|| {
+    crate::c_boundary! {
         let s = if msg.is_null() {
             String::new()
         } else {
@@ -20,44 +20,44 @@ pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
         };
         e::set_last_error_message(s);
         Ok(())
-    });
+    }
 }
 
 /// Records a Python exception object as the last error (`TVMAPISetLastPythonError`).
 #[no_mangle]
 pub extern "C" fn TVMAPISetLastPythonError(py_object: *mut c_void) {
-    let _ = e::guard(|| {
+    crate::c_boundary! {
         e::set_last_python_error(py_object);
         Ok(())
-    });
+    }
 }
 
 /// The Python exception object recorded as last error, or NULL (`TVMGetLastPythonError`).
 #[no_mangle]
 pub extern "C" fn TVMGetLastPythonError() -> *mut c_void {
-    e::guard_value(std::ptr::null_mut(), || Ok(e::last_python_error()))
+    crate::c_boundary! { Ok(e::last_python_error()) }
 }
 
 /// This thread's last error message (`TVMGetLastError`); valid until the next error.
 #[no_mangle]
 pub extern "C" fn TVMGetLastError() -> *const c_char {
-    e::guard_value(std::ptr::null(), || Ok(e::last_error_ptr()))
+    crate::c_boundary! { Ok(e::last_error_ptr()) }
 }
 
 /// The backtrace of the last error (`TVMGetLastBacktrace`). This runtime records none:
 /// messages carry their context instead, so this returns NULL.
 #[no_mangle]
 pub extern "C" fn TVMGetLastBacktrace() -> *const c_char {
-    std::ptr::null()
+    crate::c_boundary! { Ok(std::ptr::null()) }
 }
 
 /// Forgets the recorded Python exception (`TVMDropLastPythonError`).
 #[no_mangle]
 pub extern "C" fn TVMDropLastPythonError() {
-    let _ = e::guard(|| {
+    crate::c_boundary! {
         e::drop_last_python_error();
         Ok(())
-    });
+    }
 }
 
 /// `TVMThrowLastError`: in the C++ reference this rethrows the last error as a C++
@@ -65,4 +65,6 @@ pub extern "C" fn TVMDropLastPythonError() {
 /// would be undefined behaviour, so this returns normally and leaves the last error in place
 /// for the caller to read with `TVMGetLastError` (a documented difference).
 #[no_mangle]
-pub extern "C" fn TVMThrowLastError() {}
+pub extern "C" fn TVMThrowLastError() {
+    crate::c_boundary! { Ok(()) }
+}

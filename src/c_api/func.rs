@@ -2,10 +2,8 @@
 
 use super::{check_out, cstr};
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
-use crate::packed_func::error::{guard, Error};
-use crate::packed_func::function::{
-    FuncImpl, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj,
-};
+use crate::packed_func::error::Error;
+use crate::packed_func::function::{Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
 use crate::packed_func::registry;
 use crate::packed_func::types::{type_code as tc, TVMByteArray, TVMValue};
 use crate::packed_func::types::{TVMFunctionHandle, TVMRetValueHandle};
@@ -19,8 +17,11 @@ use std::ffi::{c_char, c_int, c_void, CString};
 /// `func` must be NULL or a function handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFuncFree(func: TVMFunctionHandle) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { super::object::TVMObjectFree(func) }
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        unsafe { super::object::free_handle(func) };
+        Ok(())
+    }
 }
 
 /// Calls a function (`TVMFuncCall`). Returned objects belong to the caller; returned strings
@@ -38,97 +39,24 @@ pub unsafe extern "C" fn TVMFuncCall(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
-    // Fast path for C callbacks and compiled functions returning plain values: nothing here
-    // can panic (no allocation, indexing or unwrapping), so it runs outside the guard. A
-    // failing callee has already set the last error, which is passed on untouched.
-    let obj = func as *mut Object;
-    // SAFETY: a non-null handle is a live object by the caller's contract.
-    if !obj.is_null()
-        && unsafe { (*obj).type_index() } == TYPE_PACKED_FUNC
-        && !ret_val.is_null()
-        && !ret_type_code.is_null()
+    #[cfg(not(feature = "bench-no-fast-paths"))]
     {
-        // SAFETY: the type index says the payload is a PackedFuncObj.
-        let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
-        match pf.imp() {
-            FuncImpl::C { func, resource, .. } => {
-                let mut rv = RetValue::Null;
-                // SAFETY: forwarded contract; `rv` is the slot TVMCFuncSetReturn writes.
-                let r = unsafe {
-                    func(
-                        arg_values,
-                        type_codes,
-                        num_args,
-                        &mut rv as *mut RetValue as *mut c_void,
-                        *resource,
-                    )
-                };
-                if r == 0 {
-                    if let Some((v, c)) = rv.pod_to_c() {
-                        // SAFETY: checked non-null out slots.
-                        unsafe {
-                            *ret_val = v;
-                            *ret_type_code = c;
-                        }
-                        return 0;
-                    }
-                }
-                return finish_call(r, rv, ret_val, ret_type_code);
-            }
-            FuncImpl::Backend { func, resource, .. } => {
-                let mut out = TVMValue::default();
-                let mut code = tc::NULLPTR;
-                // SAFETY: forwarded contract; out slots are valid.
-                let r = unsafe {
-                    func(
-                        arg_values, type_codes, num_args, &mut out, &mut code, *resource,
-                    )
-                };
-                if r != 0 {
-                    return -1;
-                }
-                if RetValue::pod_from_c(out, code).is_some() {
-                    // SAFETY: checked non-null out slots.
-                    unsafe {
-                        *ret_val = out;
-                        *ret_type_code = code;
-                    }
-                    return 0;
-                }
-                return take_backend_ret(out, code, ret_val, ret_type_code);
-            }
-            FuncImpl::Rust(_) => {}
+        // SAFETY: forwarded contract.
+        if let Some(r) = unsafe {
+            call_fast(
+                func,
+                arg_values,
+                type_codes,
+                num_args,
+                ret_val,
+                ret_type_code,
+            )
+        } {
+            return r;
         }
     }
-    // SAFETY: forwarded contract.
-    unsafe {
-        call_slow(
-            obj,
-            arg_values,
-            type_codes,
-            num_args,
-            ret_val,
-            ret_type_code,
-        )
-    }
-}
-
-/// The general case of [`TVMFuncCall`] (Rust functions, owning return values, bad handles),
-/// kept out of line so the fast path stays lean.
-///
-/// # Safety
-/// As `TVMFuncCall`.
-#[cold]
-#[inline(never)]
-unsafe fn call_slow(
-    obj: *mut Object,
-    arg_values: *mut TVMValue,
-    type_codes: *mut c_int,
-    num_args: c_int,
-    ret_val: *mut TVMValue,
-    ret_type_code: *mut c_int,
-) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
+        let obj = func as *mut Object;
         // SAFETY: a non-null handle is a live object by the caller's contract.
         if obj.is_null() || unsafe { (*obj).type_index() } != TYPE_PACKED_FUNC {
             return Err(Error::value("TVMFuncCall: the handle is not a PackedFunc"));
@@ -139,10 +67,93 @@ unsafe fn call_slow(
         // SAFETY: forwarded contract on the argument arrays.
         unsafe { pf.call_raw(arg_values, type_codes, num_args, &mut rv)? };
         write_ret(rv, ret_val, ret_type_code)
-    })
+    }
+}
+
+/// The fast path of [`TVMFuncCall`] (listed in [`crate::c_api`]'s table of fast paths): C
+/// callbacks and compiled functions returning plain values. Nothing here can panic (no
+/// allocation, indexing or unwrapping), so it runs outside the boundary; a failing callee has
+/// already set the last error, which is passed on untouched. Returns `None` for what it does
+/// not handle (Rust functions, bad handles), which then takes the general path; the callee's
+/// owning return values continue inside the boundary.
+///
+/// # Safety
+/// As `TVMFuncCall`.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[inline(always)]
+unsafe fn call_fast(
+    func: TVMFunctionHandle,
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> Option<c_int> {
+    let obj = func as *mut Object;
+    if obj.is_null()
+        // SAFETY: a non-null handle is a live object by the caller's contract.
+        || unsafe { (*obj).type_index() } != TYPE_PACKED_FUNC
+        || ret_val.is_null()
+        || ret_type_code.is_null()
+    {
+        return None;
+    }
+    // SAFETY: the type index says the payload is a PackedFuncObj.
+    let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
+    use crate::packed_func::function::FuncImpl;
+    match pf.imp() {
+        FuncImpl::C { func, resource, .. } => {
+            let mut rv = RetValue::Null;
+            // SAFETY: forwarded contract; `rv` is the slot TVMCFuncSetReturn writes.
+            let r = unsafe {
+                func(
+                    arg_values,
+                    type_codes,
+                    num_args,
+                    &mut rv as *mut RetValue as *mut c_void,
+                    *resource,
+                )
+            };
+            if r == 0 {
+                if let Some((v, c)) = rv.pod_to_c() {
+                    // SAFETY: checked non-null out slots.
+                    unsafe {
+                        *ret_val = v;
+                        *ret_type_code = c;
+                    }
+                    return Some(0);
+                }
+            }
+            Some(finish_call(r, rv, ret_val, ret_type_code))
+        }
+        FuncImpl::Backend { func, resource, .. } => {
+            let mut out = TVMValue::default();
+            let mut code = tc::NULLPTR;
+            // SAFETY: forwarded contract; out slots are valid.
+            let r = unsafe {
+                func(
+                    arg_values, type_codes, num_args, &mut out, &mut code, *resource,
+                )
+            };
+            if r != 0 {
+                return Some(-1);
+            }
+            if RetValue::pod_from_c(out, code).is_some() {
+                // SAFETY: checked non-null out slots.
+                unsafe {
+                    *ret_val = out;
+                    *ret_type_code = code;
+                }
+                return Some(0);
+            }
+            Some(take_backend_ret(out, code, ret_val, ret_type_code))
+        }
+        FuncImpl::Rust(_) => None,
+    }
 }
 
 /// Moves an owning value returned by compiled code out to the caller.
+#[cfg(not(feature = "bench-no-fast-paths"))]
 #[cold]
 #[inline(never)]
 fn take_backend_ret(
@@ -151,26 +162,27 @@ fn take_backend_ret(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: compiled code returns a valid value for its code, owning objects.
         let rv = unsafe { RetValue::from_c_take(out, code)? };
         write_ret(rv, ret_val, ret_type_code)
-    })
+    }
 }
 
 /// Completes a C callback's call on the slow path: a failure drops what the callback may have
 /// set and keeps its error; success moves an owning value out.
+#[cfg(not(feature = "bench-no-fast-paths"))]
 #[cold]
 #[inline(never)]
 fn finish_call(r: c_int, rv: RetValue, ret_val: *mut TVMValue, ret_type_code: *mut c_int) -> c_int {
     if r != 0 {
-        let _ = guard(move || {
+        let _: c_int = crate::c_boundary! {
             drop(rv);
             Ok(())
-        });
+        };
         return -1;
     }
-    guard(move || write_ret(rv, ret_val, ret_type_code))
+    crate::c_boundary! { write_ret(rv, ret_val, ret_type_code) }
 }
 
 fn write_ret(
@@ -215,38 +227,14 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
     type_code: *mut c_int,
     num_ret: c_int,
 ) -> c_int {
-    // Fast path: a plain value into a slot that owns nothing; cannot panic.
-    if num_ret == 1 && !ret.is_null() && !value.is_null() && !type_code.is_null() {
-        // SAFETY: `ret` is the RetValue slot TVMFuncCall handed to the callback; the value
-        // pointers are valid by the caller's contract.
-        unsafe {
-            let slot = ret as *mut RetValue;
-            if (*slot).is_pod() {
-                if let Some(v) = RetValue::pod_from_c(*value, *type_code) {
-                    // The old value owns nothing, so it needs no drop.
-                    std::ptr::write(slot, v);
-                    return 0;
-                }
-            }
+    #[cfg(not(feature = "bench-no-fast-paths"))]
+    {
+        // SAFETY: forwarded contract.
+        if unsafe { set_return_fast(ret, value, type_code, num_ret) } {
+            return 0;
         }
     }
-    // SAFETY: forwarded contract.
-    unsafe { set_return_slow(ret, value, type_code, num_ret) }
-}
-
-/// The general case of [`TVMCFuncSetReturn`], kept out of line so the fast path stays lean.
-///
-/// # Safety
-/// As `TVMCFuncSetReturn`.
-#[cold]
-#[inline(never)]
-unsafe fn set_return_slow(
-    ret: *mut c_void,
-    value: *mut TVMValue,
-    type_code: *mut c_int,
-    num_ret: c_int,
-) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         if num_ret != 1 {
             return Err(Error::value(format!(
                 "TVMCFuncSetReturn: num_ret must be 1, got {num_ret}"
@@ -260,7 +248,39 @@ unsafe fn set_return_slow(
         // SAFETY: `ret` is the RetValue slot TVMFuncCall handed to the callback.
         unsafe { *(ret as *mut RetValue) = rv };
         Ok(())
-    })
+    }
+}
+
+/// The fast path of [`TVMCFuncSetReturn`] (listed in [`crate::c_api`]'s table of fast paths):
+/// a plain value into a slot that owns nothing. It cannot panic; `false` means it did not
+/// apply and the general path runs.
+///
+/// # Safety
+/// As `TVMCFuncSetReturn`.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[inline(always)]
+unsafe fn set_return_fast(
+    ret: TVMRetValueHandle,
+    value: *mut TVMValue,
+    type_code: *mut c_int,
+    num_ret: c_int,
+) -> bool {
+    if num_ret != 1 || ret.is_null() || value.is_null() || type_code.is_null() {
+        return false;
+    }
+    // SAFETY: `ret` is the RetValue slot TVMFuncCall handed to the callback; the value
+    // pointers are valid by the caller's contract.
+    unsafe {
+        let slot = ret as *mut RetValue;
+        if (*slot).is_pod() {
+            if let Some(v) = RetValue::pod_from_c(*value, *type_code) {
+                // The old value owns nothing, so it needs no drop.
+                std::ptr::write(slot, v);
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Turns a callback argument into a return value in place (`TVMCbArgToReturn`): objects gain a
@@ -270,7 +290,7 @@ unsafe fn set_return_slow(
 /// `value`/`code` must point to one valid argument.
 #[no_mangle]
 pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(value, "TVMCbArgToReturn: value")?;
         check_out(code, "TVMCbArgToReturn: code")?;
         // SAFETY: checked non-null; caller contract on validity.
@@ -312,7 +332,7 @@ pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int
                 "TVMCbArgToReturn: unknown type code {c}"
             ))),
         }
-    })
+    }
 }
 
 /// Wraps a C callback as a function (`TVMFuncCreateFromCFunc`); `fin(resource_handle)` runs
@@ -327,14 +347,14 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
     fin: Option<PackedCFuncFinalizer>,
     out: *mut TVMFunctionHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out, "TVMFuncCreateFromCFunc: out")?;
         let func = func.ok_or_else(|| Error::value("TVMFuncCreateFromCFunc: func is NULL"))?;
         let f = Function::from_c(func, resource_handle, fin);
         // SAFETY: checked non-null.
         unsafe { *out = f.into_object().into_raw() as *mut c_void };
         Ok(())
-    })
+    }
 }
 
 /// Registers a function globally (`TVMFuncRegisterGlobal`); an existing name fails unless
@@ -348,7 +368,7 @@ pub unsafe extern "C" fn TVMFuncRegisterGlobal(
     f: TVMFunctionHandle,
     r#override: c_int,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMFuncRegisterGlobal: name")? };
         // SAFETY: a non-null handle is a live object.
@@ -356,7 +376,7 @@ pub unsafe extern "C" fn TVMFuncRegisterGlobal(
             .ok_or_else(|| Error::value("TVMFuncRegisterGlobal: the function handle is NULL"))?;
         let func = Function::from_object(obj).map_err(|e| e.context("TVMFuncRegisterGlobal"))?;
         registry::register(name, func, r#override != 0)
-    })
+    }
 }
 
 /// Looks up a global function (`TVMFuncGetGlobal`): a new handle the caller frees, or NULL.
@@ -368,7 +388,7 @@ pub unsafe extern "C" fn TVMFuncGetGlobal(
     name: *const c_char,
     out: *mut TVMFunctionHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMFuncGetGlobal: name")? };
         check_out(out, "TVMFuncGetGlobal: out")?;
@@ -379,7 +399,7 @@ pub unsafe extern "C" fn TVMFuncGetGlobal(
         // SAFETY: checked non-null.
         unsafe { *out = p };
         Ok(())
-    })
+    }
 }
 
 struct NameList {
@@ -403,7 +423,7 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(
     out_size: *mut c_int,
     out_array: *mut *mut *const c_char,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out_size, "TVMFuncListGlobalNames: out_size")?;
         check_out(out_array, "TVMFuncListGlobalNames: out_array")?;
         NAMES.with(|n| {
@@ -420,7 +440,7 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(
             }
         });
         Ok(())
-    })
+    }
 }
 
 /// Removes a global function (`TVMFuncRemoveGlobal`); removing an absent name is not an error.
@@ -429,12 +449,12 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(
 /// `name` must be a string.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFuncRemoveGlobal(name: *const c_char) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMFuncRemoveGlobal: name")? };
         registry::remove(name);
         Ok(())
-    })
+    }
 }
 
 /// Frees a byte array returned by the runtime (`TVMByteArrayFree`). Bytes returned by
@@ -445,12 +465,12 @@ pub unsafe extern "C" fn TVMFuncRemoveGlobal(name: *const c_char) -> c_int {
 /// `arr` must be NULL or a byte array from this runtime.
 #[no_mangle]
 pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMByteArray) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         if arr.is_null() || crate::packed_func::value::is_returned_bytes(arr) {
             return Ok(());
         }
         Err(Error::value(
             "TVMByteArrayFree: this byte array was not returned by the runtime",
         ))
-    })
+    }
 }

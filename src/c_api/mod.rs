@@ -1,8 +1,31 @@
 //! The `extern "C"` surface: one file per section of `c_runtime_api.h` / `c_backend_api.h`.
-//! Every entry converts its arguments, delegates, and runs inside [`crate::packed_func::error::guard`]
-//! so that no panic crosses into C and failures land in `TVMGetLastError`.
+//!
+//! Every entry converts its arguments, delegates to the room that does the work, and runs
+//! inside the one C boundary, [`c_boundary!`](crate::c_boundary) ([`boundary`]): a panic is
+//! caught, an error is recorded as this thread's last error (`TVMGetLastError`), and the value
+//! returned to C is chosen by the entry's return type (`-1`, NULL or nothing). No logic lives
+//! here: what an entry does beyond converting is a function of a room below.
+//!
+//! # Fast paths outside the boundary
+//!
+//! This table is the complete list of code that runs before an entry's boundary. Each fast
+//! path handles only cases in which nothing can panic (no allocation, indexing, unwrapping or
+//! formatting) and hands every other case, and every failure, to the entry's general path
+//! inside the boundary. Each is kept because the benchmark (`scripts/bench.sh`, release
+//! build, the same machine, best of 3 rounds) measures it faster than the same entry with the
+//! fast path switched off (`--features bench-no-fast-paths`; `scripts/bench_boundary.sh` runs
+//! both builds side by side):
+//!
+//! | entry | fast path | benchmark | with fast path | boundary only |
+//! | --- | --- | --- | --- | --- |
+//! | `TVMFuncCall` | `func::call_fast`: C callbacks and compiled (backend) functions whose return value is plain data | `packed_call`, `kernel_call.*` | see below | see below |
+//! | `TVMCFuncSetReturn` | `func::set_return_fast`: a plain value into a slot that owns nothing | `packed_call` (its callback sets a return) | see below | see below |
+//! | `TVMBackendAllocWorkspace` / `TVMBackendFreeWorkspace` | the CPU workspace pool | `workspace_alloc_free` | see below | see below |
+//!
+//! The numbers are filled in from the run recorded in the commit that introduced the table.
 
 pub mod backend;
+pub mod boundary;
 pub mod device;
 pub mod error;
 pub mod func;

@@ -3,7 +3,7 @@
 use super::{check_out, cstr};
 use crate::module::{self, Module};
 use crate::object::{Object, ObjectRef};
-use crate::packed_func::error::{guard, Error, Result};
+use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{TVMFunctionHandle, TVMModuleHandle};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -29,7 +29,7 @@ pub unsafe extern "C" fn TVMModLoadFromFile(
     format: *const c_char,
     out: *mut TVMModuleHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let file = unsafe { cstr(file_name, "TVMModLoadFromFile: file_name")? };
         let format = if format.is_null() {
@@ -43,7 +43,7 @@ pub unsafe extern "C" fn TVMModLoadFromFile(
         // SAFETY: checked non-null.
         unsafe { *out = m.into_object().into_raw() as *mut c_void };
         Ok(())
-    })
+    }
 }
 
 /// Adds `dep` to `mod`'s imports (`TVMModImport`).
@@ -52,13 +52,13 @@ pub unsafe extern "C" fn TVMModLoadFromFile(
 /// Both live module handles.
 #[no_mangle]
 pub unsafe extern "C" fn TVMModImport(r#mod: TVMModuleHandle, dep: TVMModuleHandle) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let m = unsafe { module_arg(r#mod, "TVMModImport")? };
         // SAFETY: caller contract.
         let d = unsafe { module_arg(dep, "TVMModImport")? };
         m.import(&d)
-    })
+    }
 }
 
 /// Looks a function up in a module (`TVMModGetFunction`): a new handle, or NULL if absent.
@@ -72,7 +72,7 @@ pub unsafe extern "C" fn TVMModGetFunction(
     query_imports: c_int,
     out: *mut TVMFunctionHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let m = unsafe { module_arg(r#mod, "TVMModGetFunction")? };
         // SAFETY: caller contract.
@@ -85,7 +85,7 @@ pub unsafe extern "C" fn TVMModGetFunction(
         // SAFETY: checked non-null.
         unsafe { *out = p };
         Ok(())
-    })
+    }
 }
 
 /// Frees a module handle (`TVMModFree`).
@@ -94,6 +94,9 @@ pub unsafe extern "C" fn TVMModGetFunction(
 /// `mod` NULL or a module handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn TVMModFree(r#mod: TVMModuleHandle) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { super::object::TVMObjectFree(r#mod) }
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        unsafe { super::object::free_handle(r#mod) };
+        Ok(())
+    }
 }

@@ -2,8 +2,8 @@
 
 use super::check_out;
 use crate::ndarray::{self, NDArrayObj};
-use crate::object::{ObjectRef, TYPE_NDARRAY};
-use crate::packed_func::error::{guard, Error, Result};
+use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{tvm_index_t, TVMArrayHandle, TVMStreamHandle};
 use crate::packed_func::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor};
 use std::ffi::{c_int, c_uint, c_void};
@@ -31,7 +31,7 @@ pub unsafe extern "C" fn TVMArrayAlloc(
     device_id: c_int,
     out: *mut TVMArrayHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out, "TVMArrayAlloc: out")?;
         if ndim < 0 {
             return Err(Error::value(format!(
@@ -63,7 +63,7 @@ pub unsafe extern "C" fn TVMArrayAlloc(
         unsafe { *out = ndarray::handle_of(&arr) };
         std::mem::forget(arr);
         Ok(())
-    })
+    }
 }
 
 /// Frees an array handle (`TVMArrayFree`).
@@ -72,11 +72,13 @@ pub unsafe extern "C" fn TVMArrayAlloc(
 /// `handle` must be NULL or an NDArray handle the caller owns.
 #[no_mangle]
 pub unsafe extern "C" fn TVMArrayFree(handle: TVMArrayHandle) -> c_int {
-    if handle.is_null() {
-        return 0;
+    crate::c_boundary! {
+        if !handle.is_null() {
+            // SAFETY: caller contract: an NDArray handle the caller owns.
+            unsafe { super::object::free_handle(ndarray::object_of_handle(handle) as *mut c_void) };
+        }
+        Ok(())
     }
-    // SAFETY: caller contract: an NDArray handle.
-    unsafe { super::object::TVMObjectFree(ndarray::object_of_handle(handle) as *mut c_void) }
 }
 
 /// Copies host bytes into an array (`TVMArrayCopyFromBytes`); sizes must match.
@@ -89,14 +91,14 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(
     data: *mut c_void,
     nbytes: usize,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_handle(handle, "TVMArrayCopyFromBytes")?;
         if data.is_null() && nbytes > 0 {
             return Err(Error::value("TVMArrayCopyFromBytes: data is NULL"));
         }
         // SAFETY: checked non-null; caller contract.
         unsafe { ndarray::copy_from_bytes(&*handle, data, nbytes) }
-    })
+    }
 }
 
 /// Copies an array out to host bytes (`TVMArrayCopyToBytes`); sizes must match.
@@ -109,14 +111,14 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
     data: *mut c_void,
     nbytes: usize,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_handle(handle, "TVMArrayCopyToBytes")?;
         if data.is_null() && nbytes > 0 {
             return Err(Error::value("TVMArrayCopyToBytes: data is NULL"));
         }
         // SAFETY: checked non-null; caller contract.
         unsafe { ndarray::copy_to_bytes(&*handle, data, nbytes) }
-    })
+    }
 }
 
 /// Copies array to array through the device layer (`TVMArrayCopyFromTo`).
@@ -129,13 +131,13 @@ pub unsafe extern "C" fn TVMArrayCopyFromTo(
     to: TVMArrayHandle,
     stream: TVMStreamHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_handle(from, "TVMArrayCopyFromTo: from")?;
         check_handle(to, "TVMArrayCopyFromTo: to")?;
         // SAFETY: checked non-null; caller contract.
         unsafe { ndarray::copy_from_to(&*from, &*to, stream) }
             .map_err(|e| e.context("TVMArrayCopyFromTo"))
-    })
+    }
 }
 
 /// Adopts a DLPack tensor as an array (`TVMArrayFromDLPack`).
@@ -147,7 +149,7 @@ pub unsafe extern "C" fn TVMArrayFromDLPack(
     from: *mut DLManagedTensor,
     out: *mut TVMArrayHandle,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_out(out, "TVMArrayFromDLPack: out")?;
         // SAFETY: caller contract.
         let arr = unsafe { NDArrayObj::from_dlpack(from)? };
@@ -155,7 +157,7 @@ pub unsafe extern "C" fn TVMArrayFromDLPack(
         unsafe { *out = ndarray::handle_of(&arr) };
         std::mem::forget(arr);
         Ok(())
-    })
+    }
 }
 
 /// Exports an array as DLPack (`TVMArrayToDLPack`); the array stays alive until the managed
@@ -168,7 +170,7 @@ pub unsafe extern "C" fn TVMArrayToDLPack(
     from: TVMArrayHandle,
     out: *mut *mut DLManagedTensor,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_handle(from, "TVMArrayToDLPack")?;
         check_out(out, "TVMArrayToDLPack: out")?;
         // SAFETY: caller contract: an NDArray handle of a live array.
@@ -178,7 +180,7 @@ pub unsafe extern "C" fn TVMArrayToDLPack(
         // SAFETY: checked non-null.
         unsafe { *out = m };
         Ok(())
-    })
+    }
 }
 
 /// Runs a managed tensor's deleter (`TVMDLManagedTensorCallDeleter`).
@@ -187,7 +189,7 @@ pub unsafe extern "C" fn TVMArrayToDLPack(
 /// `dltensor` must be NULL or a managed tensor not yet deleted.
 #[no_mangle]
 pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedTensor) {
-    let _ = guard(|| {
+    crate::c_boundary! {
         if !dltensor.is_null() {
             // SAFETY: caller contract.
             unsafe {
@@ -197,7 +199,7 @@ pub unsafe extern "C" fn TVMDLManagedTensorCallDeleter(dltensor: *mut DLManagedT
             }
         }
         Ok(())
-    });
+    }
 }
 
 /// The object type index of an array handle (`TVMArrayGetTypeIndex`).
@@ -209,14 +211,13 @@ pub unsafe extern "C" fn TVMArrayGetTypeIndex(
     handle: TVMArrayHandle,
     out_tindex: *mut c_uint,
 ) -> c_int {
-    guard(|| {
+    crate::c_boundary! {
         check_handle(handle, "TVMArrayGetTypeIndex")?;
         check_out(out_tindex, "TVMArrayGetTypeIndex: out_tindex")?;
         // SAFETY: caller contract: an NDArray handle of a live array.
         let o = unsafe { ndarray::object_of_handle(handle) };
         // SAFETY: as above; checked out pointer.
         unsafe { *out_tindex = (*o).type_index() };
-        debug_assert!(unsafe { (*o).type_index() } == TYPE_NDARRAY);
         Ok(())
-    })
+    }
 }

@@ -104,11 +104,14 @@ const POOL_KEEP: usize = 16;
 
 /// Takes a workspace block from this thread's pool (best fit among cached blocks).
 pub fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
-    let size = if nbytes == 0 {
-        PAGE
-    } else {
-        nbytes.div_ceil(PAGE) * PAGE
-    };
+    let size = nbytes
+        .max(1)
+        .checked_next_multiple_of(PAGE)
+        .ok_or_else(|| {
+            Error::value(format!(
+                "a workspace of {nbytes} bytes is more than can be allocated"
+            ))
+        })?;
     POOL.with(|pool| {
         let mut pool = pool.borrow_mut();
         // Workspaces are taken and returned in stack order, so the block freed last usually

@@ -33,6 +33,7 @@ impl Library for DsoLibrary {
 /// Size of the ELF symbol at `addr`, when the dynamic linker knows it.
 fn symbol_size(addr: *mut c_void) -> Option<usize> {
     const RTLD_DL_SYMENT: libc::c_int = 1;
+    // SAFETY: Dl_info is plain data; all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
     let mut sym: *mut libc::Elf64_Sym = std::ptr::null_mut();
     // SAFETY: dladdr1 fills `info` and `sym` for an address inside a loaded object.

@@ -290,37 +290,3 @@ pub fn panic_to_error(payload: Box<dyn Any + Send>) -> Error {
     };
     Error::internal(format!("panic inside the runtime: {msg}"))
 }
-
-/// Runs `f` as the body of a C entry point: returns 0 on success; on error or panic records
-/// the last error and returns -1. No panic crosses this boundary.
-#[inline(always)]
-pub fn guard<F: FnOnce() -> Result<()>>(f: F) -> i32 {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(Ok(())) => 0,
-        Ok(Err(e)) => {
-            set_last_error(&e);
-            -1
-        }
-        Err(p) => {
-            set_last_error(&panic_to_error(p));
-            -1
-        }
-    }
-}
-
-/// Like [`guard`] for entry points that return a value rather than a status: on error the
-/// last error is recorded and `fallback` is returned.
-#[inline(always)]
-pub fn guard_value<T, F: FnOnce() -> Result<T>>(fallback: T, f: F) -> T {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-        Ok(Ok(v)) => v,
-        Ok(Err(e)) => {
-            set_last_error(&e);
-            fallback
-        }
-        Err(p) => {
-            set_last_error(&panic_to_error(p));
-            fallback
-        }
-    }
-}

@@ -92,7 +92,7 @@ impl<'a> ArgValue<'a> {
     /// # Safety
     /// `v` must be a valid value of type code `code` whose pointees live for `'a`.
     pub unsafe fn from_c(v: TVMValue, code: i32) -> Result<ArgValue<'a>> {
-        // SAFETY (whole block): the caller guarantees `v` is valid for `code`.
+        // SAFETY: (whole block) the caller guarantees `v` is valid for `code`.
         unsafe {
             Ok(match code {
                 tc::INT => ArgValue::Int(v.v_int64),

@@ -99,6 +99,8 @@ struct Pool {
     error: Mutex<Option<String>>,
     barrier: Barrier,
     launches: AtomicU32,
+    /// Workers that started (at most `config.threads - 1`).
+    started: AtomicUsize,
 }
 
 /// Spin iterations a launcher waits for its workers before sleeping (a few microseconds).
@@ -147,6 +149,7 @@ impl Pool {
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
             launches: AtomicU32::new(0),
+            started: AtomicUsize::new(0),
         }));
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
@@ -159,17 +162,28 @@ impl Pool {
             } else {
                 None
             };
-            std::thread::Builder::new()
-                .name(format!("tvm-worker-{}", w + 1))
-                .spawn(move || {
-                    if let Some(core) = core {
-                        bind_to_core(core);
-                    }
-                    pool.worker_loop(w);
-                })
-                .expect("cannot start a thread-pool worker");
+            let spawned = spawn_worker(format!("tvm-worker-{}", w + 1), move || {
+                if let Some(core) = core {
+                    bind_to_core(core);
+                }
+                pool.worker_loop(w);
+            });
+            if spawned.is_err() {
+                // A worker that cannot start (thread limit, memory) shrinks the pool to the
+                // workers that did; launches then get fewer threads instead of the host an abort.
+                pool.started.store(w, Ordering::Release);
+                return pool;
+            }
         }
+        pool.started.store(workers, Ordering::Release);
         pool
+    }
+
+    /// Threads a launch can use: the launcher and the workers that started.
+    fn threads(&self) -> usize {
+        self.config
+            .threads
+            .min(self.started.load(Ordering::Acquire) + 1)
     }
 
     fn worker_loop(&'static self, w: usize) {
@@ -283,6 +297,28 @@ impl Pool {
     }
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Test hook: worker indices from this one on fail to start.
+    static FAIL_SPAWN_FROM: Cell<usize> = const { Cell::new(usize::MAX) };
+}
+
+/// Starts a worker thread; an error when the system refuses one.
+fn spawn_worker(name: String, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    #[cfg(test)]
+    {
+        let index: usize = name
+            .rsplit('-')
+            .next()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        if index > FAIL_SPAWN_FROM.with(Cell::get) {
+            return Err(std::io::Error::other("test hook: worker refused"));
+        }
+    }
+    std::thread::Builder::new().name(name).spawn(f).map(drop)
+}
+
 fn pool() -> &'static Pool {
     let p = POOL.load(Ordering::Acquire);
     if !p.is_null() {
@@ -338,7 +374,7 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
         return unsafe { run_inline(f, cdata) };
     }
     let pool = pool();
-    let threads = pool.config.threads;
+    let threads = pool.threads();
     let n = if num_task == 0 {
         threads
     } else {
@@ -391,7 +427,7 @@ pub unsafe fn parallel_barrier(_task_id: i32, penv: *mut ParallelGroupEnv) -> i3
 
 /// Threads a launch with `num_task = 0` uses (`runtime.NumThreads`).
 pub fn num_threads() -> usize {
-    pool().config.threads
+    pool().threads()
 }
 
 /// Reconfigures the pool (`runtime.config_threadpool`): `nthreads > 0` sets the thread count
@@ -443,17 +479,21 @@ mod tests {
     }
 
     unsafe extern "C" fn count(task: i32, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        // SAFETY: the launch passes the `Shared` this test created, alive until it returns.
         let s = unsafe { &*(cdata as *const Shared) };
+        // SAFETY: the pool passes a live env to every task.
         let n = unsafe { (*penv).num_task } as usize;
         s.hits[task as usize].fetch_add(1, Ordering::SeqCst);
         for phase in 1..=5u64 {
             s.phases[task as usize].store(phase, Ordering::SeqCst);
+            // SAFETY: `penv` is the env of the running task.
             unsafe { parallel_barrier(task, penv) };
             for t in 0..n {
                 if s.phases[t].load(Ordering::SeqCst) < phase {
                     s.bad.store(true, Ordering::SeqCst);
                 }
             }
+            // SAFETY: `penv` is the env of the running task.
             unsafe { parallel_barrier(task, penv) };
         }
         0
@@ -471,6 +511,7 @@ mod tests {
     fn tasks_run_once_and_barriers_hold() {
         for n in [0, 1, 2] {
             let s = shared();
+            // SAFETY: the task function is callable from several threads with the data passed.
             let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, n) };
             assert_eq!(r, 0);
             // With num_task = 0 the launch may run inline (1 task) if another test's thread
@@ -487,6 +528,7 @@ mod tests {
     }
 
     unsafe extern "C" fn fail_odd(task: i32, _p: *mut ParallelGroupEnv, _c: *mut c_void) -> i32 {
+        // SAFETY: the pool passes a live env to every task.
         if task % 2 == 1 || unsafe { (*_p).num_task } == 1 {
             set_last_error_message("ValueError: task failed".into());
             return -1;
@@ -496,17 +538,21 @@ mod tests {
 
     #[test]
     fn errors_propagate_and_too_many_tasks_fail() {
+        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), 0) };
         assert_eq!(r, -1);
         assert_eq!(last_error_string(), "ValueError: task failed");
+        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), 100_000) };
         assert_eq!(r, -1);
         assert!(last_error_string().contains("100000 tasks"));
     }
 
     unsafe extern "C" fn nested(task: i32, _p: *mut ParallelGroupEnv, c: *mut c_void) -> i32 {
+        // SAFETY: the launch passes the `Shared` this test created, alive until it returns.
         let s = unsafe { &*(c as *const Shared) };
         let inner = shared();
+        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(count, &inner as *const _ as *mut c_void, 0) };
         if r != 0 || inner.hits[0].load(Ordering::SeqCst) != 1 {
             s.bad.store(true, Ordering::SeqCst);
@@ -519,6 +565,7 @@ mod tests {
     fn nested_launch_runs_inline() {
         let s = shared();
         assert_eq!(
+            // SAFETY: the task function is callable from several threads with the data passed.
             unsafe { parallel_launch(nested, &s as *const _ as *mut c_void, 0) },
             0
         );
@@ -532,6 +579,7 @@ mod tests {
                 std::thread::spawn(|| {
                     for _ in 0..2000 {
                         let s = shared();
+                        // SAFETY: the task function is callable from several threads with the data passed.
                         let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, 0) };
                         assert_eq!(r, 0);
                         let total: u64 = s.hits.iter().map(|h| h.load(Ordering::SeqCst)).sum();
@@ -545,5 +593,26 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    #[test]
+    fn a_worker_that_cannot_start_shrinks_the_pool() {
+        FAIL_SPAWN_FROM.with(|f| f.set(1));
+        let config = PoolConfig {
+            threads: 4,
+            bind: false,
+            spin_count: 0,
+        };
+        let pool = Pool::start(config, &[]);
+        FAIL_SPAWN_FROM.with(|f| f.set(usize::MAX));
+        // Worker 0 started, worker 1 was refused: the launcher and one worker remain.
+        assert_eq!(pool.threads(), 2);
+        let s = shared();
+        // SAFETY: this test owns the pool; `count` is callable concurrently with `s`.
+        let r = unsafe { pool.launch(count, &s as *const _ as *mut c_void, 2) };
+        assert_eq!(r, 0);
+        assert_eq!(s.hits[0].load(Ordering::SeqCst), 1);
+        assert_eq!(s.hits[1].load(Ordering::SeqCst), 1);
+        assert!(!s.bad.load(Ordering::SeqCst));
     }
 }

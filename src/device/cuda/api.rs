@@ -91,8 +91,8 @@ impl DeviceApi for CudaDeviceApi {
             DeviceAttr::DeviceName => {
                 let d = driver_for(dev)?.device(dev.device_id)?;
                 let mut buf = [0 as std::ffi::c_char; 256];
-                // SAFETY: the buffer holds 256 bytes; the driver writes a NUL-terminated name.
                 super::check_drv(
+                    // SAFETY: the buffer holds 256 bytes; the driver writes a NUL-terminated name.
                     unsafe { sys::cuDeviceGetName(buf.as_mut_ptr(), buf.len() as i32, d) },
                     "cuDeviceGetName(&name[0], name.size(), dev.device_id)",
                 )?;

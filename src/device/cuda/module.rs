@@ -63,8 +63,8 @@ impl Inner {
         let slot = &mut loaded[device_id as usize];
         if *slot == 0 {
             let mut m: sys::CUmodule = std::ptr::null_mut();
-            // SAFETY: the image is NUL-terminated and lives as long as this module object.
             check_drv(
+                // SAFETY: the image is NUL-terminated and lives as long as this module object.
                 unsafe { sys::cuModuleLoadData(&mut m, self.image.as_ptr() as *const c_void) },
                 "cuModuleLoadData(&(module_[device_id]), data_.c_str())",
             )?;
@@ -272,12 +272,13 @@ impl Kernel {
                 tc::name(code)
             ))
         };
-        // SAFETY (reads of `v`): each field read matches the type code checked first.
         Ok(match self.convs[i] {
             ArgConv::Handle => match code {
+                // SAFETY: the code says the value is a handle.
                 tc::OPAQUE_HANDLE => (unsafe { v.v_handle }) as u64,
                 tc::NULLPTR => 0,
                 tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE => {
+                    // SAFETY: the code says the value is a tensor handle.
                     let t = (unsafe { v.v_handle }) as *const DLTensor;
                     if t.is_null() {
                         0
@@ -293,6 +294,7 @@ impl Kernel {
                 if code != tc::INT && code != tc::BOOL {
                     return Err(bad());
                 }
+                // SAFETY: the code says the value is an integer.
                 let x = unsafe { v.v_int64 };
                 match self.convs[i] {
                     ArgConv::I64 => x as u64,
@@ -302,7 +304,9 @@ impl Kernel {
             }
             ArgConv::F64 | ArgConv::F32 => {
                 let x = match code {
+                    // SAFETY: the code says the value is a float.
                     tc::FLOAT => unsafe { v.v_float64 },
+                    // SAFETY: the code says the value is an integer.
                     tc::INT => (unsafe { v.v_int64 }) as f64,
                     _ => return Err(bad()),
                 };
