@@ -140,6 +140,52 @@ struct Barrier {
     phase: Padded<AtomicU32>,
     sleepers: AtomicU32,
     spin_count: u32,
+    /// The lambda of the launch this barrier serves (0: unknown).
+    lambda: AtomicUsize,
+}
+
+/// A barrier wait longer than this means a task of the launch had no core (or the tasks are
+/// badly unbalanced): the machine counts as oversubscribed.
+const SLOW_BARRIER: Duration = Duration::from_millis(1);
+
+/// Lambdas seen calling `TVMBackendParallelBarrier` (open addressing on the address; a full
+/// table forgets newcomers, which only costs them the contended-machine shortcut).
+static BARRIER_LAMBDAS: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+
+fn lambda_slot(f: usize) -> usize {
+    ((f >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) & 63
+}
+
+/// Whether the lambda at `f` has been seen using the barrier.
+fn uses_barrier(f: usize) -> bool {
+    let start = lambda_slot(f);
+    for i in 0..64 {
+        match BARRIER_LAMBDAS[(start + i) & 63].load(Ordering::Relaxed) {
+            0 => return false,
+            v if v == f => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn remember_barrier(f: usize) {
+    if f == 0 || uses_barrier(f) {
+        return;
+    }
+    let start = lambda_slot(f);
+    for i in 0..64 {
+        match BARRIER_LAMBDAS[(start + i) & 63].compare_exchange(
+            0,
+            f,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(v) if v == f => return,
+            Err(_) => {}
+        }
+    }
 }
 
 impl Barrier {
@@ -149,10 +195,12 @@ impl Barrier {
             phase: Padded(AtomicU32::new(0)),
             sleepers: AtomicU32::new(0),
             spin_count,
+            lambda: AtomicUsize::new(0),
         }
     }
 
     fn wait(&self, num_task: usize) {
+        remember_barrier(self.lambda.load(Ordering::Relaxed));
         let phase = self.phase.0.load(Ordering::Acquire);
         if self.arrived.0.fetch_add(1, Ordering::AcqRel) + 1 == num_task {
             self.arrived.0.store(0, Ordering::Relaxed);
@@ -168,11 +216,15 @@ impl Barrier {
                 continue;
             }
             // Sleep: a missing task may belong to a worker waiting for this very core.
+            let slept = Instant::now();
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             while self.phase.0.load(Ordering::SeqCst) == phase {
                 futex_wait(&self.phase.0, phase);
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            if slept.elapsed() > SLOW_BARRIER {
+                note_contention();
+            }
         }
     }
 }
@@ -380,6 +432,7 @@ impl Pool {
         self.failed.store(false, Ordering::Relaxed);
         self.done.0.store(0, Ordering::Relaxed);
         self.barrier.arrived.0.store(0, Ordering::Relaxed);
+        self.barrier.lambda.store(f as usize, Ordering::Relaxed);
         let generation = self
             .generation
             .fetch_add(1, Ordering::Relaxed)
@@ -515,6 +568,7 @@ fn pool() -> &'static Pool {
 /// `f` callable with `cdata`.
 unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
     let barrier = Barrier::new(0);
+    barrier.lambda.store(f as usize, Ordering::Relaxed);
     let mut env = ParallelGroupEnv {
         sync_handle: &barrier as *const Barrier as *mut c_void,
         num_task: 1,
@@ -558,7 +612,11 @@ unsafe fn launch_on(pool: &Pool, f: ParallelLambda, cdata: *mut c_void, num_task
         ));
         return -1;
     }
-    if n <= 1 {
+    // A lambda that uses the barrier needs all its tasks running at once; on an
+    // oversubscribed machine that means waiting for a core per task, so when the pool may
+    // choose, it runs such a lambda as one task on the caller (as the reference does with
+    // its default of one thread on a 2-core x86 machine).
+    if n <= 1 || (num_task == 0 && contended() && uses_barrier(f as usize)) {
         // SAFETY: forwarded contract.
         return unsafe { run_inline(f, cdata) };
     }
@@ -810,6 +868,35 @@ mod tests {
         assert!(contended());
         assert_eq!(Spin::new(1_000_000).left, CONTENDED_SPIN);
         assert_eq!(Spin::new(10).left, 10);
+    }
+
+    #[test]
+    fn barrier_lambdas_run_alone_on_an_oversubscribed_machine() {
+        let pool = private_pool(2);
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 2) },
+            0
+        );
+        assert!(uses_barrier(count as usize));
+        assert!(!uses_barrier(mark as usize));
+        note_contention();
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 0) },
+            0
+        );
+        assert_eq!(hits(&s)[..2], [1, 0]);
+        assert!(!s.bad.load(Ordering::SeqCst));
+        // Without barriers the launch keeps its tasks (whoever runs them).
+        note_contention();
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 0) },
+            0
+        );
+        assert_eq!(hits(&s)[..3], [1, 1, 0]);
+        pool.stop();
     }
 
     unsafe extern "C" fn fail_odd(task: i32, _p: *mut ParallelGroupEnv, _c: *mut c_void) -> i32 {
