@@ -4,6 +4,15 @@
  * TVM's reference libtvm_runtime.so and on ours (LD_LIBRARY_PATH) and joins the results.
  *
  *   bench_model MODEL.so [--runs N] [--warmup W] [--input NAME]
+ *   bench_model MODEL.so --app-threads T [--seconds S] [--warmup W] [--input NAME]
+ *
+ * With --app-threads, T application threads each run their own executor (created one after
+ * another from the same loaded library on the main thread) in a loop for S seconds (default
+ * 3), all starting together after W warm-up runs each, and the program prints instead:
+ *   MT_RUN_MS x        one line per run() of any thread
+ *   MT_THREAD_RUNS i n the number of runs thread i completed (a starved thread shows here)
+ *   MT_WALL_S x        the measured wall time
+ *   CHECK hash         as below, for every thread's output (all must agree)
  *
  * Output lines:
  *   LOAD_CREATE_MS x   TVMModLoadFromFile + default(cpu(0)) + the executor's functions
@@ -16,6 +25,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <dlpack/dlpack.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,17 +70,135 @@ static int cmp_double(const void* a, const void* b) {
   return (x > y) - (x < y);
 }
 
+static unsigned long long output_hash(TVMFunctionHandle get_output) {
+  TVMValue arg;
+  int code = kDLInt;
+  arg.v_int64 = 0;
+  DLTensor* out = (DLTensor*)call(get_output, &arg, &code, 1).v_handle;
+  int64_t m = 1;
+  for (int i = 0; i < out->ndim; ++i) m *= out->shape[i];
+  const unsigned char* p = (const unsigned char*)out->data;
+  unsigned long long h = 1469598103934665603ULL;
+  for (int64_t i = 0; i < m * ((out->dtype.bits * out->dtype.lanes + 7) / 8); ++i) {
+    h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  CHECK(TVMArrayFree(out));
+  return h;
+}
+
+/* One application thread of the multi-model mode: its own executor and input. */
+typedef struct {
+  TVMModuleHandle gmod;
+  TVMFunctionHandle set_input, run, get_output;
+  DLTensor* x;
+  const char* input_name;
+  int warmup;
+  double seconds;
+  double* lat; /* run() times in ms */
+  int cap, n;
+  unsigned long long hash;
+} Worker;
+
+static pthread_barrier_t g_start;
+
+static void* worker_main(void* p) {
+  Worker* w = (Worker*)p;
+  TVMValue args[2];
+  int codes[2] = {kTVMStr, kTVMNDArrayHandle};
+  args[0].v_str = w->input_name;
+  args[1].v_handle = w->x;
+  call(w->set_input, args, codes, 2);
+  for (int i = 0; i < w->warmup + 1; ++i) call(w->run, NULL, NULL, 0);
+  pthread_barrier_wait(&g_start);
+  double end = now_ms() + w->seconds * 1e3;
+  for (;;) {
+    double a = now_ms();
+    if (a >= end) break;
+    call(w->run, NULL, NULL, 0);
+    if (w->n < w->cap) w->lat[w->n++] = now_ms() - a;
+  }
+  w->hash = output_hash(w->get_output);
+  return NULL;
+}
+
+static int multi_model(TVMModuleHandle lib, const char* input_name, int nthreads, double seconds,
+                       int warmup) {
+  TVMFunctionHandle factory = get_func(lib, "default");
+  Worker* ws = (Worker*)calloc((size_t)nthreads, sizeof(Worker));
+  pthread_t* th = (pthread_t*)calloc((size_t)nthreads, sizeof(pthread_t));
+  if (!ws || !th) return 1;
+  for (int t = 0; t < nthreads; ++t) {
+    Worker* w = &ws[t];
+    TVMValue arg;
+    int code = kDLDevice;
+    arg.v_device.device_type = kDLCPU;
+    arg.v_device.device_id = 0;
+    w->gmod = call(factory, &arg, &code, 1).v_handle;
+    w->set_input = get_func(w->gmod, "set_input");
+    w->run = get_func(w->gmod, "run");
+    w->get_output = get_func(w->gmod, "get_output");
+    TVMFunctionHandle get_input = get_func(w->gmod, "get_input");
+    arg.v_str = input_name;
+    code = kTVMStr;
+    DLTensor* in_t = (DLTensor*)call(get_input, &arg, &code, 1).v_handle;
+    CHECK(TVMArrayAlloc(in_t->shape, in_t->ndim, kDLFloat, 32, 1, kDLCPU, 0, &w->x));
+    int64_t n = 1;
+    for (int i = 0; i < in_t->ndim; ++i) n *= in_t->shape[i];
+    for (int64_t i = 0; i < n; ++i) ((float*)w->x->data)[i] = (float)sin((double)i * 0.1);
+    CHECK(TVMArrayFree(in_t));
+    CHECK(TVMFuncFree(get_input));
+    w->input_name = input_name;
+    w->warmup = warmup;
+    w->seconds = seconds;
+    w->cap = 1 << 16;
+    w->lat = (double*)malloc(sizeof(double) * (size_t)w->cap);
+    if (!w->lat) return 1;
+  }
+  pthread_barrier_init(&g_start, NULL, (unsigned)nthreads + 1);
+  for (int t = 0; t < nthreads; ++t) {
+    if (pthread_create(&th[t], NULL, worker_main, &ws[t]) != 0) {
+      fprintf(stderr, "cannot start application thread %d\n", t);
+      return 1;
+    }
+  }
+  pthread_barrier_wait(&g_start);
+  double t0 = now_ms();
+  for (int t = 0; t < nthreads; ++t) pthread_join(th[t], NULL);
+  printf("MT_WALL_S %.4f\n", (now_ms() - t0) / 1e3);
+  for (int t = 0; t < nthreads; ++t) {
+    Worker* w = &ws[t];
+    for (int i = 0; i < w->n; ++i) printf("MT_RUN_MS %.3f\n", w->lat[i]);
+    printf("MT_THREAD_RUNS %d %d\n", t, w->n);
+    printf("CHECK %016llx\n", w->hash);
+    free(w->lat);
+    CHECK(TVMArrayFree(w->x));
+    CHECK(TVMFuncFree(w->set_input));
+    CHECK(TVMFuncFree(w->run));
+    CHECK(TVMFuncFree(w->get_output));
+    CHECK(TVMModFree(w->gmod));
+  }
+  pthread_barrier_destroy(&g_start);
+  CHECK(TVMFuncFree(factory));
+  CHECK(TVMModFree(lib));
+  free(ws);
+  free(th);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
-    fprintf(stderr, "usage: %s MODEL.so [--runs N] [--warmup W] [--input NAME]\n", argv[0]);
+    fprintf(stderr, "usage: %s MODEL.so [--runs N | --app-threads T [--seconds S]] [--warmup W] [--input NAME]\n", argv[0]);
     return 2;
   }
-  int runs = 10, warmup = 2;
+  int runs = 10, warmup = 2, app_threads = 0;
+  double seconds = 3;
   const char* input_name = "data";
   for (int i = 2; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--runs")) runs = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--input")) input_name = argv[i + 1];
+    else if (!strcmp(argv[i], "--app-threads")) app_threads = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--seconds")) seconds = atof(argv[i + 1]);
     else {
       fprintf(stderr, "unknown argument %s\n", argv[i]);
       return 2;
@@ -80,6 +208,7 @@ int main(int argc, char** argv) {
   double t0 = now_ms();
   TVMModuleHandle lib = NULL;
   CHECK(TVMModLoadFromFile(argv[1], "so", &lib));
+  if (app_threads > 0) return multi_model(lib, input_name, app_threads, seconds, warmup);
   TVMFunctionHandle factory = get_func(lib, "default");
   TVMValue arg;
   int code = kDLDevice;

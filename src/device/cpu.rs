@@ -15,9 +15,10 @@ pub static CPU: CpuDeviceApi = CpuDeviceApi;
 
 /// Allocates aligned host memory (`alignment` is raised to a power of two ≥ 16).
 ///
-/// Implemented as `malloc` plus manual alignment, with the original pointer stored just
-/// below the aligned one: glibc's `posix_memalign` takes a slow path for every call, which
-/// made small array allocations several times more expensive than `malloc`.
+/// Implemented as `malloc` plus manual alignment, with the original pointer and the block's
+/// size stored just below the aligned one: glibc's `posix_memalign` takes a slow path for
+/// every call, which made small array allocations several times more expensive than
+/// `malloc`. Large blocks are taken from [`LargeCache`] when one fits.
 pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     let align = alignment.max(16).next_power_of_two();
     let fail = || {
@@ -26,24 +27,38 @@ pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
             format!("cpu(0): cannot allocate {nbytes} bytes aligned to {align}"),
         )
     };
-    let total = nbytes
-        .max(1)
-        .checked_add(align + std::mem::size_of::<usize>())
-        .ok_or_else(fail)?;
+    let total = nbytes.max(1).checked_add(align + HEADER).ok_or_else(fail)?;
+    if total >= LARGE {
+        if let Some((raw, cap)) = LARGE_CACHE.take(total) {
+            return Ok(place(raw, cap, align));
+        }
+    }
     // SAFETY: plain malloc; checked for NULL below.
     let raw = unsafe { libc::malloc(total) };
     if raw.is_null() {
         return Err(fail());
     }
-    let start = raw as usize + std::mem::size_of::<usize>();
-    let aligned = (start + align - 1) & !(align - 1);
-    // SAFETY: `aligned - 8 >= raw` and `aligned + nbytes <= raw + total`, so both the header
-    // slot and the payload lie inside the block.
-    unsafe { *((aligned - std::mem::size_of::<usize>()) as *mut *mut c_void) = raw };
+    let p = place(raw, total, align);
     if nbytes >= HUGE_PAGE {
-        advise_huge_pages(aligned, nbytes);
+        advise_huge_pages(p as usize, nbytes);
     }
-    Ok(aligned as *mut c_void)
+    Ok(p)
+}
+
+/// Bytes below an aligned block: its size, then the pointer `malloc` returned.
+const HEADER: usize = 2 * std::mem::size_of::<usize>();
+
+/// Aligns a payload inside the `cap`-byte malloc block `raw` and writes the header.
+fn place(raw: *mut c_void, cap: usize, align: usize) -> *mut c_void {
+    let start = raw as usize + HEADER;
+    let aligned = (start + align - 1) & !(align - 1);
+    // SAFETY: `aligned - HEADER >= raw` and the caller sized the block for the payload, so
+    // both header slots lie inside the block.
+    unsafe {
+        *((aligned - HEADER) as *mut usize) = cap;
+        *((aligned - std::mem::size_of::<usize>()) as *mut *mut c_void) = raw;
+    }
+    aligned as *mut c_void
 }
 
 const HUGE_PAGE: usize = 2 << 20;
@@ -61,6 +76,78 @@ fn advise_huge_pages(start: usize, len: usize) {
     }
 }
 
+/// Blocks at least this large are kept for reuse when freed.
+const LARGE: usize = 1 << 20;
+/// Most bytes the cache holds.
+const CACHE_BYTES: usize = 256 << 20;
+/// How long a cached block waits for reuse before it goes back to the system.
+const CACHE_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Freed large blocks kept for the next allocation that fits them.
+///
+/// Loading and freeing the same model again and again (a server reloading a model, a test
+/// loop) otherwise gets fresh pages from the kernel for every copy of the weights, and the
+/// page faults and zeroing cost more than the copy itself; the reference runtime gets its
+/// freed buffers back from glibc's heap. Bounded ([`CACHE_BYTES`]); blocks unused for
+/// [`CACHE_AGE`] are released at the next free.
+struct LargeCache {
+    blocks: std::sync::Mutex<Vec<(usize, *mut c_void, std::time::Instant)>>,
+}
+
+// SAFETY: the cached pointers are owned by the cache (no other reference exists) and are
+// only handed out under the mutex.
+unsafe impl Sync for LargeCache {}
+
+static LARGE_CACHE: LargeCache = LargeCache {
+    blocks: std::sync::Mutex::new(Vec::new()),
+};
+
+impl LargeCache {
+    /// A cached block of at least `total` bytes and at most a quarter more: (raw, cap).
+    fn take(&self, total: usize) -> Option<(*mut c_void, usize)> {
+        let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+        let limit = total.saturating_add(total / 4);
+        let mut best: Option<usize> = None;
+        for (i, &(cap, _, _)) in blocks.iter().enumerate() {
+            if cap >= total && cap <= limit && best.is_none_or(|b| blocks[b].0 > cap) {
+                best = Some(i);
+            }
+        }
+        best.map(|i| {
+            let (cap, raw, _) = blocks.swap_remove(i);
+            (raw, cap)
+        })
+    }
+
+    /// Keeps a freed block, or returns it when it does not fit in the cache.
+    fn put(&self, raw: *mut c_void, cap: usize) -> Option<*mut c_void> {
+        let now = std::time::Instant::now();
+        let mut release = Vec::new();
+        let kept = {
+            let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
+            blocks.retain(|&(_, p, t)| {
+                let keep = now.duration_since(t) < CACHE_AGE;
+                if !keep {
+                    release.push(p);
+                }
+                keep
+            });
+            let held: usize = blocks.iter().map(|b| b.0).sum();
+            if held + cap <= CACHE_BYTES {
+                blocks.push((cap, raw, now));
+                true
+            } else {
+                false
+            }
+        };
+        for p in release {
+            // SAFETY: expired blocks came from malloc and left the cache above.
+            unsafe { libc::free(p) };
+        }
+        (!kept).then_some(raw)
+    }
+}
+
 /// Frees what [`host_alloc`] returned.
 ///
 /// # Safety
@@ -69,11 +156,24 @@ pub unsafe fn host_free(p: *mut c_void) {
     if p.is_null() {
         return;
     }
-    // SAFETY: caller contract: the word below `p` holds the block's original pointer.
-    unsafe {
-        let raw = *((p as usize - std::mem::size_of::<usize>()) as *const *mut c_void);
-        libc::free(raw)
-    }
+    // SAFETY: caller contract: the two words below `p` hold the block's size and original
+    // pointer.
+    let (cap, raw) = unsafe {
+        (
+            *((p as usize - HEADER) as *const usize),
+            *((p as usize - std::mem::size_of::<usize>()) as *const *mut c_void),
+        )
+    };
+    let raw = if cap >= LARGE {
+        match LARGE_CACHE.put(raw, cap) {
+            Some(raw) => raw,
+            None => return,
+        }
+    } else {
+        raw
+    };
+    // SAFETY: `raw` came from malloc and is not cached.
+    unsafe { libc::free(raw) }
 }
 
 const PAGE: usize = 4096;
@@ -275,5 +375,49 @@ mod tests {
         assert_eq!(a, b, "a freed block is reused");
         assert!(workspace_free(a).is_ok());
         assert!(workspace_free(a).is_err(), "double free is detected");
+    }
+
+    #[test]
+    fn large_blocks_are_reused_aligned_and_bounded() {
+        // An unusual size, so that no other test's block fits it.
+        let n = (3 << 20) + 12_345;
+        let a = host_alloc(n, 256).unwrap();
+        assert_eq!(a as usize % 256, 0);
+        // SAFETY: `a` holds n bytes.
+        unsafe { std::ptr::write_bytes(a as *mut u8, 7, n) };
+        // SAFETY: from host_alloc, freed once.
+        unsafe { host_free(a) };
+        let b = host_alloc(n - 100, 128).unwrap();
+        assert_eq!(b as usize % 128, 0);
+        // SAFETY: the header words below any host_alloc block.
+        let (raw_a, raw_b) = unsafe {
+            (
+                *((a as usize - 8) as *const usize),
+                *((b as usize - 8) as *const usize),
+            )
+        };
+        assert_eq!(raw_a, raw_b, "the freed block is reused");
+        // SAFETY: `b` holds n - 100 bytes; the block is the cached one, now re-aligned.
+        unsafe { std::ptr::write_bytes(b as *mut u8, 1, n - 100) };
+        let c = host_alloc(n, 64).unwrap();
+        assert_ne!(b, c);
+        // SAFETY: both from host_alloc, freed once each.
+        unsafe {
+            host_free(b);
+            host_free(c);
+        }
+        // A block far larger than the request is not handed out for it.
+        let big = host_alloc(64 << 20, 64).unwrap();
+        // SAFETY: from host_alloc.
+        unsafe { host_free(big) };
+        let small = host_alloc(2 << 20, 64).unwrap();
+        assert_ne!(small, big);
+        // More than the cache holds is freed, not kept.
+        let huge = host_alloc(CACHE_BYTES + 1, 64).unwrap();
+        // SAFETY: from host_alloc.
+        unsafe { host_free(huge) };
+        assert!(LARGE_CACHE.take(CACHE_BYTES + 1 + 64 + HEADER).is_none());
+        // SAFETY: from host_alloc.
+        unsafe { host_free(small) };
     }
 }

@@ -4,10 +4,21 @@
 //! Design (and why it differs from the reference, which keeps one pool per application
 //! thread and so oversubscribes the machine when several threads run models):
 //! - one process-wide pool of `n - 1` workers; the launching thread runs task 0;
-//! - each worker waits on its own mailbox (spin for `TVM_THREAD_POOL_SPIN_COUNT` iterations,
-//!   then a futex), so a launch wakes exactly the workers it needs;
-//! - every task of a launch runs on its own thread at the same time, so barriers cannot
-//!   deadlock; a launch asking for more tasks than threads is an error, like the reference;
+//! - the tasks of a launch are claimed from one counter: a worker that wakes claims the next
+//!   task, and the launcher, once its own task is done, runs every task still unclaimed, so
+//!   a launch never waits for a worker that has not got a core (it waits only for tasks a
+//!   running thread has started). Kernels that call `TVMBackendParallelBarrier` still get
+//!   one thread per task: no thread claims a second task before finishing its first, and no
+//!   task passes the barrier before all have started (see `pool.rs`);
+//! - idle workers spin for up to `TVM_THREAD_POOL_SPIN_COUNT` iterations, then sleep on a
+//!   futex; a spinning thread that notices it was descheduled marks the machine as
+//!   oversubscribed, and for the next 100 ms every spin (workers, launcher, barrier) is cut
+//!   to about a microsecond before sleeping, so no core is burnt waiting (a barrier wait
+//!   over 1 ms counts as such a sign too);
+//! - on an oversubscribed machine a lambda that has been seen calling the barrier runs as a
+//!   single task on the caller when the pool may choose (`num_task = 0`): its tasks would
+//!   each need a core at the same time;
+//! - a launch asking for more tasks than threads is an error, like the reference;
 //! - a launch from inside a task (nested parallelism), or while another application thread
 //!   holds the pool, runs its tasks on the calling thread with `num_task = 1` when the
 //!   caller let the pool choose (`num_task = 0`, what TVM's code generator emits) — each

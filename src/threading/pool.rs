@@ -1,58 +1,31 @@
-//! The pool itself: workers with per-worker mailboxes, a centralised barrier, fallbacks for
-//! nested and concurrent launches.
+//! The pool itself: workers that claim the tasks of a launch from one shared counter, a
+//! launcher that runs every task nobody has claimed yet, a sleeping barrier, and spinning
+//! that backs off when the machine is oversubscribed.
+//!
+//! Why a launch never waits for a worker that has no core: the tasks of a launch are claimed
+//! one at a time from a counter. The launcher runs task 0, then claims and runs whatever is
+//! left; a worker that wakes late finds nothing to claim. The launcher only waits for tasks
+//! that a running thread has already started.
+//!
+//! Why that is safe for kernels that use `TVMBackendParallelBarrier`: a thread claims another
+//! task only after it has finished one, and a task that calls the barrier cannot finish
+//! before every task of the launch has arrived there, i.e. before every task has been
+//! claimed by some thread. So in a launch whose tasks all reach the barrier (what TVM's code
+//! generator emits: the barrier follows a parallel loop, on every task) no thread ever holds
+//! two tasks, each task gets a thread of its own, and the barrier waits (sleeping, not
+//! spinning, once its short spin is over) for a descheduled worker to arrive.
 
 use super::{ParallelGroupEnv, ParallelLambda, PoolConfig};
 use crate::packed_func::error::{last_error_string, set_last_error_message};
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
-/// Pads a value to its own cache line so that workers do not share lines.
+/// Pads a value to its own cache line so that threads do not share lines.
 #[repr(align(64))]
 struct Padded<T>(T);
-
-/// A barrier for the tasks of one launch: a count of arrivals and a phase number.
-#[repr(C)]
-struct Barrier {
-    arrived: Padded<AtomicUsize>,
-    phase: Padded<AtomicUsize>,
-    spin_count: u32,
-}
-
-impl Barrier {
-    fn new(spin_count: u32) -> Barrier {
-        Barrier {
-            arrived: Padded(AtomicUsize::new(0)),
-            phase: Padded(AtomicUsize::new(0)),
-            spin_count,
-        }
-    }
-
-    fn wait(&self, num_task: usize) {
-        let phase = self.phase.0.load(Ordering::Acquire);
-        if self.arrived.0.fetch_add(1, Ordering::AcqRel) + 1 == num_task {
-            self.arrived.0.store(0, Ordering::Relaxed);
-            self.phase.0.fetch_add(1, Ordering::Release);
-            return;
-        }
-        let mut spins = 0u32;
-        while self.phase.0.load(Ordering::Acquire) == phase {
-            if spins < self.spin_count.max(1000) {
-                spins += 1;
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
-    }
-}
-
-/// One worker's mailbox: the launch generation it should run, and whether it sleeps.
-struct Mailbox {
-    generation: AtomicU32,
-    sleeping: AtomicBool,
-}
 
 fn futex_wait(word: &AtomicU32, expected: u32) {
     // SAFETY: FUTEX_WAIT on a live, aligned u32; returns on wake, signal or value change.
@@ -67,43 +40,233 @@ fn futex_wait(word: &AtomicU32, expected: u32) {
     }
 }
 
-fn futex_wake(word: &AtomicU32) {
+fn futex_wake(word: &AtomicU32, count: i32) {
     // SAFETY: FUTEX_WAKE on a live, aligned u32.
     unsafe {
         libc::syscall(
             libc::SYS_futex,
             word.as_ptr(),
             libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
-            i32::MAX,
+            count,
         );
     }
 }
 
-/// The current job; written by the launcher before it posts to mailboxes, read by workers
-/// after they see their mailbox change, stable until every participant has finished.
-struct Job {
-    f: AtomicUsize,
-    cdata: AtomicPtr<c_void>,
-    num_task: AtomicI32,
+// ---- Adaptive spinning -------------------------------------------------------------------
+
+/// How long a spinning thread may go without running before it concludes that it was
+/// descheduled, i.e. that the machine has more runnable threads than cores.
+const PREEMPTED: Duration = Duration::from_micros(200);
+/// How long spinning stays short after a preemption was seen.
+const CONTENDED_FOR: Duration = Duration::from_millis(100);
+/// Spin iterations while the machine is oversubscribed (about a microsecond).
+const CONTENDED_SPIN: u32 = 256;
+
+fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
 }
+
+fn now_ns() -> u64 {
+    epoch().elapsed().as_nanos() as u64
+}
+
+/// Until when (ns since [`epoch`]) the machine counts as oversubscribed.
+static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
+
+/// Whether a spinning thread was recently descheduled (see [`Spin`]).
+pub(crate) fn contended() -> bool {
+    let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
+    until != 0 && now_ns() < until
+}
+
+fn note_contention() {
+    CONTENDED_UNTIL.store(
+        now_ns() + CONTENDED_FOR.as_nanos() as u64,
+        Ordering::Relaxed,
+    );
+}
+
+/// A bounded spin: `budget` iterations of `spin_loop`, fewer while the machine is
+/// oversubscribed. It watches the clock every few iterations: a gap longer than
+/// [`PREEMPTED`] means this thread lost its core while spinning, so the machine is
+/// oversubscribed; it then records that (for every thread of the process) and stops, since
+/// a spinning thread would only take time from threads that have work.
+struct Spin {
+    left: u32,
+    last: Instant,
+}
+
+impl Spin {
+    fn new(budget: u32) -> Spin {
+        let budget = if budget > CONTENDED_SPIN && contended() {
+            CONTENDED_SPIN
+        } else {
+            budget
+        };
+        Spin {
+            left: budget,
+            last: Instant::now(),
+        }
+    }
+
+    /// Spins once; false when the budget is spent and the caller should sleep.
+    #[inline]
+    fn spin(&mut self) -> bool {
+        if self.left == 0 {
+            return false;
+        }
+        self.left -= 1;
+        if self.left % 64 == 0 {
+            let now = Instant::now();
+            if now.duration_since(self.last) > PREEMPTED {
+                note_contention();
+                self.left = 0;
+                return false;
+            }
+            self.last = now;
+        }
+        std::hint::spin_loop();
+        true
+    }
+}
+
+// ---- Barrier -----------------------------------------------------------------------------
+
+/// A barrier for the tasks of one launch: arrivals, a phase number, and sleepers.
+#[repr(C)]
+struct Barrier {
+    arrived: Padded<AtomicUsize>,
+    phase: Padded<AtomicU32>,
+    sleepers: AtomicU32,
+    spin_count: u32,
+    /// The lambda of the launch this barrier serves (0: unknown).
+    lambda: AtomicUsize,
+}
+
+/// A barrier wait longer than this means a task of the launch had no core (or the tasks are
+/// badly unbalanced): the machine counts as oversubscribed.
+const SLOW_BARRIER: Duration = Duration::from_millis(1);
+
+/// Lambdas seen calling `TVMBackendParallelBarrier` (open addressing on the address; a full
+/// table forgets newcomers, which only costs them the contended-machine shortcut).
+static BARRIER_LAMBDAS: [AtomicUsize; 64] = [const { AtomicUsize::new(0) }; 64];
+
+fn lambda_slot(f: usize) -> usize {
+    ((f >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) & 63
+}
+
+/// Whether the lambda at `f` has been seen using the barrier.
+fn uses_barrier(f: usize) -> bool {
+    let start = lambda_slot(f);
+    for i in 0..64 {
+        match BARRIER_LAMBDAS[(start + i) & 63].load(Ordering::Relaxed) {
+            0 => return false,
+            v if v == f => return true,
+            _ => {}
+        }
+    }
+    false
+}
+
+fn remember_barrier(f: usize) {
+    if f == 0 || uses_barrier(f) {
+        return;
+    }
+    let start = lambda_slot(f);
+    for i in 0..64 {
+        match BARRIER_LAMBDAS[(start + i) & 63].compare_exchange(
+            0,
+            f,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => return,
+            Err(v) if v == f => return,
+            Err(_) => {}
+        }
+    }
+}
+
+impl Barrier {
+    fn new(spin_count: u32) -> Barrier {
+        Barrier {
+            arrived: Padded(AtomicUsize::new(0)),
+            phase: Padded(AtomicU32::new(0)),
+            sleepers: AtomicU32::new(0),
+            spin_count,
+            lambda: AtomicUsize::new(0),
+        }
+    }
+
+    fn wait(&self, num_task: usize) {
+        remember_barrier(self.lambda.load(Ordering::Relaxed));
+        let phase = self.phase.0.load(Ordering::Acquire);
+        if self.arrived.0.fetch_add(1, Ordering::AcqRel) + 1 == num_task {
+            self.arrived.0.store(0, Ordering::Relaxed);
+            self.phase.0.fetch_add(1, Ordering::SeqCst);
+            if self.sleepers.load(Ordering::SeqCst) != 0 {
+                futex_wake(&self.phase.0, i32::MAX);
+            }
+            return;
+        }
+        let mut spin = Spin::new(self.spin_count.max(1000));
+        while self.phase.0.load(Ordering::Acquire) == phase {
+            if spin.spin() {
+                continue;
+            }
+            // Sleep: a missing task may belong to a worker waiting for this very core.
+            let slept = Instant::now();
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            while self.phase.0.load(Ordering::SeqCst) == phase {
+                futex_wait(&self.phase.0, phase);
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+            if slept.elapsed() > SLOW_BARRIER {
+                note_contention();
+            }
+        }
+    }
+}
+
+// ---- The pool ----------------------------------------------------------------------------
+
+/// The claim word of a launch: generation (bits 32..64, so that a stale compare-and-swap
+/// from an earlier launch fails), task count (16..32) and the next unclaimed task (0..16).
+fn pack(generation: u32, num_task: usize, next: usize) -> u64 {
+    (u64::from(generation) << 32) | ((num_task as u64) << 16) | next as u64
+}
+
+/// Most threads a pool may have (task numbers live in 16 bits of the claim word).
+const MAX_THREADS: usize = 1024;
 
 struct Pool {
     config: PoolConfig,
+    /// Threads a launch may use: the launcher plus the workers that did start.
+    threads: AtomicUsize,
     busy: AtomicBool,
     shutdown: AtomicBool,
-    job: Job,
-    mailboxes: Vec<Padded<Mailbox>>,
-    pending: Padded<AtomicU32>,
+    /// The current job; written before the claim word is published, stable while any of
+    /// its tasks is unfinished.
+    f: AtomicUsize,
+    cdata: AtomicPtr<c_void>,
+    claim: Padded<AtomicU64>,
+    /// Tasks of the current launch that have finished.
+    done: Padded<AtomicU32>,
     launcher_sleeping: AtomicBool,
+    /// Bumped once per launch; idle workers wait for it to change.
+    wake: Padded<AtomicU32>,
+    sleepers: AtomicU32,
     failed: AtomicBool,
     error: Mutex<Option<String>>,
     barrier: Barrier,
-    launches: AtomicU32,
-    /// Workers that started (at most `config.threads - 1`).
-    started: AtomicUsize,
+    generation: AtomicU32,
+    /// Test hook: while non-zero, woken workers stop before claiming anything, as a worker
+    /// that never gets a core would.
+    parked: AtomicU32,
 }
 
-/// Spin iterations a launcher waits for its workers before sleeping (a few microseconds).
+/// Spin iterations a launcher waits for tasks running on workers before sleeping.
 const LAUNCHER_SPIN: u32 = 2000;
 
 thread_local! {
@@ -123,115 +286,132 @@ fn bind_to_core(core: usize) {
 }
 
 impl Pool {
-    /// Starts a pool; `cpus`, when given, lists the cores workers are pinned to.
+    /// Starts a pool; `cpus`, when given, lists the cores workers are pinned to. A worker
+    /// that cannot be started leaves the pool smaller (down to the launcher alone), never
+    /// aborts the process.
     fn start(config: PoolConfig, cpus: &[u32]) -> &'static Pool {
-        let workers = config.threads.saturating_sub(1);
+        let wanted = config.threads.clamp(1, MAX_THREADS);
         let pool: &'static Pool = Box::leak(Box::new(Pool {
             barrier: Barrier::new(config.spin_count),
             config,
+            threads: AtomicUsize::new(1),
             busy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
-            job: Job {
-                f: AtomicUsize::new(0),
-                cdata: AtomicPtr::new(std::ptr::null_mut()),
-                num_task: AtomicI32::new(0),
-            },
-            mailboxes: (0..workers)
-                .map(|_| {
-                    Padded(Mailbox {
-                        generation: AtomicU32::new(0),
-                        sleeping: AtomicBool::new(false),
-                    })
-                })
-                .collect(),
-            pending: Padded(AtomicU32::new(0)),
+            f: AtomicUsize::new(0),
+            cdata: AtomicPtr::new(std::ptr::null_mut()),
+            claim: Padded(AtomicU64::new(0)),
+            done: Padded(AtomicU32::new(0)),
             launcher_sleeping: AtomicBool::new(false),
+            wake: Padded(AtomicU32::new(0)),
+            sleepers: AtomicU32::new(0),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
-            launches: AtomicU32::new(0),
-            started: AtomicUsize::new(0),
+            generation: AtomicU32::new(0),
+            parked: AtomicU32::new(0),
         }));
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
-        for w in 0..workers {
+        let mut started = 0;
+        for w in 1..wanted {
             let core = if !cpus.is_empty() {
-                Some(cpus[(w + 1) % cpus.len()] as usize)
+                Some(cpus[w % cpus.len()] as usize)
             } else if pool.config.bind {
-                Some((w + 1) % cores)
+                Some(w % cores)
             } else {
                 None
             };
-            let spawned = spawn_worker(format!("tvm-worker-{}", w + 1), move || {
-                if let Some(core) = core {
-                    bind_to_core(core);
-                }
-                pool.worker_loop(w);
-            });
+            let spawned = std::thread::Builder::new()
+                .name(format!("tvm-worker-{w}"))
+                .spawn(move || {
+                    if let Some(core) = core {
+                        bind_to_core(core);
+                    }
+                    pool.worker_loop();
+                });
             if spawned.is_err() {
-                // A worker that cannot start (thread limit, memory) shrinks the pool to the
-                // workers that did; launches then get fewer threads instead of the host an abort.
-                pool.started.store(w, Ordering::Release);
-                return pool;
+                break;
             }
+            started += 1;
         }
-        pool.started.store(workers, Ordering::Release);
+        pool.threads.store(started + 1, Ordering::Release);
         pool
     }
 
-    /// Threads a launch can use: the launcher and the workers that started.
-    fn threads(&self) -> usize {
-        self.config
-            .threads
-            .min(self.started.load(Ordering::Acquire) + 1)
-    }
-
-    fn worker_loop(&'static self, w: usize) {
-        let mb = &self.mailboxes[w].0;
+    fn worker_loop(&'static self) {
+        // The count the pool started with, not a fresh load: a launch may come before this
+        // thread first runs.
         let mut seen = 0u32;
         loop {
-            let mut spins = 0u32;
-            let mut current = mb.generation.load(Ordering::Acquire);
+            let mut spin = Spin::new(self.config.spin_count);
+            let mut current = self.wake.0.load(Ordering::Acquire);
             while current == seen {
-                if spins < self.config.spin_count {
-                    spins += 1;
-                    std::hint::spin_loop();
-                } else {
-                    mb.sleeping.store(true, Ordering::SeqCst);
-                    if mb.generation.load(Ordering::SeqCst) == seen {
-                        futex_wait(&mb.generation, seen);
+                if !spin.spin() {
+                    self.sleepers.fetch_add(1, Ordering::SeqCst);
+                    if self.wake.0.load(Ordering::SeqCst) == seen {
+                        futex_wait(&self.wake.0, seen);
                     }
-                    mb.sleeping.store(false, Ordering::SeqCst);
-                    spins = 0;
+                    self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                    spin = Spin::new(self.config.spin_count);
                 }
-                current = mb.generation.load(Ordering::Acquire);
+                current = self.wake.0.load(Ordering::Acquire);
             }
             seen = current;
             if self.shutdown.load(Ordering::Acquire) {
                 return;
             }
-            self.run_task(w as i32 + 1);
-            if self.pending.0.fetch_sub(1, Ordering::AcqRel) == 1
-                && self.launcher_sleeping.load(Ordering::SeqCst)
-            {
-                futex_wake(&self.pending.0);
+            while self.parked.load(Ordering::Acquire) != 0 {
+                futex_wait(&self.parked, 1);
+            }
+            while let Some((task, num_task)) = self.try_claim() {
+                self.run_task(task, num_task);
+                self.finish_task(num_task);
             }
         }
     }
 
-    fn run_task(&self, task_id: i32) {
-        let f = self.job.f.load(Ordering::Relaxed);
-        let cdata = self.job.cdata.load(Ordering::Relaxed);
+    /// Claims the next unclaimed task of the current launch: (task, num_task).
+    fn try_claim(&self) -> Option<(usize, usize)> {
+        let mut c = self.claim.0.load(Ordering::Acquire);
+        loop {
+            let num_task = ((c >> 16) & 0xffff) as usize;
+            let next = (c & 0xffff) as usize;
+            if next >= num_task {
+                return None;
+            }
+            match self
+                .claim
+                .0
+                .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Some((next, num_task)),
+                Err(now) => c = now,
+            }
+        }
+    }
+
+    fn finish_task(&self, num_task: usize) {
+        if self.done.0.fetch_add(1, Ordering::SeqCst) + 1 == num_task as u32
+            && self.launcher_sleeping.load(Ordering::SeqCst)
+        {
+            futex_wake(&self.done.0, 1);
+        }
+    }
+
+    fn run_task(&self, task_id: usize, num_task: usize) {
+        let f = self.f.load(Ordering::Relaxed);
+        let cdata = self.cdata.load(Ordering::Relaxed);
         let mut env = ParallelGroupEnv {
             sync_handle: &self.barrier as *const Barrier as *mut c_void,
-            num_task: self.job.num_task.load(Ordering::Relaxed),
+            num_task: num_task as i32,
         };
-        // SAFETY: `f` was stored from a valid ParallelLambda by `launch`.
+        // SAFETY: `f` was stored from a valid ParallelLambda by `launch`, published by the
+        // claim word this thread acquired.
         let f: ParallelLambda = unsafe { std::mem::transmute::<usize, ParallelLambda>(f) };
-        IN_TASK.with(|t| t.set(true));
+        let was = IN_TASK.with(|t| t.replace(true));
         // SAFETY: the launcher's contract makes `f` callable with `cdata` from any thread.
-        let r = unsafe { f(task_id, &mut env, cdata) };
-        IN_TASK.with(|t| t.set(false));
+        let r = unsafe { f(task_id as i32, &mut env, cdata) };
+        IN_TASK.with(|t| t.set(was));
         if r != 0 {
             self.failed.store(true, Ordering::Relaxed);
             let msg = last_error_string();
@@ -242,44 +422,50 @@ impl Pool {
         }
     }
 
-    /// Runs a launch on the pool; the caller holds `busy`.
+    /// Runs a launch on the pool; the caller holds `busy`. Returns 0 or -1 (error set).
     ///
     /// # Safety
-    /// `f` callable with `cdata` concurrently.
+    /// `f` callable with `cdata` concurrently; `2 <= num_task <= threads()`.
     unsafe fn launch(&self, f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
-        self.job.f.store(f as usize, Ordering::Relaxed);
-        self.job.cdata.store(cdata, Ordering::Relaxed);
-        self.job.num_task.store(num_task as i32, Ordering::Relaxed);
+        self.f.store(f as usize, Ordering::Relaxed);
+        self.cdata.store(cdata, Ordering::Relaxed);
         self.failed.store(false, Ordering::Relaxed);
-        self.pending.0.store(num_task as u32 - 1, Ordering::Relaxed);
+        self.done.0.store(0, Ordering::Relaxed);
+        self.barrier.arrived.0.store(0, Ordering::Relaxed);
+        self.barrier.lambda.store(f as usize, Ordering::Relaxed);
         let generation = self
-            .launches
+            .generation
             .fetch_add(1, Ordering::Relaxed)
             .wrapping_add(1);
-        for mb in &self.mailboxes[..num_task - 1] {
-            mb.0.generation.store(generation, Ordering::SeqCst);
-            if mb.0.sleeping.load(Ordering::SeqCst) {
-                futex_wake(&mb.0.generation);
-            }
+        // Task 0 is the launcher's; the release store publishes the job with the counter.
+        self.claim
+            .0
+            .store(pack(generation, num_task, 1), Ordering::Release);
+        self.wake.0.fetch_add(1, Ordering::SeqCst);
+        if self.sleepers.load(Ordering::SeqCst) != 0 {
+            futex_wake(&self.wake.0, num_task as i32 - 1);
         }
-        self.run_task(0);
-        // Spin briefly for the workers, then sleep: a sleeping launcher frees its core, so
-        // a worker that is runnable but has no core (another process busy on the other one)
-        // gets pulled onto it at once instead of after the other process's time slice.
-        let mut spins = 0u32;
-        while self.pending.0.load(Ordering::Acquire) != 0 {
-            if spins < LAUNCHER_SPIN {
-                spins += 1;
-                std::hint::spin_loop();
+        self.run_task(0, num_task);
+        self.finish_task(num_task);
+        // Whatever no worker has claimed yet, the launcher runs itself.
+        while let Some((task, n)) = self.try_claim() {
+            self.run_task(task, n);
+            self.finish_task(n);
+        }
+        // Wait only for tasks that running threads have started.
+        let target = num_task as u32;
+        let mut spin = Spin::new(LAUNCHER_SPIN);
+        while self.done.0.load(Ordering::Acquire) != target {
+            if spin.spin() {
                 continue;
             }
             self.launcher_sleeping.store(true, Ordering::SeqCst);
             loop {
-                let p = self.pending.0.load(Ordering::SeqCst);
-                if p == 0 {
+                let d = self.done.0.load(Ordering::SeqCst);
+                if d == target {
                     break;
                 }
-                futex_wait(&self.pending.0, p);
+                futex_wait(&self.done.0, d);
             }
             self.launcher_sleeping.store(false, Ordering::SeqCst);
         }
@@ -295,28 +481,68 @@ impl Pool {
         }
         0
     }
-}
 
-#[cfg(test)]
-thread_local! {
-    /// Test hook: worker indices from this one on fail to start.
-    static FAIL_SPAWN_FROM: Cell<usize> = const { Cell::new(usize::MAX) };
-}
+    /// Threads a launch may use (the launcher included).
+    fn threads(&self) -> usize {
+        self.threads.load(Ordering::Relaxed)
+    }
 
-/// Starts a worker thread; an error when the system refuses one.
-fn spawn_worker(name: String, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    /// Stops the workers (they exit when they next wake).
+    fn stop(&self) {
+        self.shutdown.store(true, Ordering::Release);
+        self.parked.store(0, Ordering::Release);
+        futex_wake(&self.parked, i32::MAX);
+        self.wake.0.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&self.wake.0, i32::MAX);
+    }
+
+    /// Holds or releases the workers before they claim a task (tests: a worker that gets
+    /// no core).
     #[cfg(test)]
-    {
-        let index: usize = name
-            .rsplit('-')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        if index > FAIL_SPAWN_FROM.with(Cell::get) {
-            return Err(std::io::Error::other("test hook: worker refused"));
+    fn park(&self, on: bool) {
+        self.parked.store(u32::from(on), Ordering::Release);
+        if !on {
+            futex_wake(&self.parked, i32::MAX);
         }
     }
-    std::thread::Builder::new().name(name).spawn(f).map(drop)
+
+    /// Runs a launch of `n` tasks (already checked against the pool's size), waiting for
+    /// the pool when another application thread holds it and the tasks must run together.
+    ///
+    /// # Safety
+    /// As [`parallel_launch`].
+    unsafe fn run(&self, f: ParallelLambda, cdata: *mut c_void, n: usize, chosen: bool) -> i32 {
+        let mut backoff = 0u32;
+        loop {
+            if self
+                .busy
+                .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_ok()
+            {
+                // SAFETY: we hold the pool; forwarded contract on `f`.
+                let r = unsafe { self.launch(f, cdata, n) };
+                self.busy.store(false, Ordering::Release);
+                return r;
+            }
+            if self.shutdown.load(Ordering::Acquire) {
+                // The pool was replaced (runtime.config_threadpool) after this launch found
+                // it: run on the new one.
+                // SAFETY: forwarded contract.
+                return unsafe { launch_on(pool(), f, cdata, n as i32) };
+            }
+            if chosen {
+                // Another application thread holds the pool: run on this thread alone.
+                // SAFETY: forwarded contract.
+                return unsafe { run_inline(f, cdata) };
+            }
+            backoff += 1;
+            if backoff < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
 }
 
 fn pool() -> &'static Pool {
@@ -336,13 +562,13 @@ fn pool() -> &'static Pool {
     pool
 }
 
-/// Runs `num_task` tasks in serial on this thread with a private barrier (`num_task` must be
-/// 1 for barriers to be meaningful).
+/// Runs one task on this thread with a private barrier (`num_task = 1`).
 ///
 /// # Safety
 /// `f` callable with `cdata`.
 unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
     let barrier = Barrier::new(0);
+    barrier.lambda.store(f as usize, Ordering::Relaxed);
     let mut env = ParallelGroupEnv {
         sync_handle: &barrier as *const Barrier as *mut c_void,
         num_task: 1,
@@ -358,11 +584,11 @@ unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
     }
 }
 
-/// Runs a parallel launch (`TVMBackendParallelLaunch`): `num_task = 0` lets the pool choose.
+/// Checks a launch against `pool` and runs it.
 ///
 /// # Safety
-/// `f` must be callable with `cdata` from several threads at once.
-pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i32) -> i32 {
+/// As [`parallel_launch`].
+unsafe fn launch_on(pool: &Pool, f: ParallelLambda, cdata: *mut c_void, num_task: i32) -> i32 {
     if num_task < 0 {
         set_last_error_message(format!(
             "ValueError: TVMBackendParallelLaunch: negative task count {num_task}"
@@ -373,7 +599,6 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
         // SAFETY: forwarded contract.
         return unsafe { run_inline(f, cdata) };
     }
-    let pool = pool();
     let threads = pool.threads();
     let n = if num_task == 0 {
         threads
@@ -387,28 +612,25 @@ pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i
         ));
         return -1;
     }
-    if n <= 1 {
+    // A lambda that uses the barrier needs all its tasks running at once; on an
+    // oversubscribed machine that means waiting for a core per task, so when the pool may
+    // choose, it runs such a lambda as one task on the caller (as the reference does with
+    // its default of one thread on a 2-core x86 machine).
+    if n <= 1 || (num_task == 0 && contended() && uses_barrier(f as usize)) {
         // SAFETY: forwarded contract.
         return unsafe { run_inline(f, cdata) };
     }
-    loop {
-        if pool
-            .busy
-            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
-        {
-            // SAFETY: we hold the pool; forwarded contract on `f`.
-            let r = unsafe { pool.launch(f, cdata, n) };
-            pool.busy.store(false, Ordering::Release);
-            return r;
-        }
-        if num_task == 0 {
-            // Another application thread holds the pool: run on this thread alone.
-            // SAFETY: forwarded contract.
-            return unsafe { run_inline(f, cdata) };
-        }
-        std::thread::yield_now();
-    }
+    // SAFETY: forwarded contract; 2 <= n <= threads.
+    unsafe { pool.run(f, cdata, n, num_task == 0) }
+}
+
+/// Runs a parallel launch (`TVMBackendParallelLaunch`): `num_task = 0` lets the pool choose.
+///
+/// # Safety
+/// `f` must be callable with `cdata` from several threads at once.
+pub unsafe fn parallel_launch(f: ParallelLambda, cdata: *mut c_void, num_task: i32) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { launch_on(pool(), f, cdata, num_task) }
 }
 
 /// Waits until every task of the launch reaches the barrier (`TVMBackendParallelBarrier`).
@@ -456,12 +678,7 @@ pub fn config_threadpool(_mode: i32, nthreads: i32, cpus: &[u32]) {
         {
             std::thread::yield_now();
         }
-        old.shutdown.store(true, Ordering::Release);
-        let generation = old.launches.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
-        for mb in &old.mailboxes {
-            mb.0.generation.store(generation, Ordering::SeqCst);
-            futex_wake(&mb.0.generation);
-        }
+        old.stop();
     }
     let pool = Pool::start(config, cpus);
     POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
@@ -471,31 +688,44 @@ pub fn config_threadpool(_mode: i32, nthreads: i32, cpus: &[u32]) {
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;
+    use std::sync::mpsc;
 
     struct Shared {
         hits: Vec<AtomicU64>,
         phases: Vec<AtomicU64>,
+        threads: Vec<AtomicU64>,
         bad: AtomicBool,
     }
 
+    fn thread_tag() -> u64 {
+        // SAFETY: gettid has no preconditions.
+        unsafe { libc::syscall(libc::SYS_gettid) as u64 }
+    }
+
+    /// Five phases separated by barriers; every task checks that all others reached each.
     unsafe extern "C" fn count(task: i32, penv: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
-        // SAFETY: the launch passes the `Shared` this test created, alive until it returns.
         let s = unsafe { &*(cdata as *const Shared) };
-        // SAFETY: the pool passes a live env to every task.
         let n = unsafe { (*penv).num_task } as usize;
         s.hits[task as usize].fetch_add(1, Ordering::SeqCst);
+        s.threads[task as usize].store(thread_tag(), Ordering::SeqCst);
         for phase in 1..=5u64 {
             s.phases[task as usize].store(phase, Ordering::SeqCst);
-            // SAFETY: `penv` is the env of the running task.
             unsafe { parallel_barrier(task, penv) };
             for t in 0..n {
                 if s.phases[t].load(Ordering::SeqCst) < phase {
                     s.bad.store(true, Ordering::SeqCst);
                 }
             }
-            // SAFETY: `penv` is the env of the running task.
             unsafe { parallel_barrier(task, penv) };
         }
+        0
+    }
+
+    /// No barrier: records which thread ran each task.
+    unsafe extern "C" fn mark(task: i32, _p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        let s = unsafe { &*(cdata as *const Shared) };
+        s.hits[task as usize].fetch_add(1, Ordering::SeqCst);
+        s.threads[task as usize].store(thread_tag(), Ordering::SeqCst);
         0
     }
 
@@ -503,32 +733,173 @@ mod tests {
         Shared {
             hits: (0..64).map(|_| AtomicU64::new(0)).collect(),
             phases: (0..64).map(|_| AtomicU64::new(0)).collect(),
+            threads: (0..64).map(|_| AtomicU64::new(0)).collect(),
             bad: AtomicBool::new(false),
         }
+    }
+
+    fn hits(s: &Shared) -> Vec<u64> {
+        s.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect()
+    }
+
+    fn private_pool(threads: usize) -> &'static Pool {
+        let pool = Pool::start(
+            PoolConfig {
+                threads,
+                bind: false,
+                spin_count: 1000,
+            },
+            &[],
+        );
+        assert_eq!(pool.threads(), threads);
+        pool
+    }
+
+    /// Runs `f` on another thread and fails (instead of hanging) if it takes over 20 s.
+    fn within_20s<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        rx.recv_timeout(Duration::from_secs(20))
+            .expect("the launch did not complete (it waited for a worker that has no core)")
     }
 
     #[test]
     fn tasks_run_once_and_barriers_hold() {
         for n in [0, 1, 2] {
             let s = shared();
-            // SAFETY: the task function is callable from several threads with the data passed.
             let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, n) };
             assert_eq!(r, 0);
             // With num_task = 0 the launch may run inline (1 task) if another test's thread
             // holds the pool at that moment; otherwise it uses every thread.
-            let total: u64 = s.hits.iter().map(|h| h.load(Ordering::SeqCst)).sum();
+            let total: u64 = hits(&s).iter().sum();
             let used = if n == 0 { total as usize } else { n as usize };
             assert!(n != 0 || used == 1 || used == num_threads());
-            for t in 0..64 {
-                let want = u64::from(t < used);
-                assert_eq!(s.hits[t].load(Ordering::SeqCst), want, "task {t} of {used}");
+            for (t, h) in hits(&s).into_iter().enumerate() {
+                assert_eq!(h, u64::from(t < used), "task {t} of {used}");
             }
             assert!(!s.bad.load(Ordering::SeqCst));
         }
     }
 
+    #[test]
+    fn barrier_tasks_each_get_their_own_thread() {
+        let pool = private_pool(4);
+        for _ in 0..200 {
+            let s = shared();
+            let r = unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 4) };
+            assert_eq!(r, 0);
+            assert_eq!(hits(&s)[..5], [1, 1, 1, 1, 0]);
+            assert!(!s.bad.load(Ordering::SeqCst));
+            let mut tids: Vec<u64> = (0..4)
+                .map(|t| s.threads[t].load(Ordering::SeqCst))
+                .collect();
+            tids.sort();
+            tids.dedup();
+            assert_eq!(tids.len(), 4, "two barrier tasks shared a thread");
+        }
+        pool.stop();
+    }
+
+    #[test]
+    fn launch_does_not_wait_for_a_worker_without_a_core() {
+        let pool = private_pool(4);
+        pool.park(true);
+        let caller = within_20s(move || {
+            let mut last = Vec::new();
+            for _ in 0..100 {
+                let s = shared();
+                let r = unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 0) };
+                assert_eq!(r, 0);
+                assert_eq!(hits(&s)[..5], [1, 1, 1, 1, 0]);
+                last = (0..4)
+                    .map(|t| s.threads[t].load(Ordering::SeqCst))
+                    .collect();
+            }
+            (thread_tag(), last)
+        });
+        // Every task ran on the launching thread: it never waited for the parked workers.
+        assert!(caller.1.iter().all(|&t| t == caller.0), "{caller:?}");
+        pool.park(false);
+        // Once the workers run again they take part (some task, in some launch, off-thread).
+        let spread = within_20s(move || {
+            (0..2000).any(|_| {
+                let s = shared();
+                assert_eq!(
+                    unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 4) },
+                    0
+                );
+                let me = thread_tag();
+                (0..4).any(|t| s.threads[t].load(Ordering::SeqCst) != me)
+            })
+        });
+        assert!(spread);
+        pool.stop();
+    }
+
+    #[test]
+    fn barrier_launch_waits_for_a_parked_worker_and_then_completes() {
+        let pool = private_pool(3);
+        pool.park(true);
+        let s: &'static Shared = Box::leak(Box::new(shared()));
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let r = unsafe { launch_on(pool, count, s as *const _ as *mut c_void, 3) };
+            let _ = tx.send(r);
+        });
+        // The tasks need each other at the barrier, so the launch cannot finish without the
+        // parked workers (and must not run them on the launcher's stack, which would deadlock).
+        assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
+        assert_eq!(hits(s)[..3], [1, 0, 0]);
+        pool.park(false);
+        let r = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("the barrier launch did not finish after the workers were released");
+        assert_eq!(r, 0);
+        assert_eq!(hits(s)[..4], [1, 1, 1, 0]);
+        assert!(!s.bad.load(Ordering::SeqCst));
+        pool.stop();
+    }
+
+    #[test]
+    fn spinning_shortens_after_a_preemption() {
+        note_contention();
+        assert!(contended());
+        assert_eq!(Spin::new(1_000_000).left, CONTENDED_SPIN);
+        assert_eq!(Spin::new(10).left, 10);
+    }
+
+    #[test]
+    fn barrier_lambdas_run_alone_on_an_oversubscribed_machine() {
+        let pool = private_pool(2);
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 2) },
+            0
+        );
+        assert!(uses_barrier(count as usize));
+        assert!(!uses_barrier(mark as usize));
+        note_contention();
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 0) },
+            0
+        );
+        assert_eq!(hits(&s)[..2], [1, 0]);
+        assert!(!s.bad.load(Ordering::SeqCst));
+        // Without barriers the launch keeps its tasks (whoever runs them).
+        note_contention();
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 0) },
+            0
+        );
+        assert_eq!(hits(&s)[..3], [1, 1, 0]);
+        pool.stop();
+    }
+
     unsafe extern "C" fn fail_odd(task: i32, _p: *mut ParallelGroupEnv, _c: *mut c_void) -> i32 {
-        // SAFETY: the pool passes a live env to every task.
         if task % 2 == 1 || unsafe { (*_p).num_task } == 1 {
             set_last_error_message("ValueError: task failed".into());
             return -1;
@@ -538,21 +909,20 @@ mod tests {
 
     #[test]
     fn errors_propagate_and_too_many_tasks_fail() {
-        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), 0) };
         assert_eq!(r, -1);
         assert_eq!(last_error_string(), "ValueError: task failed");
-        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), 100_000) };
         assert_eq!(r, -1);
         assert!(last_error_string().contains("100000 tasks"));
+        let r = unsafe { parallel_launch(fail_odd, std::ptr::null_mut(), -1) };
+        assert_eq!(r, -1);
+        assert!(last_error_string().contains("negative"));
     }
 
     unsafe extern "C" fn nested(task: i32, _p: *mut ParallelGroupEnv, c: *mut c_void) -> i32 {
-        // SAFETY: the launch passes the `Shared` this test created, alive until it returns.
         let s = unsafe { &*(c as *const Shared) };
         let inner = shared();
-        // SAFETY: the task function is callable from several threads with the data passed.
         let r = unsafe { parallel_launch(count, &inner as *const _ as *mut c_void, 0) };
         if r != 0 || inner.hits[0].load(Ordering::SeqCst) != 1 {
             s.bad.store(true, Ordering::SeqCst);
@@ -565,7 +935,6 @@ mod tests {
     fn nested_launch_runs_inline() {
         let s = shared();
         assert_eq!(
-            // SAFETY: the task function is callable from several threads with the data passed.
             unsafe { parallel_launch(nested, &s as *const _ as *mut c_void, 0) },
             0
         );
@@ -574,17 +943,22 @@ mod tests {
 
     #[test]
     fn many_application_threads_launch_at_once() {
+        let pool = private_pool(2);
         let threads: Vec<_> = (0..8)
-            .map(|_| {
-                std::thread::spawn(|| {
-                    for _ in 0..2000 {
+            .map(|i| {
+                std::thread::spawn(move || {
+                    for k in 0..2000 {
                         let s = shared();
-                        // SAFETY: the task function is callable from several threads with the data passed.
-                        let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, 0) };
+                        // Half the threads let the pool choose, half ask for both threads.
+                        let n = if i % 2 == 0 { 0 } else { 2 };
+                        let f = if k % 2 == 0 { count } else { mark };
+                        let r = unsafe { launch_on(pool, f, &s as *const _ as *mut c_void, n) };
                         assert_eq!(r, 0);
-                        let total: u64 = s.hits.iter().map(|h| h.load(Ordering::SeqCst)).sum();
-                        assert!(total >= 1 && total <= num_threads() as u64);
-                        assert!(s.hits.iter().all(|h| h.load(Ordering::SeqCst) <= 1));
+                        let h = hits(&s);
+                        let total: u64 = h.iter().sum();
+                        assert!(total >= 1 && total <= 2);
+                        assert!(n == 0 || total == 2);
+                        assert!(h.iter().all(|&x| x <= 1));
                         assert!(!s.bad.load(Ordering::SeqCst));
                     }
                 })
@@ -593,26 +967,6 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
-    }
-
-    #[test]
-    fn a_worker_that_cannot_start_shrinks_the_pool() {
-        FAIL_SPAWN_FROM.with(|f| f.set(1));
-        let config = PoolConfig {
-            threads: 4,
-            bind: false,
-            spin_count: 0,
-        };
-        let pool = Pool::start(config, &[]);
-        FAIL_SPAWN_FROM.with(|f| f.set(usize::MAX));
-        // Worker 0 started, worker 1 was refused: the launcher and one worker remain.
-        assert_eq!(pool.threads(), 2);
-        let s = shared();
-        // SAFETY: this test owns the pool; `count` is callable concurrently with `s`.
-        let r = unsafe { pool.launch(count, &s as *const _ as *mut c_void, 2) };
-        assert_eq!(r, 0);
-        assert_eq!(s.hits[0].load(Ordering::SeqCst), 1);
-        assert_eq!(s.hits[1].load(Ordering::SeqCst), 1);
-        assert!(!s.bad.load(Ordering::SeqCst));
+        pool.stop();
     }
 }
