@@ -3,6 +3,7 @@
 
 pub mod blob;
 pub mod dso;
+pub mod elf_check;
 pub mod function_info;
 mod functions;
 pub mod library;
