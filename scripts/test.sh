@@ -50,4 +50,7 @@ fi
 step "examples, install layout, drop-in substitution, device plugin"
 bash scripts/run_examples.sh
 
+step "sanitizers (ASan, TSan) and the CPU-only build"; bash scripts/test_sanitizers.sh
+step "soak and load test"; bash scripts/soak.sh
+
 step "all tests passed"

@@ -4,6 +4,7 @@
 //! `tests/cuda_fixtures`) run through the same DSO-with-blob path TVM uses, plus copies every
 //! way, streams and events, and the graph executor on CUDA-only and mixed CPU+CUDA graphs.
 //! GPU tests print "skipped: no CUDA driver" and pass where there is none.
+#![cfg(feature = "cuda")]
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

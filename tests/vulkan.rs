@@ -9,6 +9,7 @@
 //!
 //! Without a Vulkan loader or driver every test prints "skipped: no Vulkan driver" and passes,
 //! unless TVMRT_REQUIRE_VULKAN is set (the test command sets it where lavapipe is installed).
+#![cfg(feature = "vulkan")]
 
 use std::ffi::c_void;
 use std::path::Path;

@@ -355,6 +355,7 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
             let api = device::api(dev)?;
             if !matches!(api.get_attr(dev, DeviceAttr::Exist)?, RetValue::Int(1)) {
                 if id == 0 {
+                    #[cfg(feature = "cuda")]
                     let why = if ty == tvm_runtime::packed_func::types::DL_CUDA {
                         device::cuda::driver_error()
                             .map(|e| format!(" ({e})"))
@@ -362,6 +363,8 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
                     } else {
                         String::new()
                     };
+                    #[cfg(not(feature = "cuda"))]
+                    let why = "";
                     println!("{name}: no device present{why}");
                 }
                 break;
@@ -391,6 +394,7 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
                 }
             }
             if target && ty == tvm_runtime::packed_func::types::DL_VULKAN {
+                #[cfg(feature = "vulkan")]
                 println!("  target: {}", device::vulkan::target_json(id)?);
             }
             if ty == 1 {

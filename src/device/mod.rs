@@ -5,9 +5,11 @@
 //! register under their type code; the CPU is built in.
 
 pub mod cpu;
+#[cfg(feature = "cuda")]
 pub mod cuda;
 mod functions;
 pub mod plugin;
+#[cfg(feature = "vulkan")]
 pub mod vulkan;
 
 use crate::packed_func::error::{Error, Result};
@@ -255,9 +257,12 @@ pub trait DeviceApi: Send + Sync {
 }
 
 static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::new(|| {
+    #[cfg_attr(not(any(feature = "cuda", feature = "vulkan")), allow(unused_mut))]
     let mut m: HashMap<i32, Arc<dyn DeviceApi>> = HashMap::new();
     // Built-in CUDA (the driver itself is only loaded when a CUDA device is used).
+    #[cfg(feature = "cuda")]
     let cuda: Arc<dyn DeviceApi> = cuda::shared_api();
+    #[cfg(feature = "cuda")]
     for t in [
         crate::packed_func::types::DL_CUDA,
         crate::packed_func::types::DL_CUDA_HOST,
@@ -265,6 +270,7 @@ static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::
     ] {
         m.insert(t, cuda.clone());
     }
+    #[cfg(feature = "vulkan")]
     vulkan::install(&mut m);
     RwLock::new(m)
 });
@@ -419,6 +425,8 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
 pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     functions::register(r);
     plugin::register_discovery(r);
+    #[cfg(feature = "cuda")]
     cuda::register(r);
+    #[cfg(feature = "vulkan")]
     vulkan::register(r);
 }

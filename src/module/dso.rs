@@ -78,17 +78,8 @@ pub fn load(path: &str) -> Result<Module> {
             "cannot open module file {path}: not a file"
         )));
     }
-    let mut magic = [0u8; 4];
-    {
-        use std::io::Read;
-        let mut f = std::fs::File::open(path)
-            .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
-        if f.read_exact(&mut magic).is_err() || &magic != b"\x7fELF" {
-            return Err(Error::internal(format!(
-                "cannot load {path}: not a shared library (no ELF header)"
-            )));
-        }
-    }
+    // The dynamic loader trusts the file (a truncated one kills the process with SIGBUS).
+    super::elf_check::check_file(path)?;
     // RTLD_LAZY | RTLD_LOCAL as the reference: binding on first call keeps loading cheap.
     // SAFETY: loading runs the library's initialisers; TVM output has only static
     // registrations, which call back into this runtime's C API.

@@ -4,6 +4,7 @@
 pub mod any_list;
 pub mod blob;
 pub mod dso;
+pub mod elf_check;
 pub mod function_info;
 mod functions;
 pub mod library;

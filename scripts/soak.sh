@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Soak and load test of the release library (examples/soak.rs, scripts/soak_callbacks.py):
+#   - 8 application threads, each with its own executors, run the bundled MLP and mobilenet
+#     (fixture, when built) alternately;
+#   - 1,000 load / run / unload cycles of the MLP library;
+#   - 10,000 PackedFunc callbacks from C into Python and back (TVM's Python package on ours).
+# Every output is checked; VmRSS and open fds are sampled and must stay flat after warm-up.
+#
+#   scripts/soak.sh          CI size (a few minutes on 2 cores)
+#   scripts/soak.sh --long   the size reported in benches/README.md
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+runs=12
+cycles=1000
+calls=10000
+if [ "${1:-}" = "--long" ]; then
+  runs=250
+  cycles=5000
+  calls=50000
+fi
+
+cargo build --release --quiet --lib --example soak
+soak=target/release/examples/soak
+fixtures="$TVMRT_CACHE/fixtures"
+
+models=(--model examples/models/mlp.so)
+if [ -f "$fixtures/mobilenet.so" ]; then
+  models+=(--model "$fixtures/mobilenet.so")
+elif [ -n "${TVMRT_REQUIRE_MODELS:-}" ]; then
+  echo "soak: TVMRT_REQUIRE_MODELS is set but $fixtures/mobilenet.so is missing" >&2
+  exit 1
+else
+  echo "skipped: mobilenet (fixture not built); the threads run the MLP only"
+fi
+"$soak" threads --threads 8 --runs "$runs" "${models[@]}"
+"$soak" cycles --cycles "$cycles" --model examples/models/mlp.so
+
+if [ -f "$fixtures/packed_call.so" ] && [ -x "$TVMRT_PYTHON" ]; then
+  tmp="$(mktemp -d "${TMPDIR:-/tmp}/tvmrt-soak.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  cp target/release/libtvm_runtime.so "$tmp/"
+  TVM_LIBRARY_PATH="$tmp" TVM_USE_RUNTIME_LIB=1 TVM_FFI=ctypes \
+    "$TVMRT_PYTHON" scripts/soak_callbacks.py "$fixtures" "$calls"
+elif [ -n "${TVMRT_REQUIRE_FIXTURES:-}" ]; then
+  echo "soak: TVMRT_REQUIRE_FIXTURES is set but the packed_call fixture or Python is missing" >&2
+  exit 1
+else
+  echo "skipped: callbacks into Python (packed_call fixture or TVM's Python package missing)"
+fi
+echo "soak: passed"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Hardening stage of the test command (issue 16):
+#   1. AddressSanitizer (with LeakSanitizer): the Rust tests of the CPU rooms, built
+#      --no-default-features (so this is also the CPU-only build's test run), then the C
+#      conformance suite on that instrumented library;
+#   2. ThreadSanitizer: the concurrency tests (thread pool, registry, object references, one
+#      executor per thread, the eight-thread C API stress test);
+#   3. the CPU-only release library (no CUDA, no Vulkan): the C suite on it, and the stripped
+#      sizes of both builds.
+# Any sanitizer report fails the stage; there are no suppressions.
+# The sanitizers need nightly flags on the stable toolchain (RUSTC_BOOTSTRAP=1, see
+# DESIGN.md "Sanitizers"), an explicit --target (so build scripts and proc macros are not
+# instrumented) and their own target directories.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/env.sh
+
+step() { printf '\n==> %s\n' "$*"; }
+host=x86_64-unknown-linux-gnu
+if [ "$(rustc -vV | sed -n 's/^host: //p')" != "$host" ]; then
+  echo "skipped: sanitizer stage (the host is not $host)"
+  exit 0
+fi
+export RUSTC_BOOTSTRAP=1
+cargo_san() { cargo "$1" -p tvm-runtime --no-default-features --target "$host" "${@:2}"; }
+
+# C suite against one library, mode (a) of c_tests/CMakeLists.txt. Extra arguments are CMake
+# definitions.
+c_suite() {
+  local name="$1" lib="$2"
+  shift 2
+  cmake -S c_tests -B "build/c_tests-$name" -DCMAKE_BUILD_TYPE=Debug \
+    -DTVM_INCLUDE_DIRS="$PWD/include" -DTVM_RUNTIME_LIB="$lib" "$@" >/dev/null
+  cmake --build "build/c_tests-$name" -j "$(nproc)" >/dev/null
+  (cd "build/c_tests-$name" && ctest --output-on-failure)
+}
+
+step "AddressSanitizer: Rust tests of the CPU-only build"
+export ASAN_OPTIONS="detect_leaks=1"
+RUSTFLAGS="-Zsanitizer=address" cargo_san test --target-dir target/asan --lib \
+  --test core_api --test graph_executor --test fixtures --test elf_check --test concurrency
+
+step "AddressSanitizer: C suite on the instrumented library"
+# A cdylib does not carry the sanitizer runtime: the C tests are linked with the C compiler's
+# (-fsanitize=address), which the library's instrumentation then uses. The suite asks for
+# impossible sizes on purpose and expects a clean error, so allocations may return null.
+RUSTFLAGS="-Zsanitizer=address" cargo_san build --target-dir target/asan --lib
+ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1" \
+  c_suite asan "$PWD/target/asan/$host/debug/libtvm_runtime.so" \
+  -DCMAKE_C_FLAGS=-fsanitize=address -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address \
+  -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address
+unset ASAN_OPTIONS
+
+step "ThreadSanitizer: concurrency tests"
+# std is not instrumented (no rust-src for -Zbuild-std), hence the ABI-mismatch allowance.
+tsan() {
+  TSAN_OPTIONS="halt_on_error=1" \
+    RUSTFLAGS="-Zsanitizer=thread -Cunsafe-allow-abi-mismatch=sanitizer" \
+    cargo_san test --target-dir target/tsan "$@"
+}
+tsan --lib threading::
+tsan --test concurrency
+tsan --test core_api stress_eight_threads
+
+step "CPU-only release library: C suite and sizes"
+cargo build --release --no-default-features -p tvm-runtime --lib --target-dir target/cpu-only
+c_suite cpu-only "$PWD/target/cpu-only/release/libtvm_runtime.so"
+for lib in target/release/libtvm_runtime.so target/cpu-only/release/libtvm_runtime.so; do
+  if [ -f "$lib" ]; then
+    strip -o "$lib.stripped" "$lib"
+    echo "stripped size of $lib: $(stat -c %s "$lib.stripped") bytes"
+    rm -f "$lib.stripped"
+  fi
+done
