@@ -23,7 +23,11 @@ struct Npy {
 
 fn read_npy(path: &Path) -> Npy {
     let b = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    assert!(b.starts_with(b"\x93NUMPY"), "{}: not a .npy file", path.display());
+    assert!(
+        b.starts_with(b"\x93NUMPY"),
+        "{}: not a .npy file",
+        path.display()
+    );
     let (hlen, start) = if b[6] == 1 {
         (u16::from_le_bytes([b[8], b[9]]) as usize, 10)
     } else {
@@ -34,7 +38,11 @@ fn read_npy(path: &Path) -> Npy {
         let i = header.find(k).unwrap_or_else(|| panic!("{header}: no {k}")) + k.len();
         header[i..].trim_start_matches([':', ' '])
     };
-    let descr = field("'descr'")[1..].split('\'').next().unwrap().to_string();
+    let descr = field("'descr'")[1..]
+        .split('\'')
+        .next()
+        .unwrap()
+        .to_string();
     assert!(field("'fortran_order'").starts_with("False"), "{header}");
     let dims = field("'shape'");
     let dims = &dims[1..dims.find(')').unwrap()];
@@ -138,7 +146,9 @@ fn check_value(where_: &str, res: &Value, got: &ObjectRef, dir: &Path) {
                 .unwrap_or_else(|| panic!("{where_}: {} is not a tuple", got.type_key()));
             assert_eq!(arr.items.len(), fields.len(), "{where_}: tuple size");
             for (i, (r, v)) in fields.iter().zip(&arr.items).enumerate() {
-                let v = v.as_ref().unwrap_or_else(|| panic!("{where_}[{i}] is null"));
+                let v = v
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{where_}[{i}] is null"));
                 check_value(&format!("{where_}[{i}]"), r, v, dir);
             }
         }
@@ -161,7 +171,10 @@ fn check_value(where_: &str, res: &Value, got: &ObjectRef, dir: &Path) {
                 .unwrap_or_else(|e| panic!("{where_}: {} is not a tensor: {e}", got.type_key()));
             assert_eq!(a.dtype(), dtype_of(&want.descr), "{where_}: dtype");
             assert_eq!(a.shape(), &want.shape[..], "{where_}: shape");
-            assert!(bytes_of(&a) == want.data, "{where_}: {key} differs from the reference");
+            assert!(
+                bytes_of(&a) == want.data,
+                "{where_}: {key} differs from the reference"
+            );
         }
         other => panic!("bad result spec {other}"),
     }
