@@ -545,7 +545,8 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Bool(b) => b,
             _ => scalar_int(&ndarray_arg(&a, 0)?)? != 0,
         };
-        *rv = RetValue::Bool(v);
+        // An int, as v0.16 returns bools: frontends of every version read it, and so does If.
+        *rv = RetValue::Int(v as i64);
         Ok(())
     });
     r.add("vm.builtin.invoke_debug_func", |a, rv| {
