@@ -456,11 +456,11 @@ fn saving_is_byte_identical_and_disassembly_reads() {
     let has = m.function("has_function").unwrap();
     assert!(matches!(
         has.call(&[ArgValue::Str(c"main")]).unwrap(),
-        RetValue::Bool(true)
+        RetValue::Int(1)
     ));
     assert!(matches!(
         has.call(&[ArgValue::Str(c"nope")]).unwrap(),
-        RetValue::Bool(false)
+        RetValue::Int(0)
     ));
 }
 
@@ -636,4 +636,231 @@ fn fixture_executables_save_back_byte_identically() {
             assert_eq!(got, want, "{}", file.display());
         }
     }
+}
+
+#[test]
+fn instrument_sees_every_call_and_can_skip() {
+    setup();
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+    let vm = vm_of(&program());
+    let seen = Arc::new(AtomicI64::new(0));
+    let s2 = seen.clone();
+    // Skips every call of test.relax.add (returns 1 before it), so main returns null.
+    let ins = tvm_runtime::Function::from_rust(move |a, rv| {
+        s2.fetch_add(1, Ordering::Relaxed);
+        let name = a.str(1)?;
+        let before = a.i64(2)?;
+        *rv = RetValue::Int((name == "test.relax.add" && before == 1) as i64);
+        Ok(())
+    });
+    let o = ins.as_object().clone();
+    // SAFETY: `o` is alive for the call.
+    let arg = ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(o.as_ptr()) });
+    call(&vm, "set_instrument", &[arg]).unwrap();
+    let r = call(&vm, "main", &[ArgValue::Int(3), ArgValue::Int(4)]).unwrap();
+    assert!(matches!(r, RetValue::Null), "{r:?}");
+    // main: double (before, after) + add (before); double: add (before).
+    assert_eq!(seen.load(Ordering::Relaxed), 4);
+    call(&vm, "set_instrument", &[ArgValue::Null]).unwrap();
+    assert_eq!(
+        call(&vm, "main", &[ArgValue::Int(3), ArgValue::Int(4)])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        10
+    );
+}
+
+#[test]
+fn stateful_calls_and_saved_functions() {
+    setup();
+    let vm = vm_of(&program());
+    call(
+        &vm,
+        "set_input",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1), ArgValue::Int(2)],
+    )
+    .unwrap();
+    let e = call(&vm, "get_output", &[ArgValue::Str(c"main")]).unwrap_err();
+    assert!(e.message.contains("invoke_stateful"), "{}", e.message);
+    call(&vm, "invoke_stateful", &[ArgValue::Str(c"main")]).unwrap();
+    assert_eq!(
+        call(&vm, "get_output", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        call(&vm, "get_output_arity", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        -1
+    );
+    let e = call(
+        &vm,
+        "set_input",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1)],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("doesn't match"), "{}", e.message);
+    call(
+        &vm,
+        "save_function",
+        &[
+            ArgValue::Str(c"main"),
+            ArgValue::Str(c"bench"),
+            ArgValue::Int(1),
+            ArgValue::Int(5),
+            ArgValue::Int(6),
+        ],
+    )
+    .unwrap();
+    assert_eq!(call(&vm, "bench", &[]).unwrap().as_i64().unwrap(), 16);
+    // Through the time evaluator, as TVM's Python VirtualMachine.time_evaluator does.
+    let te = tvm_runtime::Function::get_global("runtime.RPCTimeEvaluator").unwrap();
+    let vmo = vm.as_object().clone();
+    // SAFETY: `vmo` is alive for the call.
+    let marg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(vmo.as_ptr()) });
+    let f = te
+        .call(&[
+            marg,
+            ArgValue::Str(c"bench"),
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Int(2),
+            ArgValue::Int(3),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Str(c""),
+        ])
+        .unwrap()
+        .into_object()
+        .unwrap();
+    let f = tvm_runtime::Function::from_object(f).unwrap();
+    match f.call(&[]).unwrap() {
+        RetValue::Bytes(b) => assert_eq!(b.len(), 3 * 8),
+        o => panic!("{o:?}"),
+    }
+}
+
+/// The first Relax fixture call whose first argument is a tensor.
+fn first_tensor_call() -> Option<(VirtualMachine, String, Vec<NDArray>, std::path::PathBuf)> {
+    for (d, e) in relax_fixtures() {
+        let file = d.join(e["file"].as_str().unwrap());
+        let mut npz =
+            Npz(npyz::npz::NpzArchive::open(d.join(e["expected"].as_str().unwrap())).unwrap());
+        for c in e["calls"].as_array().unwrap() {
+            let args: Vec<NDArray> = c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| npz.array(k.as_str().unwrap()))
+                .collect();
+            if args
+                .first()
+                .is_some_and(|a| a.dtype() == DLDataType::new(2, 32, 1) && !a.shape().is_empty())
+            {
+                let vm = VirtualMachine::load(file.to_str().unwrap()).unwrap();
+                vm.init(&[tvm_runtime::DLDevice::CPU]).unwrap();
+                return Some((vm, c["function"].as_str().unwrap().to_string(), args, file));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn wrong_inputs_get_the_reference_wording() {
+    let Some((vm, f, mut args, _)) = first_tensor_call() else {
+        return;
+    };
+    let good = args[0].clone();
+    args[0] = NDArray::empty(
+        good.shape(),
+        DLDataType::new(0, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    let e = vm.call(&f, &args).unwrap_err();
+    assert!(
+        e.message
+            .contains("expect Tensor with dtype float32 but get int32"),
+        "{}",
+        e.message
+    );
+    let mut shape = good.shape().to_vec();
+    shape.push(1);
+    args[0] = NDArray::empty(
+        &shape,
+        DLDataType::new(2, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    let e = vm.call(&f, &args).unwrap_err();
+    assert!(
+        e.message.contains(&format!(
+            "expect Tensor with ndim {} but get {}",
+            shape.len() - 1,
+            shape.len()
+        )),
+        "{}",
+        e.message
+    );
+    args.pop();
+    let e = vm.call(&f, &args).unwrap_err();
+    assert!(
+        e.message.contains("arguments were provided"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn profiler_reports_every_kernel_call() {
+    let Some((vm, f, args, file)) = first_tensor_call() else {
+        return;
+    };
+    // A profiler VM over the same executable.
+    let m = Module::load(file.to_str().unwrap()).unwrap();
+    let pvm = Module::from_object(
+        m.function("vm_profiler_load_executable")
+            .unwrap()
+            .call(&[])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    pvm.function("vm_initialization")
+        .unwrap()
+        .call(&[ArgValue::Int(1), ArgValue::Int(0), ArgValue::Int(2)])
+        .unwrap();
+    let fname = std::ffi::CString::new(f.clone()).unwrap();
+    let mut pargs = vec![ArgValue::Str(&fname)];
+    pargs.extend(args.iter().map(ArgValue::from));
+    let json = match pvm.function("profile").unwrap().call(&pargs).unwrap() {
+        RetValue::Str(s) => s,
+        o => panic!("{o:?}"),
+    };
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let calls = j["calls"].as_array().unwrap();
+    assert!(!calls.is_empty());
+    for c in calls {
+        assert_eq!(c["Device"]["string"], "cpu0");
+        assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() >= 0.0);
+    }
+    assert_eq!(j["configuration"]["Executor"]["string"], "VM");
+    // The plain VM has no profile function.
+    assert!(vm
+        .module()
+        .get_function("profile", false)
+        .unwrap()
+        .is_none());
 }

@@ -226,7 +226,9 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add("vm.builtin.match_shape", |a, _| {
         if a.len() < 3 {
-            return Err(value_err("vm.builtin.match_shape: too few arguments".into()));
+            return Err(value_err(
+                "vm.builtin.match_shape: too few arguments".into(),
+            ));
         }
         let shape = shape_arg(&a, 0)?;
         let heap = heap_arg(&a, 1)?;
@@ -258,8 +260,8 @@ pub(crate) fn register(r: &mut Registrar) {
                 // SAFETY: as above.
                 3 if dim != unsafe { *heap_slot(heap, reg)? } => {
                     return Err(runtime_err(format!(
-                        "{ctx} match_cast error,  shape[{i}] mismatch to a previous populated value."
-                    )))
+                    "{ctx} match_cast error,  shape[{i}] mismatch to a previous populated value."
+                )))
                 }
                 0 | 2 | 3 => {}
                 c => return Err(value_err(format!("Unknown match shape code: {c}"))),
