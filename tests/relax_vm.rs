@@ -864,3 +864,91 @@ fn profiler_reports_every_kernel_call() {
         .unwrap()
         .is_none());
 }
+
+#[test]
+fn contrib_sort_externs() {
+    let f = |n: &str| tvm_runtime::Function::get_global(n).unwrap();
+    let x = NDArray::from_slice(&[3.0f32, 1.0, 2.0, 1.0, 5.0, 0.0], &[2, 3]).unwrap();
+    let idx = NDArray::empty(
+        &[2, 3],
+        DLDataType::new(0, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    f("tvm.contrib.sort.argsort")
+        .call(&[
+            (&x).into(),
+            (&idx).into(),
+            ArgValue::Int(1),
+            ArgValue::Int(1),
+        ])
+        .unwrap();
+    assert_eq!(idx.to_vec::<i32>().unwrap(), vec![1, 2, 0, 2, 0, 1]);
+    // Along axis 0, descending: ties keep the lower index first.
+    f("tvm.contrib.sort.argsort")
+        .call(&[
+            (&x).into(),
+            (&idx).into(),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+        ])
+        .unwrap();
+    assert_eq!(idx.to_vec::<i32>().unwrap(), vec![0, 1, 0, 1, 0, 1]);
+    let y = NDArray::empty(
+        &[2, 3],
+        DLDataType::new(2, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    f("tvm.contrib.sort.sort")
+        .call(&[
+            (&x).into(),
+            (&y).into(),
+            ArgValue::Int(-1),
+            ArgValue::Int(0),
+        ])
+        .unwrap();
+    assert_eq!(
+        y.to_vec::<f32>().unwrap(),
+        vec![3.0, 2.0, 1.0, 5.0, 1.0, 0.0]
+    );
+    let v = NDArray::empty(
+        &[2, 2],
+        DLDataType::new(2, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    let i = NDArray::empty(
+        &[2, 2],
+        DLDataType::new(0, 64, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    f("tvm.contrib.sort.topk")
+        .call(&[
+            (&x).into(),
+            (&v).into(),
+            (&i).into(),
+            ArgValue::Int(2),
+            ArgValue::Int(1),
+            ArgValue::Str(c"both"),
+            ArgValue::Int(0),
+        ])
+        .unwrap();
+    assert_eq!(v.to_vec::<f32>().unwrap(), vec![3.0, 2.0, 5.0, 1.0]);
+    assert_eq!(i.to_vec::<i64>().unwrap(), vec![0, 2, 1, 0]);
+    // Bad axis: an error, not a crash.
+    let e = f("tvm.contrib.sort.argsort")
+        .call(&[
+            (&x).into(),
+            (&idx).into(),
+            ArgValue::Int(2),
+            ArgValue::Int(1),
+        ])
+        .unwrap_err();
+    assert!(
+        e.message.contains("axis 2 is out of range"),
+        "{}",
+        e.message
+    );
+}
