@@ -2,7 +2,8 @@
 //! call through the environment, so that such models run without TVM's C++ runtime.
 //!
 //! Sorting is stable along one axis. `topk` breaks ties by the lower index in both directions.
-//! Floats compare by IEEE total order (the reference's `<` leaves NaN order unspecified).
+//! Floats compare as with `<` (so -0.0 equals 0.0); NaNs, whose order the reference leaves
+//! unspecified, sort by IEEE total order.
 
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
@@ -54,7 +55,8 @@ enum Num {
 impl Num {
     fn cmp(&self, o: &Num) -> Ordering {
         match (self, o) {
-            (Num::F(a), Num::F(b)) => a.total_cmp(b),
+            // Zeros of either sign are equal, as with `<`; NaNs get a fixed place.
+            (Num::F(a), Num::F(b)) => (a + 0.0).total_cmp(&(b + 0.0)),
             (Num::I(a), Num::I(b)) => a.cmp(b),
             (Num::U(a), Num::U(b)) => a.cmp(b),
             _ => Ordering::Equal,
