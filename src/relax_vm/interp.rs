@@ -684,7 +684,8 @@ impl VmCore {
         let mut regs = vec![
             RetValue::Object(fobj),
             RetValue::Object(name),
-            RetValue::Bool(before),
+            // An int, which frontends of every version read (v0.16 has no bool code).
+            RetValue::Int(before as i64),
             ret.clone(),
         ];
         for (&v, &c) in frame.values.iter().zip(&frame.codes) {
@@ -769,7 +770,9 @@ pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
                 let mut items = Vec::with_capacity(arr.items.len());
                 for it in &arr.items {
                     items.push(match it {
-                        Some(x) => Some(to_device(RetValue::Object(x.clone()), dev)?.into_object()?),
+                        Some(x) => {
+                            Some(to_device(RetValue::Object(x.clone()), dev)?.into_object()?)
+                        }
                         None => None,
                     });
                 }
