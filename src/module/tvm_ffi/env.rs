@@ -27,13 +27,67 @@ pub fn clear_raised() {
 
 /// The error the failed kernel raised, as a classic error.
 pub fn take_raised() -> Error {
-    RAISED.with(|r| r.borrow_mut().take()).unwrap_or_else(|| {
-        Error::tvm(
-            "a kernel compiled for the tvm-ffi ABI failed without raising an error it could \
-                 pass to this runtime (with TVM's own libtvm_ffi.so in the process, its errors \
-                 go there)",
+    RAISED
+        .with(|r| r.borrow_mut().take())
+        .or_else(take_foreign_raised)
+        .unwrap_or_else(|| {
+            Error::tvm("a kernel compiled for the tvm-ffi ABI failed without raising an error")
+        })
+}
+
+/// With TVM's own libtvm_ffi.so in charge of the error symbol, a kernel's error was raised
+/// there: move it out (`TVMFFIErrorMoveFromRaised`) and read its kind and message (the
+/// `TVMFFIErrorCell` after the 24-byte object header).
+fn take_foreign_raised() -> Option<Error> {
+    if !matches!(ERROR_SYMBOL.get(), Some(Ok(ErrorSymbol::Foreign))) {
+        return None;
+    }
+    type MoveFromRaised = unsafe extern "C" fn(*mut *mut c_void);
+    type DecRef = unsafe extern "C" fn(*mut c_void) -> c_int;
+    // SAFETY: dlsym only reads the loader's tables.
+    let (mv, dec) = unsafe {
+        (
+            libc::dlsym(libc::RTLD_DEFAULT, c"TVMFFIErrorMoveFromRaised".as_ptr()),
+            libc::dlsym(libc::RTLD_DEFAULT, c"TVMFFIObjectDecRef".as_ptr()),
         )
-    })
+    };
+    if mv.is_null() || dec.is_null() {
+        return None;
+    }
+    // SAFETY: the symbols have these signatures in tvm-ffi's c_api.h.
+    let (mv, dec) = unsafe {
+        (
+            std::mem::transmute::<*mut c_void, MoveFromRaised>(mv),
+            std::mem::transmute::<*mut c_void, DecRef>(dec),
+        )
+    };
+    let mut obj: *mut c_void = std::ptr::null_mut();
+    // SAFETY: writes the raised error object (owned by us now) or NULL.
+    unsafe { mv(&mut obj) };
+    if obj.is_null() {
+        return None;
+    }
+    let text = |b: *const super::abi::TVMFFIByteArray| {
+        // SAFETY: the error cell's byte arrays point at its own strings.
+        let b = unsafe { &*b };
+        if b.data.is_null() {
+            String::new()
+        } else {
+            // SAFETY: as above, `size` bytes.
+            String::from_utf8_lossy(unsafe {
+                std::slice::from_raw_parts(b.data as *const u8, b.size)
+            })
+            .into_owned()
+        }
+    };
+    // SAFETY: an error object: the header, then the cell's kind and message byte arrays.
+    let cell = unsafe { (obj as *const u8).add(super::abi::OBJECT_HEADER_SIZE) }
+        as *const super::abi::TVMFFIByteArray;
+    // SAFETY: see `text`; the cell has kind then message.
+    let (kind, message) = (text(cell), text(unsafe { cell.add(1) }));
+    // SAFETY: we own the reference MoveFromRaised gave us.
+    unsafe { dec(obj) };
+    Some(Error::from_message(&format!("{kind}: {message}")))
 }
 
 fn raise(err: Error) {
