@@ -168,7 +168,11 @@ fn kernel_argument_errors_are_classic_errors_with_tvms_message() {
     );
     // Too few arguments.
     assert_eq!(call(l.f, &[nd(&a)]), -1);
-    assert!(last_error().starts_with("TypeError: Expected 3 arguments"), "{}", last_error());
+    assert!(
+        last_error().starts_with("TypeError: Expected 3 arguments"),
+        "{}",
+        last_error()
+    );
 }
 
 #[test]
@@ -227,7 +231,11 @@ fn a_failing_callee_fails_the_kernel_with_its_message() {
     let rc = call(l.f, &[nd(&a), nd(&b)]);
     REFUSE.with(|r| r.set(false));
     assert_eq!(rc, -1);
-    assert!(last_error().contains("the host callback refused"), "{}", last_error());
+    assert!(
+        last_error().contains("the host callback refused"),
+        "{}",
+        last_error()
+    );
     assert_eq!(call(l.f, &[nd(&a), nd(&b)]), 0, "{}", last_error());
     same(&b, &z.get("cb").0);
 }

@@ -135,7 +135,6 @@ pub unsafe fn call_kernel(
         *slot = unsafe { to_ffi(values[i], codes[i], i)? };
     }
     let mut result = TVMFFIAny::NONE;
-    super::env::clear_raised();
     // SAFETY: the kernel takes (handle, args, n, result) and reads only `n` arguments; the
     // reference passes a NULL handle and a None result, as here.
     let rc = unsafe { kernel(std::ptr::null_mut(), args.as_ptr(), n as i32, &mut result) };
@@ -143,6 +142,61 @@ pub unsafe fn call_kernel(
         return Err(super::env::take_raised());
     }
     from_ffi(&result)
+}
+
+/// A tvm-ffi kernel in the classic compiled-function convention (`TVMBackendPackedCFunc`),
+/// with the kernel's address as the resource handle: the runtime's call paths treat it as
+/// any compiled function. Failures set the classic last error and return -1; no panic leaves.
+///
+/// # Safety
+/// `resource` must be a loaded tvm-ffi kernel; the arrays must hold `num_args` valid entries;
+/// the out slots must be valid.
+pub unsafe extern "C" fn kernel_trampoline(
+    values: *mut TVMValue,
+    codes: *mut i32,
+    num_args: i32,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+    resource: *mut c_void,
+) -> i32 {
+    let run = || -> Result<()> {
+        let n = num_args.max(0) as usize;
+        let (values, codes) = if n == 0 {
+            (&[][..], &[][..])
+        } else {
+            // SAFETY: the caller's contract: `num_args` entries each.
+            unsafe {
+                (
+                    std::slice::from_raw_parts(values, n),
+                    std::slice::from_raw_parts(codes, n),
+                )
+            }
+        };
+        // SAFETY: `resource` is the kernel's address (set by the library module).
+        let kernel = unsafe { std::mem::transmute::<*mut c_void, SafeCall>(resource) };
+        // SAFETY: forwarded contract.
+        let rv = unsafe { call_kernel(kernel, values, codes)? };
+        let (v, c) = rv.into_c();
+        // SAFETY: valid out slots by contract.
+        unsafe {
+            *out_value = v;
+            *out_code = c;
+        }
+        Ok(())
+    };
+    match std::panic::catch_unwind(run) {
+        Ok(Ok(())) => 0,
+        Ok(Err(e)) => {
+            crate::packed_func::error::set_last_error(&e);
+            -1
+        }
+        Err(p) => {
+            crate::packed_func::error::set_last_error(&crate::packed_func::error::panic_to_error(
+                p,
+            ));
+            -1
+        }
+    }
 }
 
 /// One tvm-ffi argument as a classic value; small strings are copied into `strings`, whose

@@ -20,11 +20,6 @@ thread_local! {
     static RAISED: RefCell<Option<Error>> = const { RefCell::new(None) };
 }
 
-/// Forgets an earlier raised error (before a kernel call).
-pub fn clear_raised() {
-    RAISED.with(|r| r.borrow_mut().take());
-}
-
 /// The error the failed kernel raised, as a classic error.
 pub fn take_raised() -> Error {
     RAISED

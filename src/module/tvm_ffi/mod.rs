@@ -121,13 +121,11 @@ impl ModuleNode for FfiLibraryModule {
             Some(o) => Owner::Object(o.clone()),
             None => Owner::Shared(Arc::new(self.lib.clone())),
         };
-        Ok(Some(Function::from_rust(move |args, rv| {
-            let _keep = &owner;
-            // SAFETY: the kernel's library stays loaded while `owner` lives; `args` holds
-            // valid classic values.
-            *rv = unsafe { call::call_kernel(kernel, args.values, args.codes)? };
-            Ok(())
-        })))
+        Ok(Some(Function::from_backend(
+            call::kernel_trampoline,
+            kernel as *mut c_void,
+            Some(owner),
+        )))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
