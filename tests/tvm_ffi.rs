@@ -239,3 +239,106 @@ fn a_failing_callee_fails_the_kernel_with_its_message() {
     assert_eq!(call(l.f, &[nd(&a), nd(&b)]), 0, "{}", last_error());
     same(&b, &z.get("cb").0);
 }
+
+/// Builds a shared library from C source in a temporary directory.
+fn build_so(name: &str, src: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("tvmrt_ffi_{}_{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let c = dir.join(format!("{name}.c"));
+    std::fs::write(&c, src).unwrap();
+    let so = dir.join(format!("{name}.so"));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let st = std::process::Command::new(cc)
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&so)
+        .arg(&c)
+        .status()
+        .unwrap();
+    assert!(st.success());
+    so
+}
+
+fn load_error(so: &std::path::Path) -> String {
+    let path = CString::new(so.to_str().unwrap()).unwrap();
+    let mut m = std::ptr::null_mut();
+    // SAFETY: valid strings and out-pointer.
+    let rc = unsafe { TVMModLoadFromFile(path.as_ptr(), c"so".as_ptr(), &mut m) };
+    assert_eq!(rc, -1, "{} loaded", so.display());
+    last_error()
+}
+
+/// A `__tvm_ffi__library_bin` with the given stream after its u64 length.
+fn blob_source(stream: &[u8]) -> String {
+    let mut bytes = (stream.len() as u64).to_le_bytes().to_vec();
+    bytes.extend_from_slice(stream);
+    let list: Vec<String> = bytes.iter().map(|b| b.to_string()).collect();
+    format!(
+        "const unsigned char __tvm_ffi__library_bin[{}] = {{{}}};\n\
+         void* __tvm_ffi__library_ctx = 0;\n\
+         int __tvm_ffi_f(void* h, const void* a, int n, void* r) {{ return 0; }}\n",
+        bytes.len(),
+        list.join(",")
+    )
+}
+
+fn u64s(v: &[u64]) -> Vec<u8> {
+    let mut b = (v.len() as u64).to_le_bytes().to_vec();
+    for x in v {
+        b.extend_from_slice(&x.to_le_bytes());
+    }
+    b
+}
+
+fn string(s: &str) -> Vec<u8> {
+    let mut b = (s.len() as u64).to_le_bytes().to_vec();
+    b.extend_from_slice(s.as_bytes());
+    b
+}
+
+#[test]
+fn unsupported_versions_and_corrupt_blobs_are_refused_naming_what_was_found() {
+    let so = build_so(
+        "v021",
+        "void* __tvm_ffi_library_ctx = 0;\nint add(void) { return 0; }\n",
+    );
+    let e = load_error(&so);
+    assert!(
+        e.contains("TVM v0.21") && e.contains("__tvm_ffi_library_ctx"),
+        "{e}"
+    );
+
+    // A module kind nobody loads.
+    let mut s = u64s(&[0, 1, 1]);
+    s.extend(u64s(&[1]));
+    s.extend(string("_lib"));
+    s.extend(string("nosuchkind"));
+    s.extend(string("payload"));
+    let e = load_error(&build_so("kind", &blob_source(&s)));
+    assert!(e.contains("'nosuchkind'") && e.contains("available"), "{e}");
+
+    // Truncated streams and a broken import tree.
+    for cut in [3, 9, 20, s.len() - 3] {
+        let e = load_error(&build_so(&format!("cut{cut}"), &blob_source(&s[..cut])));
+        assert!(
+            e.contains("truncated") || e.contains("corrupted"),
+            "{cut}: {e}"
+        );
+    }
+    let mut bad = u64s(&[0, 5]);
+    bad.extend(u64s(&[7]));
+    bad.extend(string("_lib"));
+    let e = load_error(&build_so("tree", &blob_source(&bad)));
+    assert!(e.contains("corrupted") || e.contains("truncated"), "{e}");
+
+    // A Relax executable of an unknown version.
+    let mut r = u64s(&[0, 1, 1]);
+    r.extend(u64s(&[1]));
+    r.extend(string("_lib"));
+    r.extend(string("relax.VMExecutable"));
+    r.extend(string("\x01\x02\x03\x04\x05\x06\x07\x08 not an executable"));
+    let e = load_error(&build_so("exec", &blob_source(&r)));
+    assert!(
+        e.contains("magic") || e.contains("relax.VMExecutable"),
+        "{e}"
+    );
+}

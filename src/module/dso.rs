@@ -100,6 +100,7 @@ pub fn load(path: &str) -> Result<Module> {
         path: path.to_string(),
     });
     let lib_dyn: Arc<dyn Library> = lib.clone();
+    super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
     if lib.symbol(symbol::TVM_MODULE_CTX).is_null()
         && lib.symbol(symbol::TVM_DEV_MBLOB).is_null()
         && super::tvm_ffi::is_tvm_ffi_library(&*lib_dyn, path)

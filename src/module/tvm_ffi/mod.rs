@@ -44,6 +44,22 @@ const MARKERS: [&str; 6] = [
     "__TVMFFIErrorSetRaisedFromCStr",
 ];
 
+/// Symbols of TVM v0.21's short-lived in-tree tvm-ffi ABI (a 16-byte object header, other type
+/// indices, unprefixed kernels), which this runtime does not read.
+const V0_21_MARKERS: [&str; 2] = ["__tvm_ffi_library_bin", "__tvm_ffi_library_ctx"];
+
+/// Refuses a library of the tvm-ffi ABI of TVM v0.21, naming what was found.
+pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
+    match V0_21_MARKERS.iter().find(|s| !lib.symbol(s).is_null()) {
+        Some(found) => Err(Error::value(format!(
+            "cannot load {path}: it was compiled by TVM v0.21 (found {found}: the in-tree \
+             tvm-ffi ABI of that version, with its own object layout), which this runtime does \
+             not read; libraries of TVM v0.14-v0.20 and v0.22+ load"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Whether the loaded library was compiled for the tvm-ffi ABI. `file` is read for its
 /// dynamic symbols only when none of the marker variables is present.
 pub fn is_tvm_ffi_library(lib: &dyn Library, file: &str) -> bool {
