@@ -342,3 +342,41 @@ fn unsupported_versions_and_corrupt_blobs_are_refused_naming_what_was_found() {
         "{e}"
     );
 }
+
+/// Runs a Relax fixture's calls on the VM and compares with TVM 0.27's outputs bit for bit.
+fn relax_fixture(name: &str, calls: &[(&[&str], &str)]) {
+    let Some(d) = fixtures() else { return };
+    let mut z = Npz::open(&d, name);
+    let vm =
+        tvm_runtime::relax_vm::VirtualMachine::load(d.join(format!("{name}.so")).to_str().unwrap())
+            .unwrap_or_else(|e| panic!("{name}: {}", e.message));
+    vm.init(&[tvm_runtime::DLDevice::new(1, 0)]).unwrap();
+    for (args, result) in calls {
+        let inputs: Vec<NDArray> = args.iter().map(|k| z.array(k)).collect();
+        let out = vm
+            .call("main", &inputs)
+            .unwrap_or_else(|e| panic!("{name}: {}", e.message));
+        let out = out.tensor().expect("a tensor result");
+        let (expect, shape) = z.get(result);
+        assert_eq!(out.shape(), &shape[..], "{name}");
+        same(out, &expect);
+    }
+}
+
+#[test]
+fn relax_static_mlp() {
+    relax_fixture("mlp", &[(&["x", "w1", "w2"], "y")]);
+}
+
+#[test]
+fn relax_dynamic_batch() {
+    relax_fixture(
+        "mlp_dyn",
+        &[(&["x5", "w1", "w2"], "y5"), (&["x2", "w1", "w2"], "y2")],
+    );
+}
+
+#[test]
+fn relax_with_a_tensor_constant() {
+    relax_fixture("const", &[(&["x"], "y")]);
+}

@@ -103,10 +103,7 @@ fn start_up() {
 /// Registers a function; an existing name is an error unless `override_existing`.
 pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
     ensure_ready();
-    let weak = WEAK
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .remove(name);
+    let weak = WEAK.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
     let mut r = write();
     if !override_existing && !weak && r.contains_key(name) {
         return Err(Error::internal(format!(

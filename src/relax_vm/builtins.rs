@@ -65,7 +65,9 @@ fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
     // SAFETY: a tensor argument is valid during the call.
     let t = unsafe { &*t };
     if t.dtype != DLDataType::new(DL_INT, 64, 1) || t.device.device_type != DL_CPU {
-        return Err(type_err("the shape heap must be an int64 CPU tensor".into()));
+        return Err(type_err(
+            "the shape heap must be an int64 CPU tensor".into(),
+        ));
     }
     // SAFETY: as above.
     let n: i64 = unsafe { crate::ndarray::shape_of(t) }.iter().product();
@@ -349,7 +351,12 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ShapeTupleObj>(),
             _ => None,
         }
-        .ok_or_else(|| type_err(format!("{ctx} expect a Shape but get {}", type_key_of(&arg))))?;
+        .ok_or_else(|| {
+            type_err(format!(
+                "{ctx} expect a Shape but get {}",
+                type_key_of(&arg)
+            ))
+        })?;
         if ndim != -1 && s.dims().len() as i64 != ndim {
             return Err(value_err(format!(
                 "{ctx} expect Shape with ndim {ndim} but get {}",
@@ -394,7 +401,12 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ArrayObj>(),
             _ => None,
         }
-        .ok_or_else(|| type_err(format!("{ctx} expect a Tuple but get {}", type_key_of(&arg))))?;
+        .ok_or_else(|| {
+            type_err(format!(
+                "{ctx} expect a Tuple but get {}",
+                type_key_of(&arg)
+            ))
+        })?;
         if t.items.len() as i64 != size {
             return Err(value_err(format!(
                 "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
@@ -457,8 +469,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let imp = Function::from_rust(move |args, rv| {
             let mut regs = super::interp::regs_of(&args, 0)?;
             regs.extend(saved.values().iter().cloned());
-            let (mut v, mut c): (Vec<_>, Vec<_>) =
-                regs.iter().map(super::interp::reg_to_c).unzip();
+            let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
             *rv = call_with(&inner, &mut v, &mut c)?;
             Ok(())
         });
@@ -544,7 +555,9 @@ pub(crate) fn register(r: &mut Registrar) {
             ));
         }
         if !matches!(a.get(0)?, ArgValue::Null) {
-            return Err(value_err("IOEffect is expected to be lowered to None.".into()));
+            return Err(value_err(
+                "IOEffect is expected to be lowered to None.".into(),
+            ));
         }
         let name = a.str(1)?;
         let f = registry::get(name).ok_or_else(|| {
@@ -648,12 +661,23 @@ pub(crate) fn register(r: &mut Registrar) {
             _ => scalar_int(&ndarray_arg(&a, 0)?)? != 0,
         };
         if !cond {
-            let fmt = if a.len() > 1 { a.str(1).unwrap_or("") } else { "" };
+            let fmt = if a.len() > 1 {
+                a.str(1).unwrap_or("")
+            } else {
+                ""
+            };
             let vals: Vec<String> = (2..a.len()).map(|i| describe(&a, i)).collect();
             let msg = format_py(fmt, &vals);
             return Err(Error::new(
                 ErrorKind::Verbatim,
-                format!("AssertionError: {}", if msg.is_empty() { "Assertion Failed" } else { &msg }),
+                format!(
+                    "AssertionError: {}",
+                    if msg.is_empty() {
+                        "Assertion Failed"
+                    } else {
+                        &msg
+                    }
+                ),
             ));
         }
         Ok(())
@@ -670,7 +694,13 @@ fn describe(a: &Args<'_>, i: usize) -> String {
     match a.get(i) {
         Ok(ArgValue::Int(v)) => v.to_string(),
         Ok(ArgValue::Float(v)) => v.to_string(),
-        Ok(ArgValue::Bool(v)) => if v { "True".into() } else { "False".into() },
+        Ok(ArgValue::Bool(v)) => {
+            if v {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
         Ok(ArgValue::Str(s)) => s.to_string_lossy().into_owned(),
         Ok(ArgValue::Null) => "None".into(),
         Ok(ArgValue::DataType(t)) => dtype_to_string(t),

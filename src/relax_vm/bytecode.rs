@@ -98,10 +98,14 @@ pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
                 let func = word(2)?;
                 let nargs = word(3)?;
                 if !(0..=u32::MAX as i64).contains(&func) {
-                    return Err(bad(format!("instruction {i}: function index {func} is out of range")));
+                    return Err(bad(format!(
+                        "instruction {i}: function index {func} is out of range"
+                    )));
                 }
                 if nargs < 0 || nargs > data.len() as i64 {
-                    return Err(bad(format!("instruction {i}: invalid argument count {nargs}")));
+                    return Err(bad(format!(
+                        "instruction {i}: invalid argument count {nargs}"
+                    )));
                 }
                 let begin = args.len();
                 for k in 0..nargs {
@@ -352,7 +356,11 @@ pub fn as_python(exec: &Executable) -> String {
                             Arg::Func(g) => format!("ib.f({})", name(g)),
                         })
                         .collect();
-                    os += &format!("    ib.emit_call({}, args=[{}]", name(func), args.join(", "));
+                    os += &format!(
+                        "    ib.emit_call({}, args=[{}]",
+                        name(func),
+                        args.join(", ")
+                    );
                     if dst != Reg::Void {
                         os += &format!(", dst=ib.r({})", reg_raw(dst));
                     }

@@ -401,5 +401,8 @@ impl Executable {
 }
 
 fn join(v: &[i64]) -> String {
-    v.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+    v.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

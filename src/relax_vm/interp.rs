@@ -769,7 +769,9 @@ pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
                 let mut items = Vec::with_capacity(arr.items.len());
                 for it in &arr.items {
                     items.push(match it {
-                        Some(x) => Some(to_device(RetValue::Object(x.clone()), dev)?.into_object()?),
+                        Some(x) => {
+                            Some(to_device(RetValue::Object(x.clone()), dev)?.into_object()?)
+                        }
                         None => None,
                     });
                 }

@@ -126,8 +126,7 @@ pub fn load_executable_bytes(data: &[u8], type_key: &'static str) -> Result<Modu
 
 /// Loads an executable module from a file (`Module.save` output).
 pub fn load_executable_file(path: &str, type_key: &'static str) -> Result<Module> {
-    let data =
-        std::fs::read(path).map_err(|e| Error::value(format!("cannot read {path}: {e}")))?;
+    let data = std::fs::read(path).map_err(|e| Error::value(format!("cannot read {path}: {e}")))?;
     load_executable_bytes(&data, type_key).map_err(|e| e.context(path))
 }
 
@@ -462,9 +461,8 @@ impl ModuleNode for VmNode {
                     }
                     _ => {
                         let name = a.str(0)?;
-                        let factory = registry::get(name).ok_or_else(|| {
-                            Error::value(format!("Cannot find factory {name}"))
-                        })?;
+                        let factory = registry::get(name)
+                            .ok_or_else(|| Error::value(format!("Cannot find factory {name}")))?;
                         let mut rv = RetValue::Null;
                         let mut v = a.values[1..].to_vec();
                         let mut c = a.codes[1..].to_vec();
