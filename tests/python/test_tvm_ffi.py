@@ -137,3 +137,25 @@ def test_tvms_own_libtvm_ffi_keeps_its_symbol_and_errors_still_arrive():
             pytest.fail(f"TVMRT_REQUIRE_FIXTURES is set but {FFI_LIB} is missing")
         pytest.skip(f"no {FFI_LIB}")
     assert run_local_host(FFI_LIB) == "-1 ValueError: Mismatched C.shape[0] on argument #2 when calling:"
+
+
+@pytest.mark.parametrize(
+    "name,calls",
+    [
+        ("mlp", [(["x", "w1", "w2"], "y")]),
+        ("mlp_dyn", [(["x5", "w1", "w2"], "y5"), (["x2", "w1", "w2"], "y2")]),
+        ("const", [(["x"], "y")]),
+    ],
+)
+def test_relax_models_on_tvm_016s_virtual_machine(name, calls):
+    from tvm.runtime import relax_vm
+
+    so, d = fixture(name)
+    if not IS_OURS:
+        with pytest.raises((tvm.TVMError, AttributeError, ValueError)):
+            relax_vm.VirtualMachine(tvm.runtime.load_module(so), tvm.cpu())
+        pytest.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries (checked)")
+    vm = relax_vm.VirtualMachine(tvm.runtime.load_module(so), tvm.cpu())
+    for args, result in calls:
+        out = vm["main"](*[tvm.nd.array(d[k]) for k in args])
+        np.testing.assert_array_equal(out.numpy(), d[result])
