@@ -15,6 +15,8 @@ matches does nothing. Fixtures (NAME.so + NAME.npz; manifest.json lists function
   mlp        Relax: matmul -> relu -> matmul, static shapes, weights as inputs
   mlp_dyn    the same with a dynamic batch dimension (run at batch 5 and 2)
   const      Relax with a tensor constant in the executable
+
+Every array is also written raw (NAME.KEY.bin, little-endian, C order) for the C test.
 """
 import argparse
 import ctypes
@@ -77,6 +79,8 @@ def build(out):
         so = os.path.join(out, name + ".so")
         lib.export_library(so)
         np.savez(os.path.join(out, name + ".npz"), **arrays)
+        for key, value in arrays.items():  # raw little-endian copies for the C test
+            np.ascontiguousarray(value).tofile(os.path.join(out, f"{name}.{key}.bin"))
         manifest[name] = {"file": name + ".so", "data": name + ".npz", "calls": calls}
 
     # add: TE kernel with a symbolic extent.
