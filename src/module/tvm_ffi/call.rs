@@ -144,6 +144,27 @@ pub unsafe fn call_kernel(
     from_ffi(&result)
 }
 
+/// The common argument kinds as tvm-ffi values, without checks that could fail: `None` for
+/// anything else (objects, unknown codes), which the general path converts or refuses.
+#[inline(always)]
+fn plain_to_ffi(v: TVMValue, code: i32) -> Option<TVMFFIAny> {
+    let index = match code {
+        tc::INT => ti::INT,
+        tc::FLOAT => ti::FLOAT,
+        tc::BOOL => ti::BOOL,
+        tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE => ti::DLTENSOR_PTR,
+        tc::OPAQUE_HANDLE => ti::OPAQUE_PTR,
+        _ => return None,
+    };
+    // SAFETY: every code above stores an 8-byte payload that is copied bit for bit (an
+    // integer, a double or a pointer): the union is read as raw bits, never interpreted.
+    let bits = unsafe { v.v_int64 };
+    if bits == 0 && index >= ti::OPAQUE_PTR {
+        return Some(TVMFFIAny::NONE);
+    }
+    Some(any(index, TVMFFIAnyValue { v_int64: bits }))
+}
+
 /// A tvm-ffi kernel in the classic compiled-function convention (`TVMBackendPackedCFunc`),
 /// with the kernel's address as the resource handle: the runtime's call paths treat it as
 /// any compiled function. Failures set the classic last error and return -1; no panic leaves.
@@ -159,12 +180,87 @@ pub unsafe extern "C" fn kernel_trampoline(
     out_code: *mut i32,
     resource: *mut c_void,
 ) -> i32 {
-    let run = || -> Result<()> {
-        let n = num_args.max(0) as usize;
+    let n = num_args.max(0) as usize;
+    if n <= INLINE_ARGS {
+        let mut args = [std::mem::MaybeUninit::<TVMFFIAny>::uninit(); INLINE_ARGS];
+        let mut plain = true;
+        for (i, slot) in args.iter_mut().take(n).enumerate() {
+            // SAFETY: the caller's contract: `num_args` entries each.
+            let (v, c) = unsafe { (*values.add(i), *codes.add(i)) };
+            match plain_to_ffi(v, c) {
+                Some(a) => {
+                    slot.write(a);
+                }
+                None => {
+                    plain = false;
+                    break;
+                }
+            }
+        }
+        if plain {
+            let mut result = TVMFFIAny::NONE;
+            // SAFETY: `resource` is the kernel's address (set by the library module); the
+            // first `n` arguments were written above.
+            let rc = unsafe {
+                let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
+                kernel(
+                    std::ptr::null_mut(),
+                    args.as_ptr() as *const TVMFFIAny,
+                    n as i32,
+                    &mut result,
+                )
+            };
+            if rc == 0 && result.type_index == ti::NONE {
+                // SAFETY: valid out slots by contract.
+                unsafe {
+                    *out_value = TVMValue::default();
+                    *out_code = tc::NULLPTR;
+                }
+                return 0;
+            }
+            // SAFETY: forwarded contract.
+            return unsafe { finish(rc, &result, out_value, out_code) };
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { trampoline_general(values, codes, n, out_value, out_code, resource) }
+}
+
+/// A failed call, or a result other than None.
+///
+/// # Safety
+/// Valid out slots.
+#[cold]
+unsafe fn finish(rc: i32, result: &TVMFFIAny, out_value: *mut TVMValue, out_code: *mut i32) -> i32 {
+    let r = std::panic::catch_unwind(|| {
+        if rc != 0 {
+            return Err(super::env::take_raised());
+        }
+        from_ffi(result)
+    });
+    // SAFETY: forwarded contract.
+    unsafe { store(r, out_value, out_code) }
+}
+
+/// Every argument kind, with errors that name the argument.
+///
+/// # Safety
+/// As [`kernel_trampoline`].
+#[cold]
+#[inline(never)]
+unsafe fn trampoline_general(
+    values: *mut TVMValue,
+    codes: *mut i32,
+    n: usize,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+    resource: *mut c_void,
+) -> i32 {
+    let r = std::panic::catch_unwind(|| {
         let (values, codes) = if n == 0 {
             (&[][..], &[][..])
         } else {
-            // SAFETY: the caller's contract: `num_args` entries each.
+            // SAFETY: the caller's contract: `n` entries each.
             unsafe {
                 (
                     std::slice::from_raw_parts(values, n),
@@ -172,20 +268,35 @@ pub unsafe extern "C" fn kernel_trampoline(
                 )
             }
         };
-        // SAFETY: `resource` is the kernel's address (set by the library module).
-        let kernel = unsafe { std::mem::transmute::<*mut c_void, SafeCall>(resource) };
-        // SAFETY: forwarded contract.
-        let rv = unsafe { call_kernel(kernel, values, codes)? };
-        let (v, c) = rv.into_c();
-        // SAFETY: valid out slots by contract.
+        // SAFETY: `resource` is the kernel's address; forwarded contract.
         unsafe {
-            *out_value = v;
-            *out_code = c;
+            let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
+            call_kernel(kernel, values, codes)
         }
-        Ok(())
-    };
-    match std::panic::catch_unwind(run) {
-        Ok(Ok(())) => 0,
+    });
+    // SAFETY: forwarded contract.
+    unsafe { store(r, out_value, out_code) }
+}
+
+/// Writes a result to the out slots, or records the error and returns -1.
+///
+/// # Safety
+/// Valid out slots.
+unsafe fn store(
+    r: std::thread::Result<Result<RetValue>>,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+) -> i32 {
+    match r {
+        Ok(Ok(rv)) => {
+            let (v, c) = rv.into_c();
+            // SAFETY: valid out slots by contract.
+            unsafe {
+                *out_value = v;
+                *out_code = c;
+            }
+            0
+        }
         Ok(Err(e)) => {
             crate::packed_func::error::set_last_error(&e);
             -1
