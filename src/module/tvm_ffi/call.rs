@@ -144,24 +144,36 @@ pub unsafe fn call_kernel(
     from_ffi(&result)
 }
 
+/// tvm-ffi type index by classic type code, for the codes whose 8-byte payload is passed on
+/// bit for bit (integers, floats, booleans, pointers, tensors); 0 for the others.
+const PLAIN: [i32; 16] = {
+    let mut t = [0i32; 16];
+    t[tc::INT as usize] = ti::INT;
+    t[tc::FLOAT as usize] = ti::FLOAT;
+    t[tc::OPAQUE_HANDLE as usize] = ti::OPAQUE_PTR;
+    t[tc::DLTENSOR_HANDLE as usize] = ti::DLTENSOR_PTR;
+    t[tc::NDARRAY_HANDLE as usize] = ti::DLTENSOR_PTR;
+    t[tc::BOOL as usize] = ti::BOOL;
+    t
+};
+
 /// The common argument kinds as tvm-ffi values, without checks that could fail: `None` for
-/// anything else (objects, unknown codes), which the general path converts or refuses.
+/// anything else (objects, strings, unknown codes), which the general path converts or refuses.
 #[inline(always)]
 fn plain_to_ffi(v: TVMValue, code: i32) -> Option<TVMFFIAny> {
-    let index = match code {
-        tc::INT => ti::INT,
-        tc::FLOAT => ti::FLOAT,
-        tc::BOOL => ti::BOOL,
-        tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE => ti::DLTENSOR_PTR,
-        tc::OPAQUE_HANDLE => ti::OPAQUE_PTR,
-        _ => return None,
-    };
-    // SAFETY: every code above stores an 8-byte payload that is copied bit for bit (an
+    let index = *PLAIN.get(code as u32 as usize)?;
+    if index == 0 {
+        return None;
+    }
+    // SAFETY: every code in the table stores an 8-byte payload that is copied bit for bit (an
     // integer, a double or a pointer): the union is read as raw bits, never interpreted.
     let bits = unsafe { v.v_int64 };
-    if bits == 0 && index >= ti::OPAQUE_PTR {
-        return Some(TVMFFIAny::NONE);
-    }
+    // A NULL pointer is None in tvm-ffi.
+    let index = if bits == 0 && index >= ti::OPAQUE_PTR {
+        ti::NONE
+    } else {
+        index
+    };
     Some(any(index, TVMFFIAnyValue { v_int64: bits }))
 }
 
