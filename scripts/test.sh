@@ -49,6 +49,9 @@ if [ -d tests/python ]; then
   bash scripts/run_python_tests.sh ours
 fi
 
+step "Relax VM fixtures from C on both runtimes"
+bash scripts/test_relax.sh both
+
 step "tvm-ffi libraries (TVM 0.27) from C and the CLI"
 bash scripts/test_tvm_ffi.sh
 

@@ -226,7 +226,9 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add("vm.builtin.match_shape", |a, _| {
         if a.len() < 3 {
-            return Err(value_err("vm.builtin.match_shape: too few arguments".into()));
+            return Err(value_err(
+                "vm.builtin.match_shape: too few arguments".into(),
+            ));
         }
         let shape = shape_arg(&a, 0)?;
         let heap = heap_arg(&a, 1)?;
@@ -244,22 +246,22 @@ pub(crate) fn register(r: &mut Registrar) {
                 "{ctx} match_cast shape size mismatch."
             )));
         }
-        for i in 0..size as usize {
+        for (i, &dim) in shape.iter().enumerate() {
             let code = a.i64(3 + 2 * i)?;
             let reg = a.i64(4 + 2 * i)?;
             match code {
-                0 if shape[i] != reg => {
+                0 if dim != reg => {
                     return Err(runtime_err(format!(
                         "{ctx} match_cast error,  shape[{i}] mismatch to specified constant."
                     )))
                 }
                 // SAFETY: heap_slot checked the index.
-                1 => unsafe { *heap_slot(heap, reg)? = shape[i] },
+                1 => unsafe { *heap_slot(heap, reg)? = dim },
                 // SAFETY: as above.
-                3 if shape[i] != unsafe { *heap_slot(heap, reg)? } => {
+                3 if dim != unsafe { *heap_slot(heap, reg)? } => {
                     return Err(runtime_err(format!(
-                        "{ctx} match_cast error,  shape[{i}] mismatch to a previous populated value."
-                    )))
+                    "{ctx} match_cast error,  shape[{i}] mismatch to a previous populated value."
+                )))
                 }
                 0 | 2 | 3 => {}
                 c => return Err(value_err(format!("Unknown match shape code: {c}"))),
@@ -545,7 +547,8 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Bool(b) => b,
             _ => scalar_int(&ndarray_arg(&a, 0)?)? != 0,
         };
-        *rv = RetValue::Bool(v);
+        // An int, as v0.16 returns bools: frontends of every version read it, and so does If.
+        *rv = RetValue::Int(v as i64);
         Ok(())
     });
     r.add("vm.builtin.invoke_debug_func", |a, rv| {

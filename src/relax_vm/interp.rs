@@ -684,7 +684,8 @@ impl VmCore {
         let mut regs = vec![
             RetValue::Object(fobj),
             RetValue::Object(name),
-            RetValue::Bool(before),
+            // An int, which frontends of every version read (v0.16 has no bool code).
+            RetValue::Int(before as i64),
             ret.clone(),
         ];
         for (&v, &c) in frame.values.iter().zip(&frame.codes) {

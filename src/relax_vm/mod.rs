@@ -7,6 +7,7 @@
 //! - [`vm_module`]: the executable and VM modules and their loaders;
 //! - [`builtins`]: the `vm.builtin.*` functions executables call;
 //! - [`memory`]: `vm.Storage` and the naive and pooled allocators;
+//! - `sort`: the `tvm.contrib.sort.*` externs compiled CPU kernels call;
 //! - [`api`]: the safe Rust face, [`VirtualMachine`].
 
 pub mod api;
@@ -15,6 +16,7 @@ pub mod bytecode;
 pub mod exec;
 pub mod interp;
 pub mod memory;
+mod sort;
 pub mod vm_module;
 
 pub use api::VirtualMachine;
@@ -45,4 +47,5 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     builtins::register(r);
+    sort::register(r);
 }

@@ -79,7 +79,8 @@ impl ModuleNode for ExecutableNode {
                 Ok(())
             }),
             "has_function" => Function::from_rust(move |a, rv| {
-                *rv = RetValue::Bool(exec.func_index(a.str(0)?).is_some());
+                // An int, as v0.16 returns bools (its frontend has no bool code).
+                *rv = RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64);
                 Ok(())
             }),
             "vm_load_executable" | "vm_profiler_load_executable" => {
