@@ -18,3 +18,21 @@ for f in "$B"/out/*.bin; do
   n=$((n + 1))
 done
 echo "test_tvm_ffi: C host: $n outputs equal TVM 0.27's"
+
+# The CLI: `tvmrt info` and `tvmrt run` on the dynamic-batch Relax model, inputs from .npy.
+"$TVMRT_FFI_PYTHON" - "$FX" "$B" <<'PY'
+import numpy as np, sys
+d = np.load(f"{sys.argv[1]}/mlp_dyn.npz")
+for k in ("x2", "w1", "w2"):
+    np.save(f"{sys.argv[2]}/{k}.npy", d[k])
+PY
+target/release/tvmrt info "$FX/mlp_dyn.so" | grep -q "function main(x: float32\[d0, 16\]"
+target/release/tvmrt run "$FX/mlp_dyn.so" --input x="$B/x2.npy" --input w1="$B/w1.npy" \
+  --input w2="$B/w2.npy" --output "$B/cli" --repeat 3 >/dev/null
+"$TVMRT_FFI_PYTHON" - "$FX" "$B" <<'PY'
+import numpy as np, sys
+got = np.load(f"{sys.argv[2]}/cli/output_0.npy")
+want = np.load(f"{sys.argv[1]}/mlp_dyn.npz")["y2"]
+assert got.shape == want.shape and (got == want).all(), "tvmrt output differs from TVM 0.27's"
+PY
+echo "test_tvm_ffi: CLI: info and run match TVM 0.27"
