@@ -5,6 +5,7 @@ export TVMRT_REF_LIB="$TVMRT_REF_DIR/libtvm_runtime.so"
 export TVMRT_REF_INCLUDE="$TVMRT_REF_DIR/include"
 export TVMRT_REF_DLPACK_INCLUDE="$TVMRT_REF_DIR/dlpack/include"
 export TVMRT_PYTHON="$TVMRT_CACHE/venv/bin/python"
+export TVMRT_FFI_PYTHON="$TVMRT_CACHE/venv-ffi/bin/python"
 export TVM_FFI=ctypes
 # Vulkan tests run on Mesa's lavapipe when it is installed.
 if [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ]; then

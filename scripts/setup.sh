@@ -46,4 +46,14 @@ if [ ! -f "$VENV/.ready" ]; then
   rm -f "$site"/tvm/_ffi/_cy3/*.so
   touch "$VENV/.ready"
 fi
+# TVM v0.27 (the tvm-ffi ABI) in its own environment: it compiles the tvm-ffi fixtures
+# (scripts/build_ffi_fixtures.py) and computes their expected outputs.
+VENV_FFI="$CACHE/venv-ffi"
+if [ ! -f "$VENV_FFI/.ready" ]; then
+  echo "setup: creating the TVM 0.27 environment (apache-tvm, for the tvm-ffi fixtures)"
+  rm -rf "$VENV_FFI"
+  python3 -m venv "$VENV_FFI"
+  "$VENV_FFI/bin/pip" install -q "apache-tvm==0.27.0.post1" "apache-tvm-ffi==0.1.15.post2" "numpy<2.3"
+  touch "$VENV_FFI/.ready"
+fi
 echo "setup: ready in $CACHE"

@@ -21,6 +21,8 @@ cargo fmt --all -- --check
 
 step "fixtures incl. resnet18 and mobilenet (cached)"
 "$TVMRT_PYTHON" scripts/build_fixtures.py --models
+step "tvm-ffi fixtures (compiled by TVM 0.27, cached)"
+"$TVMRT_FFI_PYTHON" scripts/build_ffi_fixtures.py
 # Tests that need fixtures fail instead of skipping from here on.
 export TVMRT_REQUIRE_FIXTURES=1 TVMRT_REQUIRE_MODELS=1
 # setup.sh installed lavapipe: the Vulkan tests must run on it, not skip.
@@ -49,6 +51,9 @@ fi
 
 step "Relax VM fixtures from C on both runtimes"
 bash scripts/test_relax.sh both
+
+step "tvm-ffi libraries (TVM 0.27) from C and the CLI"
+bash scripts/test_tvm_ffi.sh
 
 step "examples, install layout, drop-in substitution, device plugin"
 bash scripts/run_examples.sh

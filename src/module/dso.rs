@@ -31,7 +31,7 @@ impl Library for DsoLibrary {
 }
 
 /// Size of the ELF symbol at `addr`, when the dynamic linker knows it.
-fn symbol_size(addr: *mut c_void) -> Option<usize> {
+pub(crate) fn symbol_size(addr: *mut c_void) -> Option<usize> {
     const RTLD_DL_SYMENT: libc::c_int = 1;
     // SAFETY: Dl_info is plain data; all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -92,6 +92,13 @@ pub fn load(path: &str) -> Result<Module> {
         path: path.to_string(),
     });
     let lib_dyn: Arc<dyn Library> = lib.clone();
+    super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
+    if lib.symbol(symbol::TVM_MODULE_CTX).is_null()
+        && lib.symbol(symbol::TVM_DEV_MBLOB).is_null()
+        && super::tvm_ffi::is_tvm_ffi_library(&*lib_dyn, path)
+    {
+        return super::tvm_ffi::load(lib_dyn, path);
+    }
     init_context_functions(&*lib_dyn);
     let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
     let (root, ctx) = if blob_sym.is_null() {

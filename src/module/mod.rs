@@ -9,6 +9,7 @@ pub mod function_info;
 mod functions;
 pub mod library;
 pub mod system_lib;
+pub mod tvm_ffi;
 
 use crate::impl_object_type;
 use crate::object::{ObjectRef, TYPE_MODULE};

@@ -1,0 +1,512 @@
+//! Calls across the two ABIs: classic `TVMValue` + type code arguments into a tvm-ffi kernel
+//! (`TVMFFIAny` values), and a tvm-ffi kernel's calls of packed functions back into classic
+//! ones (the `TVMFFIFunctionCall` context function).
+
+use super::abi::{type_index as ti, SafeCall, TVMFFIAny, TVMFFIAnyValue, OBJECT_HEADER_SIZE};
+use crate::object::{Object, PAYLOAD_OFFSET, TYPE_NDARRAY};
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::PackedFuncObj;
+use crate::packed_func::types::{type_code as tc, TVMValue};
+use crate::packed_func::value::RetValue;
+use std::ffi::{c_void, CStr};
+
+/// Arguments converted on the stack up to this count; more spill to the heap.
+const INLINE_ARGS: usize = 16;
+
+fn any(type_index: i32, value: TVMFFIAnyValue) -> TVMFFIAny {
+    TVMFFIAny {
+        type_index,
+        zero_padding: 0,
+        value,
+    }
+}
+
+fn ptr_or_none(type_index: i32, p: *mut c_void) -> TVMFFIAny {
+    if p.is_null() {
+        TVMFFIAny::NONE
+    } else {
+        any(type_index, TVMFFIAnyValue { v_ptr: p })
+    }
+}
+
+/// One classic argument as a tvm-ffi value. Tensors keep their address (no copy): the classic
+/// handles are `DLTensor*` already, and an NDArray object holds its `DLTensor` at the payload.
+///
+/// # Safety
+/// `v` must be a valid value of type code `code`.
+unsafe fn to_ffi(v: TVMValue, code: i32, i: usize) -> Result<TVMFFIAny> {
+    // SAFETY (whole block): each arm reads the union field `code` selects, as the caller
+    // guarantees; object handles point at live objects.
+    unsafe {
+        Ok(match code {
+            tc::INT => any(ti::INT, TVMFFIAnyValue { v_int64: v.v_int64 }),
+            tc::BOOL => any(ti::BOOL, TVMFFIAnyValue { v_int64: v.v_int64 }),
+            tc::FLOAT => any(
+                ti::FLOAT,
+                TVMFFIAnyValue {
+                    v_float64: v.v_float64,
+                },
+            ),
+            tc::NULLPTR => TVMFFIAny::NONE,
+            tc::OPAQUE_HANDLE => ptr_or_none(ti::OPAQUE_PTR, v.v_handle),
+            tc::DATA_TYPE => any(ti::DATA_TYPE, TVMFFIAnyValue { v_dtype: v.v_type }),
+            tc::DEVICE => any(
+                ti::DEVICE,
+                TVMFFIAnyValue {
+                    v_device: v.v_device,
+                },
+            ),
+            tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE => ptr_or_none(ti::DLTENSOR_PTR, v.v_handle),
+            tc::OBJECT_HANDLE if !v.v_handle.is_null() => {
+                let obj = v.v_handle as *mut Object;
+                if (*obj).type_index() != TYPE_NDARRAY {
+                    return Err(Error::type_error(format!(
+                        "argument {i}: a kernel compiled for the tvm-ffi ABI takes tensors and \
+                         plain values, not an object of type index {}",
+                        (*obj).type_index()
+                    )));
+                }
+                any(
+                    ti::DLTENSOR_PTR,
+                    TVMFFIAnyValue {
+                        v_ptr: (obj as *mut u8).add(PAYLOAD_OFFSET) as *mut c_void,
+                    },
+                )
+            }
+            tc::STR => ptr_or_none(ti::RAW_STR, v.v_str as *mut c_void),
+            tc::BYTES => ptr_or_none(ti::BYTE_ARRAY_PTR, v.v_handle),
+            c => {
+                return Err(Error::type_error(format!(
+                    "argument {i}: a kernel compiled for the tvm-ffi ABI cannot take a value of \
+                     type code {c}"
+                )))
+            }
+        })
+    }
+}
+
+/// A kernel's result as a classic value. TIR kernels return None; plain values are passed on.
+fn from_ffi(r: &TVMFFIAny) -> Result<RetValue> {
+    // SAFETY (whole block): each arm reads the payload its type index selects.
+    unsafe {
+        Ok(match r.type_index {
+            ti::NONE => RetValue::Null,
+            ti::INT => RetValue::Int(r.value.v_int64),
+            ti::BOOL => RetValue::Bool(r.value.v_int64 != 0),
+            ti::FLOAT => RetValue::Float(r.value.v_float64),
+            ti::OPAQUE_PTR => RetValue::Handle(r.value.v_ptr),
+            ti::DATA_TYPE => RetValue::DataType(r.value.v_dtype),
+            ti::DEVICE => RetValue::Device(r.value.v_device),
+            ti::SMALL_STR => {
+                let n = (r.zero_padding as usize).min(8);
+                RetValue::Str(String::from_utf8_lossy(&r.value.v_bytes[..n]).into_owned())
+            }
+            t => {
+                return Err(Error::type_error(format!(
+                    "a kernel compiled for the tvm-ffi ABI returned a value of type index {t}, \
+                     which the classic ABI cannot take"
+                )))
+            }
+        })
+    }
+}
+
+/// Calls a tvm-ffi kernel with classic arguments.
+///
+/// # Safety
+/// `kernel` must be a tvm-ffi safe-call function whose library is loaded; `values` and
+/// `codes` must hold valid entries.
+pub unsafe fn call_kernel(
+    kernel: SafeCall,
+    values: &[TVMValue],
+    codes: &[i32],
+) -> Result<RetValue> {
+    let n = values.len().min(codes.len());
+    let mut inline = [TVMFFIAny::NONE; INLINE_ARGS];
+    let mut spill = Vec::new();
+    let args: &mut [TVMFFIAny] = if n <= INLINE_ARGS {
+        &mut inline[..n]
+    } else {
+        spill.resize(n, TVMFFIAny::NONE);
+        &mut spill
+    };
+    for (i, slot) in args.iter_mut().enumerate() {
+        // SAFETY: the caller's contract covers every entry.
+        *slot = unsafe { to_ffi(values[i], codes[i], i)? };
+    }
+    let mut result = TVMFFIAny::NONE;
+    // SAFETY: the kernel takes (handle, args, n, result) and reads only `n` arguments; the
+    // reference passes a NULL handle and a None result, as here.
+    let rc = unsafe { kernel(std::ptr::null_mut(), args.as_ptr(), n as i32, &mut result) };
+    if rc != 0 {
+        return Err(super::env::take_raised());
+    }
+    from_ffi(&result)
+}
+
+/// tvm-ffi type index by classic type code, for the codes whose 8-byte payload is passed on
+/// bit for bit (integers, floats, booleans, pointers, tensors); 0 for the others.
+const PLAIN: [i32; 16] = {
+    let mut t = [0i32; 16];
+    t[tc::INT as usize] = ti::INT;
+    t[tc::FLOAT as usize] = ti::FLOAT;
+    t[tc::OPAQUE_HANDLE as usize] = ti::OPAQUE_PTR;
+    t[tc::DLTENSOR_HANDLE as usize] = ti::DLTENSOR_PTR;
+    t[tc::NDARRAY_HANDLE as usize] = ti::DLTENSOR_PTR;
+    t[tc::BOOL as usize] = ti::BOOL;
+    t
+};
+
+/// The common argument kinds as tvm-ffi values, without checks that could fail: `None` for
+/// anything else (objects, strings, unknown codes), which the general path converts or refuses.
+#[inline(always)]
+fn plain_to_ffi(v: TVMValue, code: i32) -> Option<TVMFFIAny> {
+    let index = *PLAIN.get(code as u32 as usize)?;
+    if index == 0 {
+        return None;
+    }
+    // SAFETY: every code in the table stores an 8-byte payload that is copied bit for bit (an
+    // integer, a double or a pointer): the union is read as raw bits, never interpreted.
+    let bits = unsafe { v.v_int64 };
+    // A NULL pointer is None in tvm-ffi.
+    let index = if bits == 0 && index >= ti::OPAQUE_PTR {
+        ti::NONE
+    } else {
+        index
+    };
+    Some(any(index, TVMFFIAnyValue { v_int64: bits }))
+}
+
+/// A tvm-ffi kernel in the classic compiled-function convention (`TVMBackendPackedCFunc`),
+/// with the kernel's address as the resource handle: the runtime's call paths treat it as
+/// any compiled function. Failures set the classic last error and return -1; no panic leaves.
+///
+/// # Safety
+/// `resource` must be a loaded tvm-ffi kernel; the arrays must hold `num_args` valid entries;
+/// the out slots must be valid.
+pub unsafe extern "C" fn kernel_trampoline(
+    values: *mut TVMValue,
+    codes: *mut i32,
+    num_args: i32,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+    resource: *mut c_void,
+) -> i32 {
+    let n = num_args.max(0) as usize;
+    if n <= INLINE_ARGS {
+        let mut args = [std::mem::MaybeUninit::<TVMFFIAny>::uninit(); INLINE_ARGS];
+        let mut plain = true;
+        for (i, slot) in args.iter_mut().take(n).enumerate() {
+            // SAFETY: the caller's contract: `num_args` entries each.
+            let (v, c) = unsafe { (*values.add(i), *codes.add(i)) };
+            match plain_to_ffi(v, c) {
+                Some(a) => {
+                    slot.write(a);
+                }
+                None => {
+                    plain = false;
+                    break;
+                }
+            }
+        }
+        if plain {
+            let mut result = TVMFFIAny::NONE;
+            // SAFETY: `resource` is the kernel's address (set by the library module); the
+            // first `n` arguments were written above.
+            let rc = unsafe {
+                let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
+                kernel(
+                    std::ptr::null_mut(),
+                    args.as_ptr() as *const TVMFFIAny,
+                    n as i32,
+                    &mut result,
+                )
+            };
+            if rc == 0 && result.type_index == ti::NONE {
+                // SAFETY: valid out slots by contract.
+                unsafe {
+                    *out_value = TVMValue::default();
+                    *out_code = tc::NULLPTR;
+                }
+                return 0;
+            }
+            // SAFETY: forwarded contract.
+            return unsafe { finish(rc, &result, out_value, out_code) };
+        }
+    }
+    // SAFETY: forwarded contract.
+    unsafe { trampoline_general(values, codes, n, out_value, out_code, resource) }
+}
+
+/// A failed call, or a result other than None.
+///
+/// # Safety
+/// Valid out slots.
+#[cold]
+unsafe fn finish(rc: i32, result: &TVMFFIAny, out_value: *mut TVMValue, out_code: *mut i32) -> i32 {
+    let r = std::panic::catch_unwind(|| {
+        if rc != 0 {
+            return Err(super::env::take_raised());
+        }
+        from_ffi(result)
+    });
+    // SAFETY: forwarded contract.
+    unsafe { store(r, out_value, out_code) }
+}
+
+/// Every argument kind, with errors that name the argument.
+///
+/// # Safety
+/// As [`kernel_trampoline`].
+#[cold]
+#[inline(never)]
+unsafe fn trampoline_general(
+    values: *mut TVMValue,
+    codes: *mut i32,
+    n: usize,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+    resource: *mut c_void,
+) -> i32 {
+    let r = std::panic::catch_unwind(|| {
+        let (values, codes) = if n == 0 {
+            (&[][..], &[][..])
+        } else {
+            // SAFETY: the caller's contract: `n` entries each.
+            unsafe {
+                (
+                    std::slice::from_raw_parts(values, n),
+                    std::slice::from_raw_parts(codes, n),
+                )
+            }
+        };
+        // SAFETY: `resource` is the kernel's address; forwarded contract.
+        unsafe {
+            let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
+            call_kernel(kernel, values, codes)
+        }
+    });
+    // SAFETY: forwarded contract.
+    unsafe { store(r, out_value, out_code) }
+}
+
+/// Writes a result to the out slots, or records the error and returns -1.
+///
+/// # Safety
+/// Valid out slots.
+unsafe fn store(
+    r: std::thread::Result<Result<RetValue>>,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+) -> i32 {
+    match r {
+        Ok(Ok(rv)) => {
+            let (v, c) = rv.into_c();
+            // SAFETY: valid out slots by contract.
+            unsafe {
+                *out_value = v;
+                *out_code = c;
+            }
+            0
+        }
+        Ok(Err(e)) => {
+            crate::packed_func::error::set_last_error(&e);
+            -1
+        }
+        Err(p) => {
+            crate::packed_func::error::set_last_error(&crate::packed_func::error::panic_to_error(
+                p,
+            ));
+            -1
+        }
+    }
+}
+
+/// One tvm-ffi argument as a classic value; small strings are copied into `strings`, whose
+/// buffers must outlive the call.
+///
+/// # Safety
+/// `a` must be a valid tvm-ffi value.
+unsafe fn to_classic(
+    a: &TVMFFIAny,
+    i: usize,
+    strings: &mut Vec<[u8; 9]>,
+) -> Result<(TVMValue, i32)> {
+    // SAFETY (whole block): each arm reads the payload its type index selects.
+    unsafe {
+        Ok(match a.type_index {
+            ti::NONE => (TVMValue::default(), tc::NULLPTR),
+            ti::INT => (
+                TVMValue {
+                    v_int64: a.value.v_int64,
+                },
+                tc::INT,
+            ),
+            ti::BOOL => (
+                TVMValue {
+                    v_int64: a.value.v_int64,
+                },
+                tc::INT,
+            ),
+            ti::FLOAT => (
+                TVMValue {
+                    v_float64: a.value.v_float64,
+                },
+                tc::FLOAT,
+            ),
+            ti::OPAQUE_PTR => (
+                TVMValue {
+                    v_handle: a.value.v_ptr,
+                },
+                tc::OPAQUE_HANDLE,
+            ),
+            ti::DATA_TYPE => (
+                TVMValue {
+                    v_type: a.value.v_dtype,
+                },
+                tc::DATA_TYPE,
+            ),
+            ti::DEVICE => (
+                TVMValue {
+                    v_device: a.value.v_device,
+                },
+                tc::DEVICE,
+            ),
+            ti::DLTENSOR_PTR => (
+                TVMValue {
+                    v_handle: a.value.v_ptr,
+                },
+                tc::DLTENSOR_HANDLE,
+            ),
+            ti::TENSOR => (
+                TVMValue {
+                    v_handle: (a.value.v_ptr as *mut u8).add(OBJECT_HEADER_SIZE) as *mut c_void,
+                },
+                tc::DLTENSOR_HANDLE,
+            ),
+            ti::RAW_STR => (
+                TVMValue {
+                    v_str: a.value.v_c_str,
+                },
+                tc::STR,
+            ),
+            ti::BYTE_ARRAY_PTR => (
+                TVMValue {
+                    v_handle: a.value.v_ptr,
+                },
+                tc::BYTES,
+            ),
+            ti::SMALL_STR => {
+                let n = (a.zero_padding as usize).min(7);
+                let mut buf = [0u8; 9];
+                buf[..n].copy_from_slice(&a.value.v_bytes[..n]);
+                strings.push(buf);
+                let last = strings.last().expect("just pushed");
+                (
+                    TVMValue {
+                        v_str: last.as_ptr() as *const std::ffi::c_char,
+                    },
+                    tc::STR,
+                )
+            }
+            t => {
+                return Err(Error::type_error(format!(
+                    "argument {i}: a value of tvm-ffi type index {t} cannot be passed to a \
+                     classic packed function"
+                )))
+            }
+        })
+    }
+}
+
+/// A classic result as a tvm-ffi value (plain values only: the kernel side owns no classic
+/// objects).
+fn ret_to_ffi(rv: &RetValue) -> Result<TVMFFIAny> {
+    Ok(match rv {
+        RetValue::Null => TVMFFIAny::NONE,
+        RetValue::Int(v) => any(ti::INT, TVMFFIAnyValue { v_int64: *v }),
+        RetValue::Bool(b) => any(ti::BOOL, TVMFFIAnyValue { v_int64: *b as i64 }),
+        RetValue::Float(v) => any(ti::FLOAT, TVMFFIAnyValue { v_float64: *v }),
+        RetValue::Handle(p) => ptr_or_none(ti::OPAQUE_PTR, *p),
+        RetValue::DataType(d) => any(ti::DATA_TYPE, TVMFFIAnyValue { v_dtype: *d }),
+        RetValue::Device(d) => any(ti::DEVICE, TVMFFIAnyValue { v_device: *d }),
+        RetValue::DLTensor(p) => ptr_or_none(ti::DLTENSOR_PTR, *p as *mut c_void),
+        RetValue::Str(s) if s.len() <= 7 => {
+            let mut b = [0u8; 8];
+            b[..s.len()].copy_from_slice(s.as_bytes());
+            TVMFFIAny {
+                type_index: ti::SMALL_STR,
+                zero_padding: s.len() as u32,
+                value: TVMFFIAnyValue { v_bytes: b },
+            }
+        }
+        other => {
+            return Err(Error::type_error(format!(
+                "a classic packed function returned a value ({}) that cannot be handed to a \
+                 kernel compiled for the tvm-ffi ABI",
+                other.as_arg().kind_name()
+            )))
+        }
+    })
+}
+
+/// Calls a classic PackedFunc object with tvm-ffi arguments; the body of the
+/// `TVMFFIFunctionCall` context function.
+///
+/// # Safety
+/// `func` must be a live PackedFunc object; `args` must hold `n` valid values.
+pub unsafe fn call_classic(
+    func: *mut c_void,
+    args: *const TVMFFIAny,
+    n: i32,
+    result: *mut TVMFFIAny,
+) -> Result<()> {
+    if func.is_null() || result.is_null() || (n > 0 && args.is_null()) || n < 0 {
+        return Err(Error::value(
+            "TVMFFIFunctionCall: NULL function, result or arguments",
+        ));
+    }
+    let obj = func as *mut Object;
+    // SAFETY: the caller's contract: a live object.
+    if unsafe { (*obj).type_index() } != crate::object::TYPE_PACKED_FUNC {
+        return Err(Error::type_error(
+            "TVMFFIFunctionCall: the handle is not a function",
+        ));
+    }
+    // SAFETY: the caller's contract: `n` valid values.
+    let args = unsafe { std::slice::from_raw_parts(args, n as usize) };
+    let mut strings = Vec::new();
+    let mut values = Vec::with_capacity(args.len());
+    let mut codes = Vec::with_capacity(args.len());
+    strings.reserve(args.len());
+    for (i, a) in args.iter().enumerate() {
+        // SAFETY: valid tvm-ffi values by contract; `strings` never reallocates (reserved).
+        let (v, c) = unsafe { to_classic(a, i, &mut strings)? };
+        values.push(v);
+        codes.push(c);
+    }
+    // SAFETY: the type index says the payload is a PackedFuncObj.
+    let pf = unsafe { &*crate::object::payload_ptr::<PackedFuncObj>(obj) };
+    let mut rv = RetValue::Null;
+    // SAFETY: the arrays hold `n` valid entries that live through the call.
+    unsafe { pf.call_raw(values.as_mut_ptr(), codes.as_mut_ptr(), n, &mut rv)? };
+    // SAFETY: checked non-null.
+    unsafe { *result = ret_to_ffi(&rv)? };
+    Ok(())
+}
+
+/// Reads a raw C string argument, for messages.
+///
+/// # Safety
+/// `p` must be NULL or NUL-terminated.
+pub unsafe fn c_str_or<'a>(
+    p: *const std::ffi::c_char,
+    default: &'a str,
+) -> std::borrow::Cow<'a, str> {
+    if p.is_null() {
+        default.into()
+    } else {
+        // SAFETY: caller contract.
+        unsafe { CStr::from_ptr(p) }.to_string_lossy()
+    }
+}

@@ -1,0 +1,277 @@
+//! Libraries compiled by today's TVM (v0.22+, the tvm-ffi ABI), run through the classic ABI.
+//!
+//! Such a library exports its kernels as `__tvm_ffi_<name>` with the tvm-ffi calling
+//! convention (16-byte `TVMFFIAny` arguments), carries its device modules and Relax executable
+//! in `__tvm_ffi__library_bin` (a layout of its own), resolves packed functions through the
+//! context variables `__TVMFFIFunctionCall` and `__TVMFFIEnvModLookupFromImports`, and imports
+//! one symbol from the process, `TVMFFIErrorSetRaisedFromCStrParts`. This module loads them
+//! into the classic module tree: a classic `TVMFuncCall` reaches a kernel with its arguments
+//! converted (tensors by address, no copy) and errors come back as classic errors.
+
+pub mod abi;
+mod call;
+pub mod env;
+pub mod vm_exec;
+
+use super::blob::BlobReader;
+use super::library::Library;
+use super::{Module, ModuleNode};
+use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::{Function, Owner};
+use crate::packed_func::registry;
+use crate::packed_func::value::ArgValue;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, RwLock};
+
+/// Prefix of every kernel symbol.
+pub const KERNEL_PREFIX: &str = "__tvm_ffi_";
+/// The blob of device modules and the import tree.
+pub const LIBRARY_BIN: &str = "__tvm_ffi__library_bin";
+/// The variable the runtime points at the library's module.
+pub const LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
+/// The entry function of a single-function library.
+pub const MAIN: &str = "__tvm_ffi_main";
+
+/// Symbols only a tvm-ffi library defines (any one marks it as such).
+const MARKERS: [&str; 6] = [
+    LIBRARY_BIN,
+    LIBRARY_CTX,
+    MAIN,
+    "__TVMFFIFunctionCall",
+    "__TVMFFIEnvModLookupFromImports",
+    "__TVMFFIErrorSetRaisedFromCStr",
+];
+
+/// Symbols of TVM v0.21's short-lived in-tree tvm-ffi ABI (a 16-byte object header, other type
+/// indices, unprefixed kernels), which this runtime does not read.
+const V0_21_MARKERS: [&str; 2] = ["__tvm_ffi_library_bin", "__tvm_ffi_library_ctx"];
+
+/// Refuses a library of the tvm-ffi ABI of TVM v0.21, naming what was found.
+pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
+    match V0_21_MARKERS.iter().find(|s| !lib.symbol(s).is_null()) {
+        Some(found) => Err(Error::value(format!(
+            "cannot load {path}: it was compiled by TVM v0.21 (found {found}: the in-tree \
+             tvm-ffi ABI of that version, with its own object layout), which this runtime does \
+             not read; libraries of TVM v0.14-v0.20 and v0.22+ load"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Whether the loaded library was compiled for the tvm-ffi ABI. `file` is read for its
+/// dynamic symbols only when none of the marker variables is present.
+pub fn is_tvm_ffi_library(lib: &dyn Library, file: &str) -> bool {
+    MARKERS.iter().any(|s| !lib.symbol(s).is_null()) || exports_kernels(file)
+}
+
+/// Whether the file's dynamic symbol table defines a `__tvm_ffi_*` kernel.
+fn exports_kernels(file: &str) -> bool {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(file) else {
+        return false;
+    };
+    let Ok(obj) = object::File::parse(&*data) else {
+        return false;
+    };
+    obj.dynamic_symbols()
+        .any(|s| s.is_definition() && s.name().is_ok_and(|n| n.starts_with(KERNEL_PREFIX)))
+}
+
+/// A module whose functions are the `__tvm_ffi_<name>` kernels of a library.
+pub struct FfiLibraryModule {
+    lib: Arc<dyn Library>,
+    kernels: RwLock<HashMap<String, usize>>,
+}
+
+impl FfiLibraryModule {
+    fn new(lib: Arc<dyn Library>) -> Self {
+        FfiLibraryModule {
+            lib,
+            kernels: RwLock::new(HashMap::new()),
+        }
+    }
+
+    fn resolve(&self, name: &str) -> Option<abi::SafeCall> {
+        let cached = self
+            .kernels
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .copied();
+        let addr = match cached {
+            Some(a) => a,
+            None => {
+                let sym = if name == super::library::symbol::TVM_MODULE_MAIN {
+                    MAIN.to_string()
+                } else {
+                    format!("{KERNEL_PREFIX}{name}")
+                };
+                let a = self.lib.symbol(&sym) as usize;
+                if a == 0 {
+                    return None;
+                }
+                self.kernels
+                    .write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name.to_string(), a);
+                a
+            }
+        };
+        // SAFETY: `__tvm_ffi_<name>` symbols are TVMFFISafeCallType functions.
+        Some(unsafe { std::mem::transmute::<usize, abi::SafeCall>(addr) })
+    }
+}
+
+impl ModuleNode for FfiLibraryModule {
+    fn type_key(&self) -> &str {
+        "library"
+    }
+
+    fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
+        let Some(kernel) = self.resolve(name) else {
+            return Ok(None);
+        };
+        let owner = match this {
+            Some(o) => Owner::Object(o.clone()),
+            None => Owner::Shared(Arc::new(self.lib.clone())),
+        };
+        Ok(Some(Function::from_backend(
+            call::kernel_trampoline,
+            kernel as *mut c_void,
+            Some(owner),
+        )))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn property_mask(&self) -> i32 {
+        super::property::BINARY_SERIALIZABLE | super::property::RUNNABLE
+    }
+}
+
+/// Builds the module tree of a loaded tvm-ffi library.
+pub fn load(lib: Arc<dyn Library>, path: &str) -> Result<Module> {
+    env::ensure_error_symbol().map_err(|e| e.context(path))?;
+    let probe = [MAIN, LIBRARY_BIN, LIBRARY_CTX]
+        .iter()
+        .map(|s| lib.symbol(s))
+        .find(|p| !p.is_null())
+        .unwrap_or(std::ptr::null_mut());
+    let lib_module = Module::new(Box::new(FfiLibraryModule::new(lib.clone())));
+    let first_kernel = if probe.is_null() {
+        kernel_probe(&*lib, path)
+    } else {
+        probe
+    };
+    env::init_context(&*lib, first_kernel);
+    let bin = lib.symbol(LIBRARY_BIN);
+    let root = if bin.is_null() {
+        lib_module.clone()
+    } else {
+        // SAFETY: the blob starts with its u64 length; it may be unaligned.
+        let nbytes = u64::from_le_bytes(unsafe { std::ptr::read_unaligned(bin as *const [u8; 8]) });
+        let size = super::dso::symbol_size(bin);
+        let fits = match size {
+            Some(s) => nbytes.checked_add(8).is_some_and(|n| n <= s as u64),
+            None => nbytes < (1u64 << 34),
+        };
+        if !fits {
+            return Err(Error::value(format!(
+                "{path}: the tvm-ffi library blob {LIBRARY_BIN} is truncated or corrupted: it \
+                 claims {nbytes} bytes"
+            )));
+        }
+        // SAFETY: the length was checked against the symbol's size.
+        let blob =
+            unsafe { std::slice::from_raw_parts((bin as *const u8).add(8), nbytes as usize) };
+        process_library_bin(blob, &lib_module, path)?
+    };
+    env::set_library_ctx(&*lib, &lib_module);
+    Ok(root)
+}
+
+/// Any kernel's address (to recognise calls from this library), found through the file's
+/// dynamic symbols.
+fn kernel_probe(lib: &dyn Library, path: &str) -> *mut c_void {
+    use object::{Object, ObjectSymbol};
+    let Ok(data) = std::fs::read(path) else {
+        return std::ptr::null_mut();
+    };
+    let Ok(obj) = object::File::parse(&*data) else {
+        return std::ptr::null_mut();
+    };
+    obj.dynamic_symbols()
+        .filter(|s| s.is_definition())
+        .filter_map(|s| s.name().ok().map(str::to_string))
+        .find(|n| n.starts_with(KERNEL_PREFIX))
+        .map(|n| lib.symbol(&n))
+        .unwrap_or(std::ptr::null_mut())
+}
+
+/// Reads `__tvm_ffi__library_bin`: `indptr` and `child_indices` (u64 vectors), then per
+/// module a kind string and, unless it is `_lib`, its bytes. Module 0 is the root.
+fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<Module> {
+    let mut r = BlobReader::new(blob, path);
+    let indptr = r.read_u64_vec("the import tree row pointers")?;
+    let children = r.read_u64_vec("the import tree child indices")?;
+    let bad_tree = || {
+        Error::value(format!(
+            "{path}: the tvm-ffi library blob's import tree is corrupted"
+        ))
+    };
+    let count = indptr.len().checked_sub(1).ok_or_else(bad_tree)?;
+    let mut modules = Vec::with_capacity(count);
+    for _ in 0..count {
+        let kind = r.read_string("a module kind")?;
+        if kind == "_lib" {
+            modules.push(lib_module.clone());
+            continue;
+        }
+        let payload = r.read_blob("a module's bytes")?;
+        modules.push(load_kind(&kind, payload, path)?);
+    }
+    for (i, m) in modules.iter().enumerate() {
+        let (start, end) = (indptr[i], indptr[i + 1]);
+        if start > end || end > children.len() as u64 {
+            return Err(bad_tree());
+        }
+        for &c in &children[start as usize..end as usize] {
+            let child = modules.get(c as usize).ok_or_else(bad_tree)?;
+            m.import(child).map_err(|_| bad_tree())?;
+        }
+    }
+    modules.first().cloned().ok_or_else(bad_tree)
+}
+
+/// Loads one module of the blob through the classic loader of its kind. A Relax executable
+/// is rewritten into the classic format first; other kinds get their bytes as the stream.
+fn load_kind(kind: &str, payload: &[u8], path: &str) -> Result<Module> {
+    let name = format!("runtime.module.loadbinary_{kind}");
+    let loader = registry::get(&name).ok_or_else(|| {
+        Error::value(format!(
+            "{path}: the library holds a module of kind '{kind}', which this runtime cannot \
+             load (no loader {name}); available: {}",
+            super::blob::available_loaders().join(", ")
+        ))
+    })?;
+    let stream;
+    let bytes: &[u8] = if kind.starts_with("relax.") {
+        // The classic loader reads the executable as one length-prefixed string.
+        let exec = vm_exec::to_classic(payload, path)?;
+        let mut s = (exec.len() as u64).to_le_bytes().to_vec();
+        s.extend_from_slice(&exec);
+        stream = s;
+        &stream
+    } else {
+        payload
+    };
+    let mut reader = BlobReader::new(bytes, path);
+    let rv = loader.call(&[ArgValue::Handle(
+        &mut reader as *mut BlobReader<'_> as *mut c_void,
+    )])?;
+    Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))
+}
