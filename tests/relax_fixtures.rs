@@ -82,7 +82,7 @@ fn to_ndarray(n: &Npy) -> NDArray {
     let a = NDArray::empty(&n.shape, dtype_of(&n.descr), bytes.device()).unwrap();
     assert_eq!(a.nbytes(), n.data.len());
     bytes
-        .copy_to(&a.view(&[n.data.len() as i64], u8_type(), 0).unwrap())
+        .copy_to(&mut a.view(&[n.data.len() as i64], u8_type(), 0).unwrap())
         .unwrap();
     a
 }

@@ -187,9 +187,9 @@ fn parallel_kernel_with_workspace() {
     }
 }
 
-/// When set, the host callback fails (a kernel caches the handle it looked up, so the
-/// behaviour is switched rather than the registration).
-/// (Per thread: the callback runs on the calling thread, and tests run in parallel.)
+// When set, the host callback fails (a kernel caches the handle it looked up, so the
+// behaviour is switched rather than the registration). Per thread: the callback runs on the
+// calling thread, and tests run in parallel.
 thread_local! {
     static REFUSE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }

@@ -366,8 +366,8 @@ pub fn run(
     let (mut outs, mut other) = (Vec::new(), Vec::new());
     flatten(&result, String::new(), &mut outs, &mut other);
     for (i, (label, out)) in outs.iter().enumerate() {
-        let host = NDArray::empty(out.shape(), out.dtype(), DLDevice::CPU)?;
-        out.copy_to(&host)?;
+        let mut host = NDArray::empty(out.shape(), out.dtype(), DLDevice::CPU)?;
+        out.copy_to(&mut host)?;
         let label = if label.is_empty() { "0" } else { label };
         println!(
             "output {label} {:?} {}: {}",

@@ -127,8 +127,8 @@ fn obj_or_null(a: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
 /// Reads the first element of a CPU (or copied-to-CPU) integer or bool tensor.
 fn scalar_int(arr: &NDArray) -> Result<i64> {
     let arr = if arr.device().device_type != DL_CPU {
-        let c = NDArray::empty(arr.shape(), arr.dtype(), DLDevice::CPU)?;
-        arr.copy_to(&c)?;
+        let mut c = NDArray::empty(arr.shape(), arr.dtype(), DLDevice::CPU)?;
+        arr.copy_to(&mut c)?;
         c
     } else {
         arr.clone()
@@ -536,8 +536,8 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.to_device", |a, rv| {
         let src = ndarray_arg(&a, 0)?;
         let dev = DLDevice::new(a.i64(1)? as i32, a.i64(2)? as i32);
-        let out = NDArray::empty(src.shape(), src.dtype(), dev)?;
-        src.copy_to(&out)?;
+        let mut out = NDArray::empty(src.shape(), src.dtype(), dev)?;
+        src.copy_to(&mut out)?;
         *rv = RetValue::Object(out.into_object());
         Ok(())
     });
@@ -602,8 +602,8 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.tensor_to_shape", |a, rv| {
         let src = ndarray_arg(&a, 0)?;
         let arr = if src.device().device_type != DL_CPU {
-            let c = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
-            src.copy_to(&c)?;
+            let mut c = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
+            src.copy_to(&mut c)?;
             c
         } else {
             src
@@ -635,8 +635,8 @@ pub(crate) fn register(r: &mut Registrar) {
         if src.dltensor().byte_offset == 0 {
             *rv = RetValue::Object(src.into_object());
         } else {
-            let out = NDArray::empty(src.shape(), src.dtype(), src.device())?;
-            src.copy_to(&out)?;
+            let mut out = NDArray::empty(src.shape(), src.dtype(), src.device())?;
+            src.copy_to(&mut out)?;
             *rv = RetValue::Object(out.into_object());
         }
         Ok(())

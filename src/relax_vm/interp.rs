@@ -291,8 +291,8 @@ impl VmCore {
                     if a.device() == dev0 {
                         RetValue::Object(a.as_object().clone())
                     } else {
-                        let b = NDArray::empty(a.shape(), a.dtype(), dev0)?;
-                        a.copy_to(&b)?;
+                        let mut b = NDArray::empty(a.shape(), a.dtype(), dev0)?;
+                        a.copy_to(&mut b)?;
                         RetValue::Object(b.into_object())
                     }
                 }
@@ -760,8 +760,8 @@ pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
         RetValue::Object(o) => {
             if let Some(a) = o.downcast_ref::<NDArrayObj>() {
                 if a.device() != dev {
-                    let out = NDArray::empty(a.shape(), a.dtype(), dev)?;
-                    NDArray::from_object(o.clone())?.copy_to(&out)?;
+                    let mut out = NDArray::empty(a.shape(), a.dtype(), dev)?;
+                    NDArray::from_object(o.clone())?.copy_to(&mut out)?;
                     return Ok(RetValue::Object(out.into_object()));
                 }
                 return Ok(RetValue::Object(o));

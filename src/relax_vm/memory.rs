@@ -50,7 +50,8 @@ fn raw_alloc(dev: DLDevice, nbytes: usize, hint: DLDataType) -> Result<*mut c_vo
 
 fn raw_free(buf: &Buffer) {
     if let Ok(api) = device::api(buf.device) {
-        let _ = api.free_data_space(buf.device, buf.data);
+        // SAFETY: `buf` was allocated by `raw_alloc` on this device and is freed once, here.
+        let _ = unsafe { api.free_data_space(buf.device, buf.data) };
     }
 }
 

@@ -878,8 +878,8 @@ mod tests {
             unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 2) },
             0
         );
-        assert!(uses_barrier(count as usize));
-        assert!(!uses_barrier(mark as usize));
+        assert!(uses_barrier(count as *const () as usize));
+        assert!(!uses_barrier(mark as *const () as usize));
         note_contention();
         let s = shared();
         assert_eq!(
