@@ -77,6 +77,9 @@ void *TVMBackendAllocWorkspace(int device_type,
 
 /**
  * Frees temporary memory (`TVMBackendFreeWorkspace`).
+ *
+ * # Safety
+ * `ptr` from `TVMBackendAllocWorkspace` on the same device, not used afterwards.
  */
 TVM_DLL int TVMBackendFreeWorkspace(int device_type, int device_id, void *ptr);
 

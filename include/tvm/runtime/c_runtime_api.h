@@ -246,27 +246,37 @@ TVM_DLL int TVMStreamCreate(int device_type, int device_id, TVMStreamHandle *out
 
 /**
  * Frees a stream (`TVMStreamFree`).
+ * # Safety
+ * `stream` from `TVMStreamCreate` on the same device, not current and not used afterwards.
  */
 TVM_DLL int TVMStreamFree(int device_type, int device_id, TVMStreamHandle stream);
 
 /**
  * Sets this thread's current stream for a device (`TVMSetStream`).
+ * # Safety
+ * `handle` NULL or a live stream of the device.
  */
 TVM_DLL int TVMSetStream(int device_type, int device_id, TVMStreamHandle handle);
 
 /**
  * Waits for a stream's work (`TVMSynchronize`).
+ * # Safety
+ * `stream` NULL or a live stream of the device.
  */
 TVM_DLL int TVMSynchronize(int device_type, int device_id, TVMStreamHandle stream);
 
 /**
  * `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
  * export, not in the reference).
+ * # Safety
+ * As [`TVMSynchronize`].
  */
 TVM_DLL int TVMStreamSync(int device_type, int device_id, TVMStreamHandle stream);
 
 /**
  * Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
+ * # Safety
+ * `src` and `dst` NULL or live streams of the device.
  */
 TVM_DLL
 int TVMStreamStreamSynchronize(int device_type,
@@ -568,6 +578,10 @@ TVM_DLL int TVMObjectRetain(TVMObjectHandle obj);
 
 /**
  * Drops a reference (`TVMObjectFree`); NULL is ignored.
+ *
+ * A handle freed once too often cannot be detected: once the last reference is gone the
+ * object's memory belongs to the allocator, and reading its header to check would itself be a
+ * use after free. As in the reference, a double free is the caller's error.
  *
  * # Safety
  * `obj` must be NULL or an object handle on which the caller owns a reference.
