@@ -16,7 +16,7 @@ runs=12
 cycles=1000
 calls=10000
 if [ "${1:-}" = "--long" ]; then
-  runs=250
+  runs=100
   cycles=5000
   calls=50000
 fi
