@@ -4,6 +4,7 @@
 # libtvm_runtime.so and on ours, alternately, one process per round, and prints one table.
 #
 #   scripts/bench_models.sh [--rounds N] [--runs N] [--threads N] [--no-build] [MODEL ...]
+#   scripts/bench_models.sh --load [bench_load.sh options]   (under load: see bench_load.sh)
 #
 #   --rounds N   processes per runtime and model, alternating which runtime goes first (default 4)
 #   --runs N     timed run() calls per process after 2 warm-up runs (default 6); the run()
@@ -19,6 +20,7 @@
 # overhead. Raw outputs go under build/bench/models/<timestamp>/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--load" ]; then shift; exec bash scripts/bench_load.sh "$@"; fi
 root="$PWD"
 rounds=4
 runs=6

@@ -22,7 +22,8 @@
 //! - a launch from inside a task (nested parallelism), or while another application thread
 //!   holds the pool, runs its tasks on the calling thread with `num_task = 1` when the
 //!   caller let the pool choose (`num_task = 0`, what TVM's code generator emits) — each
-//!   model instance then keeps one core busy instead of fighting for all of them; an
+//!   model instance then keeps one core busy instead of fighting for all of them (and for
+//!   50 ms after such a collision every `num_task = 0` launch does the same); an
 //!   explicit `num_task > 1` waits for the pool instead, since its tasks must run together.
 
 mod pool;
