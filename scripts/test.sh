@@ -47,6 +47,9 @@ if [ -d tests/python ]; then
   bash scripts/run_python_tests.sh ours
 fi
 
+step "C++ API (header-only over the C ABI) on both runtimes"
+bash scripts/test_cpp.sh
+
 step "examples, install layout, drop-in substitution, device plugin"
 bash scripts/run_examples.sh
 
