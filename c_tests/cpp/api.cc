@@ -74,6 +74,12 @@ static void NDArrays() {
   EXPECT(back->data == a->data && back.Shape()[1] == 3);
   std::printf("dlpack: round trip shares memory\n");
 
+  // The object behind the reference.
+  tvm::runtime::ObjectRef as_object = a;
+  EXPECT(as_object->GetTypeKey() == "runtime.NDArray");
+  EXPECT(as_object.as<tvm::runtime::StringObj>() == nullptr);
+  EXPECT(Downcast<NDArray>(as_object).same_as(a));
+
   // use_count follows copies.
   NDArray e = NDArray::Empty({1}, DataType::Int(64), dev);
   EXPECT(e.use_count() == 1);
@@ -241,6 +247,11 @@ static void Logging() {
     thrown = std::string(e.what()).find("arithmetic") != std::string::npos;
   }
   EXPECT(thrown);
+  int value = 5;
+  int* pv = &value;
+  int* checked = ICHECK_NOTNULL(pv);
+  EXPECT(checked == pv);
+  LOG_IF(INFO, false) << "never printed";
   CHECK_LT(1, 2) << "not printed";
   ICHECK(true);
   ICHECK_NE(1, 2);

@@ -246,7 +246,8 @@ class TVMRetValue : public TVMPODValue_ {
   TVMRetValue(const TVMRetValue& other) : TVMPODValue_() { Assign(other); }
   TVMRetValue(TVMRetValue&& other) noexcept : TVMPODValue_() { MoveFrom(std::move(other)); }
   ~TVMRetValue() { Clear(); }
-  template <typename T>
+  template <typename T, typename = typename std::enable_if<!std::is_same<
+                            typename std::decay<T>::type, TVMRetValue>::value>::type>
   TVMRetValue(T&& value) : TVMPODValue_() {  // NOLINT(runtime/explicit)
     *this = std::forward<T>(value);
   }
@@ -285,7 +286,6 @@ class TVMRetValue : public TVMPODValue_ {
     }
     return *this;
   }
-  TVMRetValue& operator=(TVMRetValue& other) { return *this = static_cast<const TVMRetValue&>(other); }
   TVMRetValue& operator=(const TVMArgValue& other) {
     TVMRetValue copy;
     copy.value_ = other.value();
