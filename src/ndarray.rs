@@ -238,6 +238,29 @@ impl NDArrayObj {
         Ok(Self::make(data, dev, shape, None, dtype, 0, Storage::Owned))
     }
 
+    /// An array over memory another object owns (`owner` is kept alive by the array): how
+    /// allocators outside this room hand out tensors carved from their buffers.
+    pub fn view_of_owner(
+        owner: ObjectRef,
+        data: *mut c_void,
+        device: DLDevice,
+        shape: &[i64],
+        dtype: DLDataType,
+        byte_offset: u64,
+    ) -> Result<ObjectRef> {
+        check_dtype(dtype)?;
+        checked_nbytes(shape, dtype)?;
+        Ok(Self::make(
+            data,
+            device,
+            shape,
+            None,
+            dtype,
+            byte_offset,
+            Storage::View(owner),
+        ))
+    }
+
     /// Adopts a DLPack tensor; its deleter runs when the array dies.
     ///
     /// # Safety

@@ -21,6 +21,11 @@ use std::sync::{LazyLock, Mutex, RwLock};
 static REGISTRY: LazyLock<RwLock<HashMap<String, Function>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
 
+/// Names registered as defaults that a frontend may replace without asking to override (the
+/// reference registers them from Python; we provide them natively).
+static WEAK: LazyLock<Mutex<std::collections::HashSet<String>>> =
+    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+
 /// Set once every room's registration has run.
 static READY: AtomicBool = AtomicBool::new(false);
 /// Held by the thread running the registrations; other threads wait on it.
@@ -43,6 +48,18 @@ impl Registrar {
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
         self.add_function(name, Function::from_rust(f));
+    }
+
+    /// Registers a default that a later `register` of the same name replaces even without
+    /// `override` (for functions the reference registers from its Python package).
+    pub fn add_weak<F>(&mut self, name: &str, f: F)
+    where
+        F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
+    {
+        WEAK.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string());
+        self.add(name, f);
     }
 
     /// Registers a function object under `name` (replacing an earlier one of that name).
@@ -86,8 +103,9 @@ fn start_up() {
 /// Registers a function; an existing name is an error unless `override_existing`.
 pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
     ensure_ready();
+    let weak = WEAK.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
     let mut r = write();
-    if !override_existing && r.contains_key(name) {
+    if !override_existing && !weak && r.contains_key(name) {
         return Err(Error::internal(format!(
             "Global PackedFunc {name} is already registered"
         )));

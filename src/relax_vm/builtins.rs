@@ -1,0 +1,746 @@
+//! `vm.builtin.*`: the functions a `relax.build` executable calls (shape checks and matching,
+//! storage and tensor allocation, tuples, closures, branches), plus the functions the
+//! reference registers from Python (`vm.builtin.debug_print`, `relax.run.*`).
+
+use super::interp::{with_ctx, ClosureObj};
+use super::memory::{self, StorageObj};
+use crate::ndarray::{create_view, NDArray, NDArrayObj};
+use crate::object::containers::{ArrayObj, ShapeTupleObj, StringObj};
+use crate::object::ObjectRef;
+use crate::packed_func::dtype::dtype_to_string;
+use crate::packed_func::error::{Error, ErrorKind, Result};
+use crate::packed_func::function::{Function, PackedFuncObj};
+use crate::packed_func::registry::{self, Registrar};
+use crate::packed_func::types::{
+    type_code as tc, DLDataType, DLDevice, DLTensor, TVMValue, DL_BOOL, DL_CPU, DL_FLOAT, DL_INT,
+    DL_UINT,
+};
+use crate::packed_func::value::{ArgValue, Args, RetValue};
+
+fn type_err(m: String) -> Error {
+    Error::new(ErrorKind::TypeError, m)
+}
+fn value_err(m: String) -> Error {
+    Error::new(ErrorKind::ValueError, m)
+}
+fn runtime_err(m: String) -> Error {
+    Error::new(ErrorKind::RuntimeError, m)
+}
+
+/// The optional error context string at `i` (null or absent: empty).
+fn err_ctx(a: &Args<'_>, i: usize) -> String {
+    if i >= a.len() {
+        return String::new();
+    }
+    match a.get(i) {
+        Ok(ArgValue::Null) | Err(_) => String::new(),
+        _ => a.str(i).map(str::to_string).unwrap_or_default(),
+    }
+}
+
+/// The type key of an argument, for messages.
+fn type_key_of(v: &ArgValue<'_>) -> String {
+    match v {
+        ArgValue::Object(o) => o.to_ref().type_key(),
+        ArgValue::Null => "None".into(),
+        v => v.kind_name().into(),
+    }
+}
+
+/// The shape-heap argument: an int64 tensor (or null), with its length.
+fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
+    let t: *mut DLTensor = match a.get(i)? {
+        ArgValue::Null => return Ok(None),
+        ArgValue::DLTensor(t) => t,
+        ArgValue::Object(o) if o.downcast_ref::<NDArrayObj>().is_some() => {
+            crate::ndarray::handle_of(&o.to_ref())
+        }
+        v => {
+            return Err(type_err(format!(
+                "the shape heap must be a tensor, got {}",
+                type_key_of(&v)
+            )))
+        }
+    };
+    // SAFETY: a tensor argument is valid during the call.
+    let t = unsafe { &*t };
+    if t.dtype != DLDataType::new(DL_INT, 64, 1) || t.device.device_type != DL_CPU {
+        return Err(type_err(
+            "the shape heap must be an int64 CPU tensor".into(),
+        ));
+    }
+    // SAFETY: as above.
+    let n: i64 = unsafe { crate::ndarray::shape_of(t) }.iter().product();
+    // SAFETY: data + byte_offset addresses n int64 values of the live tensor.
+    let p = unsafe { (t.data as *mut u8).add(t.byte_offset as usize) } as *mut i64;
+    Ok(Some((p, n.max(0) as usize)))
+}
+
+fn heap_slot(heap: Option<(*mut i64, usize)>, reg: i64) -> Result<*mut i64> {
+    let (p, n) = heap.ok_or_else(|| value_err("the shape heap is missing".into()))?;
+    if reg < 0 || reg as usize >= n {
+        return Err(value_err(format!(
+            "shape heap index {reg} is out of range for a heap of {n}"
+        )));
+    }
+    // SAFETY: in bounds of the heap tensor (checked above).
+    Ok(unsafe { p.add(reg as usize) })
+}
+
+fn shape_arg(a: &Args<'_>, i: usize) -> Result<Vec<i64>> {
+    match a.get(i)? {
+        ArgValue::Object(o) => {
+            if let Some(s) = o.downcast_ref::<ShapeTupleObj>() {
+                return Ok(s.dims().to_vec());
+            }
+            if let Some(t) = o.downcast_ref::<NDArrayObj>() {
+                return Ok(t.shape().to_vec());
+            }
+            Err(type_err(format!(
+                "argument {i}: expected a shape or tensor, got {}",
+                o.to_ref().type_key()
+            )))
+        }
+        v => Err(type_err(format!(
+            "argument {i}: expected a shape or tensor, got {}",
+            type_key_of(&v)
+        ))),
+    }
+}
+
+fn ndarray_arg(a: &Args<'_>, i: usize) -> Result<NDArray> {
+    NDArray::from_object(a.object_ref::<NDArrayObj>(i)?)
+}
+
+fn obj_or_null(a: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
+    match a.get(i)? {
+        ArgValue::Object(o) => Ok(Some(o.to_ref())),
+        ArgValue::Null => Ok(None),
+        ArgValue::Str(s) => Ok(Some(StringObj::from_bytes(s.to_bytes()))),
+        v => Err(type_err(format!(
+            "argument {i}: a tuple holds objects only, got {}",
+            v.kind_name()
+        ))),
+    }
+}
+
+/// Reads the first element of a CPU (or copied-to-CPU) integer or bool tensor.
+fn scalar_int(arr: &NDArray) -> Result<i64> {
+    let arr = if arr.device().device_type != DL_CPU {
+        let c = NDArray::empty(arr.shape(), arr.dtype(), DLDevice::CPU)?;
+        arr.copy_to(&c)?;
+        c
+    } else {
+        arr.clone()
+    };
+    let t = arr.dltensor();
+    let dt = t.dtype;
+    if !(dt.code == DL_INT || dt.code == DL_UINT || dt.code == DL_BOOL) || arr.nbytes() == 0 {
+        return Err(value_err(format!(
+            "expected a scalar integer tensor, got {}",
+            dtype_to_string(dt)
+        )));
+    }
+    // SAFETY: a live CPU tensor of at least one element.
+    let p = unsafe { (t.data as *const u8).add(t.byte_offset as usize) };
+    // SAFETY: as above, reading one element of the declared width.
+    Ok(unsafe {
+        match dt.bits {
+            1 | 8 => *(p as *const i8) as i64,
+            16 => *(p as *const i16) as i64,
+            32 => *(p as *const i32) as i64,
+            64 => *(p as *const i64),
+            b => return Err(value_err(format!("Unknown scalar int type: {b} bits"))),
+        }
+    })
+}
+
+fn call_with(f: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result<RetValue> {
+    let mut rv = RetValue::Null;
+    // SAFETY: the arrays hold values valid during the call.
+    unsafe {
+        f.obj().call_raw(
+            values.as_mut_ptr(),
+            codes.as_mut_ptr(),
+            values.len() as i32,
+            &mut rv,
+        )?
+    };
+    Ok(rv)
+}
+
+/// Registers the builtins.
+pub(crate) fn register(r: &mut Registrar) {
+    r.add("vm.builtin.alloc_shape_heap", |a, rv| {
+        let size = a.i64(1)?;
+        if !(0..=(1 << 24)).contains(&size) {
+            return Err(value_err(format!("invalid shape heap size {size}")));
+        }
+        with_ctx(a.handle(0)?, |vm| {
+            let st = vm.state()?;
+            let host = st.devices.len() - 1;
+            let dev = st.devices[host];
+            if dev.device_type != DL_CPU {
+                return Err(value_err(
+                    "the last VM device (the host) must be the CPU".into(),
+                ));
+            }
+            let buf = StorageObj::allocate(
+                st.allocators[host].clone(),
+                dev,
+                size as usize * 8,
+                DLDataType::new(DL_INT, 64, 1),
+            )?;
+            *rv = RetValue::Object(StorageObj::alloc_tensor(
+                &buf,
+                0,
+                &[size],
+                DLDataType::new(DL_INT, 64, 1),
+            )?);
+            Ok(())
+        })
+    });
+    r.add("vm.builtin.match_prim_value", |a, _| {
+        a.expect_len(5, "vm.builtin.match_prim_value")?;
+        let v = a.i64(0)?;
+        let heap = heap_arg(&a, 1)?;
+        let code = a.i64(2)?;
+        let reg = a.i64(3)?;
+        let ctx = err_ctx(&a, 4);
+        match code {
+            0 if v != reg => Err(runtime_err(format!(
+                "{ctx} match_cast error,  PrimValue mismatch to specified constant."
+            ))),
+            // SAFETY: heap_slot checked the index.
+            1 => unsafe {
+                *heap_slot(heap, reg)? = v;
+                Ok(())
+            },
+            // SAFETY: as above.
+            3 if v != unsafe { *heap_slot(heap, reg)? } => Err(runtime_err(format!(
+                "{ctx} match_cast error,  PrimValue mismatch to a previous populated value."
+            ))),
+            0 | 2 | 3 => Ok(()),
+            c => Err(value_err(format!("Unknown match shape code: {c}"))),
+        }
+    });
+    r.add("vm.builtin.match_shape", |a, _| {
+        if a.len() < 3 {
+            return Err(value_err(
+                "vm.builtin.match_shape: too few arguments".into(),
+            ));
+        }
+        let shape = shape_arg(&a, 0)?;
+        let heap = heap_arg(&a, 1)?;
+        let size = a.i64(2)?;
+        if size < 0 || (3 + 2 * size) as u64 > a.len() as u64 {
+            return Err(value_err(format!(
+                "vm.builtin.match_shape: {size} dimensions need {} arguments, got {}",
+                3 + 2 * size.max(0),
+                a.len()
+            )));
+        }
+        let ctx = err_ctx(&a, (3 + 2 * size) as usize);
+        if shape.len() as i64 != size {
+            return Err(runtime_err(format!(
+                "{ctx} match_cast shape size mismatch."
+            )));
+        }
+        for (i, &dim) in shape.iter().enumerate() {
+            let code = a.i64(3 + 2 * i)?;
+            let reg = a.i64(4 + 2 * i)?;
+            match code {
+                0 if dim != reg => {
+                    return Err(runtime_err(format!(
+                        "{ctx} match_cast error,  shape[{i}] mismatch to specified constant."
+                    )))
+                }
+                // SAFETY: heap_slot checked the index.
+                1 => unsafe { *heap_slot(heap, reg)? = dim },
+                // SAFETY: as above.
+                3 if dim != unsafe { *heap_slot(heap, reg)? } => {
+                    return Err(runtime_err(format!(
+                    "{ctx} match_cast error,  shape[{i}] mismatch to a previous populated value."
+                )))
+                }
+                0 | 2 | 3 => {}
+                c => return Err(value_err(format!("Unknown match shape code: {c}"))),
+            }
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.make_prim_value", |a, rv| {
+        let heap = heap_arg(&a, 0)?;
+        let code = a.i64(1)?;
+        let reg = a.i64(2)?;
+        *rv = RetValue::Int(match code {
+            0 => reg,
+            // SAFETY: heap_slot checked the index.
+            1 => unsafe { *heap_slot(heap, reg)? },
+            c => return Err(value_err(format!("Invalid shape code: {c}"))),
+        });
+        Ok(())
+    });
+    r.add("vm.builtin.make_shape", |a, rv| {
+        let heap = heap_arg(&a, 0)?;
+        let size = a.i64(1)?;
+        if size < 0 || (2 + 2 * size) as u64 > a.len() as u64 {
+            return Err(value_err(format!(
+                "vm.builtin.make_shape: {size} dimensions but {} arguments",
+                a.len()
+            )));
+        }
+        let mut dims = Vec::with_capacity(size as usize);
+        for i in 0..size as usize {
+            let code = a.i64(2 + 2 * i)?;
+            let reg = a.i64(3 + 2 * i)?;
+            dims.push(match code {
+                0 => reg,
+                // SAFETY: heap_slot checked the index.
+                1 => unsafe { *heap_slot(heap, reg)? },
+                c => return Err(value_err(format!("Invalid shape code: {c}"))),
+            });
+        }
+        *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
+        Ok(())
+    });
+    r.add("vm.builtin.check_tensor_info", |a, _| {
+        if a.len() != 3 && a.len() != 4 {
+            return Err(value_err(format!(
+                "vm.builtin.check_tensor_info expects 3 or 4 arguments, got {}",
+                a.len()
+            )));
+        }
+        let ndim = a.i64(1)?;
+        let (dtype, ctx) = if a.len() == 3 {
+            (None, err_ctx(&a, 2))
+        } else {
+            (Some(a.dtype(2)?), err_ctx(&a, 3))
+        };
+        let arg = a.get(0)?;
+        let t = match arg {
+            ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            type_err(format!(
+                "{ctx} expect a Tensor but get {}",
+                type_key_of(&arg)
+            ))
+        })?;
+        if ndim != -1 && t.shape().len() as i64 != ndim {
+            return Err(value_err(format!(
+                "{ctx} expect Tensor with ndim {ndim} but get {}",
+                t.shape().len()
+            )));
+        }
+        if let Some(d) = dtype {
+            if !(d.code == 0 && d.bits == 0) && t.dtype() != d {
+                return Err(value_err(format!(
+                    "{ctx} expect Tensor with dtype {} but get {}",
+                    dtype_to_string(d),
+                    dtype_to_string(t.dtype())
+                )));
+            }
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.check_shape_info", |a, _| {
+        let ndim = a.i64(1)?;
+        let ctx = err_ctx(&a, 2);
+        let arg = a.get(0)?;
+        let s = match arg {
+            ArgValue::Object(o) => o.downcast_ref::<ShapeTupleObj>(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            type_err(format!(
+                "{ctx} expect a Shape but get {}",
+                type_key_of(&arg)
+            ))
+        })?;
+        if ndim != -1 && s.dims().len() as i64 != ndim {
+            return Err(value_err(format!(
+                "{ctx} expect Shape with ndim {ndim} but get {}",
+                s.dims().len()
+            )));
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.check_prim_value_info", |a, _| {
+        let dt = a.dtype(1)?;
+        let ctx = err_ctx(&a, 2);
+        let arg = a.get(0)?;
+        let ok = match arg {
+            ArgValue::Object(o) => {
+                return Err(type_err(format!(
+                    "{ctx}, expected dtype {}, but received ObjectRef of type {}",
+                    dtype_to_string(dt),
+                    o.to_ref().type_key()
+                )))
+            }
+            ArgValue::Int(_) | ArgValue::Bool(_) => {
+                dt.code == DL_INT || dt.code == DL_UINT || dt.code == DL_BOOL || dt.code == DL_FLOAT
+            }
+            ArgValue::Float(_) => dt.code == DL_FLOAT,
+            ArgValue::Handle(_) | ArgValue::Null => dt.code == 3,
+            _ => false,
+        };
+        if !ok {
+            return Err(type_err(format!(
+                "{ctx}, expected dtype {}, but received {}",
+                dtype_to_string(dt),
+                arg.kind_name()
+            )));
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.check_tuple_info", |a, _| {
+        let size = a.i64(1)?;
+        let ctx = err_ctx(&a, 2);
+        let arg = a.get(0)?;
+        let t = match arg {
+            ArgValue::Object(o) => o.downcast_ref::<ArrayObj>(),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            type_err(format!(
+                "{ctx} expect a Tuple but get {}",
+                type_key_of(&arg)
+            ))
+        })?;
+        if t.items.len() as i64 != size {
+            return Err(value_err(format!(
+                "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
+                t.items.len()
+            )));
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.check_func_info", |a, _| {
+        let ctx = err_ctx(&a, 1);
+        let arg = a.get(0)?;
+        let ok = matches!(arg, ArgValue::Object(o)
+            if o.downcast_ref::<PackedFuncObj>().is_some() || o.downcast_ref::<ClosureObj>().is_some());
+        if !ok {
+            return Err(type_err(format!(
+                "{ctx} expect a Function but get {}",
+                type_key_of(&arg)
+            )));
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.alloc_storage", |a, rv| {
+        a.expect_len(5, "vm.builtin.alloc_storage")?;
+        let shape = shape_arg(&a, 1)?;
+        let dev_index = a.i64(2)?;
+        let hint = a.dtype(3)?;
+        with_ctx(a.handle(0)?, |vm| {
+            let st = vm.state()?;
+            let n = st.devices.len() as i64;
+            if dev_index < -1 || dev_index >= n {
+                return Err(value_err(format!(
+                    "The device index {dev_index} is out of VM physical devices list ({n})"
+                )));
+            }
+            let i = if dev_index == -1 { n - 1 } else { dev_index } as usize;
+            let nbytes = memory::shape_nbytes(&shape, hint)?;
+            *rv = RetValue::Object(StorageObj::allocate(
+                st.allocators[i].clone(),
+                st.devices[i],
+                nbytes,
+                hint,
+            )?);
+            Ok(())
+        })
+    });
+    r.add("vm.builtin.alloc_tensor", |a, rv| {
+        a.expect_len(4, "vm.builtin.alloc_tensor")?;
+        let st = a.object_ref::<StorageObj>(0)?;
+        let offset = a.i64(1)?;
+        let shape = shape_arg(&a, 2)?;
+        let dtype = a.dtype(3)?;
+        *rv = RetValue::Object(StorageObj::alloc_tensor(&st, offset, &shape, dtype)?);
+        Ok(())
+    });
+    r.add("vm.builtin.make_closure", |a, rv| {
+        let clo = a.downcast::<ClosureObj>(0)?;
+        let name = clo.func_name.clone();
+        let inner = clo.imp.clone();
+        let saved = super::interp::SharedValues(super::interp::regs_of(&a, 1)?);
+        let imp = Function::from_rust(move |args, rv| {
+            let mut regs = super::interp::regs_of(&args, 0)?;
+            regs.extend(saved.values().iter().cloned());
+            let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
+            *rv = call_with(&inner, &mut v, &mut c)?;
+            Ok(())
+        });
+        *rv = RetValue::Object(ClosureObj::new_ref(&name, imp));
+        Ok(())
+    });
+    r.add("vm.builtin.invoke_closure", |a, rv| {
+        if a.len() < 2 {
+            return Err(value_err(
+                "vm.builtin.invoke_closure expects (vm, closure, *args)".into(),
+            ));
+        }
+        let f = a
+            .object(1)?
+            .ok_or_else(|| type_err("vm.builtin.invoke_closure: the closure is null".into()))?
+            .to_ref();
+        with_ctx(a.handle(0)?, |vm| {
+            *rv = vm.invoke_closure_c(&f, &a.values[2..], &a.codes[2..])?;
+            Ok(())
+        })
+    });
+    r.add("vm.builtin.call_tir_dyn", |a, rv| {
+        if a.len() < 2 {
+            return Err(value_err(
+                "vm.builtin.call_tir_dyn expects (func, *args, shape)".into(),
+            ));
+        }
+        let f = Function::from_object(a.object_ref::<PackedFuncObj>(0)?)?;
+        let last = a.len() - 1;
+        let dims = a.downcast::<ShapeTupleObj>(last)?.dims().to_vec();
+        let mut v = a.values[1..last].to_vec();
+        let mut c = a.codes[1..last].to_vec();
+        for d in dims {
+            v.push(TVMValue { v_int64: d });
+            c.push(tc::INT);
+        }
+        *rv = call_with(&f, &mut v, &mut c)?;
+        Ok(())
+    });
+    r.add("vm.builtin.shape_of", |a, rv| {
+        let t = a.downcast::<NDArrayObj>(0)?;
+        *rv = RetValue::Object(ShapeTupleObj::new_ref(t.shape()));
+        Ok(())
+    });
+    r.add("vm.builtin.copy", |a, rv| {
+        // SAFETY: the argument is valid during the call.
+        *rv = unsafe { RetValue::from_c_copy(a.values[0], a.codes[0])? };
+        Ok(())
+    });
+    r.add("vm.builtin.reshape", |a, rv| {
+        let base = a.object_ref::<NDArrayObj>(0)?;
+        let shape = shape_arg(&a, 1)?;
+        let dt = base.downcast_ref::<NDArrayObj>().expect("checked").dtype();
+        *rv = RetValue::Object(create_view(&base, &shape, dt, 0)?);
+        Ok(())
+    });
+    r.add("vm.builtin.null_value", |a, rv| {
+        a.expect_len(0, "vm.builtin.null_value")?;
+        *rv = RetValue::Null;
+        Ok(())
+    });
+    r.add("vm.builtin.to_device", |a, rv| {
+        let src = ndarray_arg(&a, 0)?;
+        let dev = DLDevice::new(a.i64(1)? as i32, a.i64(2)? as i32);
+        let out = NDArray::empty(src.shape(), src.dtype(), dev)?;
+        src.copy_to(&out)?;
+        *rv = RetValue::Object(out.into_object());
+        Ok(())
+    });
+    r.add("vm.builtin.read_if_cond", |a, rv| {
+        let v = match a.get(0)? {
+            ArgValue::Int(i) => i != 0,
+            ArgValue::Bool(b) => b,
+            _ => scalar_int(&ndarray_arg(&a, 0)?)? != 0,
+        };
+        // An int, as v0.16 returns bools: frontends of every version read it, and so does If.
+        *rv = RetValue::Int(v as i64);
+        Ok(())
+    });
+    r.add("vm.builtin.invoke_debug_func", |a, rv| {
+        if a.len() < 3 {
+            return Err(value_err(
+                "vm.builtin.invoke_debug_func expects (io, name, line, *args)".into(),
+            ));
+        }
+        if !matches!(a.get(0)?, ArgValue::Null) {
+            return Err(value_err(
+                "IOEffect is expected to be lowered to None.".into(),
+            ));
+        }
+        let name = a.str(1)?;
+        let f = registry::get(name).ok_or_else(|| {
+            value_err(format!(
+                "{name} is not found. Use the decorator `@tvm.register_func(\"{name}\")` to \
+                 register it."
+            ))
+        })?;
+        let mut v = a.values[2..].to_vec();
+        let mut c = a.codes[2..].to_vec();
+        call_with(&f, &mut v, &mut c)?;
+        *rv = RetValue::Null;
+        Ok(())
+    });
+    r.add("vm.builtin.tuple_getitem", |a, rv| {
+        let t = a.downcast::<ArrayObj>(0)?;
+        let i = a.index(1, t.items.len(), "vm.builtin.tuple_getitem")?;
+        *rv = match &t.items[i] {
+            Some(o) => RetValue::Object(o.clone()),
+            None => RetValue::Null,
+        };
+        Ok(())
+    });
+    r.add("vm.builtin.tuple_reset_item", |a, _| {
+        let t = a.downcast::<ArrayObj>(0)?;
+        let i = a.index(1, t.items.len(), "vm.builtin.tuple_reset_item")?;
+        // Arrays are immutable from outside; the reference resets in place, which only
+        // releases memory early. Keep the tuple unchanged (a value-preserving no-op).
+        let _ = i;
+        Ok(())
+    });
+    r.add("vm.builtin.make_tuple", |a, rv| {
+        let items = (0..a.len())
+            .map(|i| obj_or_null(&a, i))
+            .collect::<Result<Vec<_>>>()?;
+        *rv = RetValue::Object(ArrayObj::new_ref(items));
+        Ok(())
+    });
+    r.add("vm.builtin.tensor_to_shape", |a, rv| {
+        let src = ndarray_arg(&a, 0)?;
+        let arr = if src.device().device_type != DL_CPU {
+            let c = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
+            src.copy_to(&c)?;
+            c
+        } else {
+            src
+        };
+        let dt = arr.dtype();
+        if arr.shape().len() != 1 || dt.code != DL_INT {
+            return Err(value_err(format!(
+                "tensor_to_shape expects a 1-d integer tensor, got {} of rank {}",
+                dtype_to_string(dt),
+                arr.shape().len()
+            )));
+        }
+        let dims: Vec<i64> = match dt.bits {
+            16 => arr.to_vec::<i16>()?.into_iter().map(i64::from).collect(),
+            32 => arr.to_vec::<i32>()?.into_iter().map(i64::from).collect(),
+            64 => arr.to_vec::<i64>()?,
+            _ => {
+                return Err(value_err(format!(
+                    "Unknown scalar int type: {}",
+                    dtype_to_string(dt)
+                )))
+            }
+        };
+        *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
+        Ok(())
+    });
+    r.add("vm.builtin.ensure_zero_offset", |a, rv| {
+        let src = ndarray_arg(&a, 0)?;
+        if src.dltensor().byte_offset == 0 {
+            *rv = RetValue::Object(src.into_object());
+        } else {
+            let out = NDArray::empty(src.shape(), src.dtype(), src.device())?;
+            src.copy_to(&out)?;
+            *rv = RetValue::Object(out.into_object());
+        }
+        Ok(())
+    });
+    r.add("vm.builtin.memory_manager.clear", |_, _| {
+        memory::clear_all();
+        Ok(())
+    });
+    r.add_weak("vm.builtin.debug_print", |a, _| {
+        let parts: Vec<String> = (0..a.len()).map(|i| describe(&a, i)).collect();
+        println!("{}", parts.join(" "));
+        Ok(())
+    });
+    r.add_weak("relax.run.print", |a, _| {
+        // (format string, *values): "{}" placeholders, as Python's str.format.
+        let fmt = a.str(0).unwrap_or("").to_string();
+        let vals: Vec<String> = (1..a.len()).map(|i| describe(&a, i)).collect();
+        println!("{}", format_py(&fmt, &vals));
+        Ok(())
+    });
+    r.add_weak("relax.run.assert_op", |a, _| {
+        let cond = match a.get(0)? {
+            ArgValue::Int(i) => i != 0,
+            ArgValue::Bool(b) => b,
+            _ => scalar_int(&ndarray_arg(&a, 0)?)? != 0,
+        };
+        if !cond {
+            let fmt = if a.len() > 1 {
+                a.str(1).unwrap_or("")
+            } else {
+                ""
+            };
+            let vals: Vec<String> = (2..a.len()).map(|i| describe(&a, i)).collect();
+            let msg = format_py(fmt, &vals);
+            return Err(Error::new(
+                ErrorKind::Verbatim,
+                format!(
+                    "AssertionError: {}",
+                    if msg.is_empty() {
+                        "Assertion Failed"
+                    } else {
+                        &msg
+                    }
+                ),
+            ));
+        }
+        Ok(())
+    });
+    r.add_weak("relax.run.shape_to_tensor", |a, rv| {
+        let dims = shape_arg(&a, 0)?;
+        *rv = RetValue::Object(NDArray::from_slice(&dims, &[dims.len() as i64])?.into_object());
+        Ok(())
+    });
+}
+
+/// A printable form of argument `i` (for debug printing).
+fn describe(a: &Args<'_>, i: usize) -> String {
+    match a.get(i) {
+        Ok(ArgValue::Int(v)) => v.to_string(),
+        Ok(ArgValue::Float(v)) => v.to_string(),
+        Ok(ArgValue::Bool(v)) => {
+            if v {
+                "True".into()
+            } else {
+                "False".into()
+            }
+        }
+        Ok(ArgValue::Str(s)) => s.to_string_lossy().into_owned(),
+        Ok(ArgValue::Null) => "None".into(),
+        Ok(ArgValue::DataType(t)) => dtype_to_string(t),
+        Ok(ArgValue::Object(o)) => {
+            if let Some(s) = o.downcast_ref::<StringObj>() {
+                s.as_str().to_string()
+            } else if let Some(s) = o.downcast_ref::<ShapeTupleObj>() {
+                format!("{:?}", s.dims())
+            } else if let Some(t) = o.downcast_ref::<NDArrayObj>() {
+                format!(
+                    "<NDArray {} {:?} on {}>",
+                    dtype_to_string(t.dtype()),
+                    t.shape(),
+                    crate::executor::debug::device_string(t.device())
+                )
+            } else {
+                o.to_ref().type_key()
+            }
+        }
+        Ok(v) => v.kind_name().into(),
+        Err(e) => e.message,
+    }
+}
+
+/// Fills `{}` placeholders in order (Python's `str.format` for the plain case).
+fn format_py(fmt: &str, vals: &[String]) -> String {
+    let mut out = String::new();
+    let mut it = vals.iter();
+    let mut rest = fmt;
+    while let Some(p) = rest.find("{}") {
+        out += &rest[..p];
+        out += it.next().map(String::as_str).unwrap_or("{}");
+        rest = &rest[p + 2..];
+    }
+    out += rest;
+    if fmt.is_empty() {
+        out = vals.join(" ");
+    }
+    out
+}

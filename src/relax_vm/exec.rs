@@ -1,0 +1,408 @@
+//! The executable format (`relax.Executable` / `relax.VMExecutable`): parser and writer.
+//!
+//! `SaveToBinary` output is one length-prefixed byte string holding: `u64` magic, the version
+//! string (`"0.14"`), the function table (`u64` count, then per function `i32 kind`, name,
+//! `i64 start_instr, end_instr, num_args, register_file_size`, parameter names), the constant
+//! pool (`u64` count, then per constant an `i32` tag and its payload), and the code section
+//! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
+//! Everything is read with bounds checks and validated before a VM runs it.
+
+use super::bytecode::{self, Instr};
+use crate::executor::params::{load_ndarray, save_ndarray, ByteSource};
+use crate::ndarray::NDArray;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::types::DLDataType;
+use std::collections::HashMap;
+
+/// `kTVMVMBytecodeMagic`.
+pub const MAGIC: u64 = 0xD225_DE2F_4214_151D;
+/// The only format version there is (`RELAX_VM_VERSION`).
+pub const VERSION: &str = "0.14";
+
+/// What a function-table entry is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FuncKind {
+    /// A PackedFunc resolved at initialisation (kernels, builtins).
+    PackedFunc,
+    /// A function interpreted from bytecode.
+    VmFunc,
+    /// A function compiled to TIR (`__vmtir__<name>` in the kernel library).
+    VmTirFunc,
+}
+
+impl FuncKind {
+    fn from_i32(v: i32) -> Option<FuncKind> {
+        Some(match v {
+            0 => FuncKind::PackedFunc,
+            1 => FuncKind::VmFunc,
+            2 => FuncKind::VmTirFunc,
+            _ => return None,
+        })
+    }
+
+    fn as_i32(self) -> i32 {
+        match self {
+            FuncKind::PackedFunc => 0,
+            FuncKind::VmFunc => 1,
+            FuncKind::VmTirFunc => 2,
+        }
+    }
+}
+
+/// One entry of the function table (`VMFuncInfo`).
+#[derive(Clone, Debug)]
+pub struct FuncInfo {
+    /// Kind.
+    pub kind: FuncKind,
+    /// Name.
+    pub name: String,
+    /// First instruction (VM functions).
+    pub start_instr: i64,
+    /// One past the last instruction (VM functions).
+    pub end_instr: i64,
+    /// Number of arguments (`-2` for packed functions).
+    pub num_args: i64,
+    /// Registers a frame needs.
+    pub register_file_size: i64,
+    /// Parameter names.
+    pub param_names: Vec<String>,
+}
+
+/// One constant of the pool.
+#[derive(Clone, Debug)]
+pub enum Constant {
+    /// A CPU array.
+    NDArray(NDArray),
+    /// A data type.
+    DataType(DLDataType),
+    /// A shape.
+    Shape(Vec<i64>),
+    /// A string (bytes, as stored).
+    Str(Vec<u8>),
+    /// An integer.
+    Int(i64),
+    /// A float.
+    Float(f64),
+}
+
+/// A parsed, validated executable.
+pub struct Executable {
+    /// The function table.
+    pub funcs: Vec<FuncInfo>,
+    /// Function names to table indices.
+    pub func_map: HashMap<String, usize>,
+    /// The constant pool.
+    pub constants: Vec<Constant>,
+    /// Start word of each instruction.
+    pub instr_offset: Vec<i64>,
+    /// The instruction words.
+    pub instr_data: Vec<i64>,
+    /// Decoded instructions (one per `instr_offset` entry).
+    pub(crate) code: Vec<Instr>,
+    /// Call arguments of all decoded instructions.
+    pub(crate) call_args: Vec<bytecode::Arg>,
+}
+
+/// Largest register file a function may ask for (guards against absurd allocations).
+pub const MAX_REGISTERS: i64 = 1 << 24;
+
+struct Reader<'a> {
+    data: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Reader<'a> {
+    fn bad(&self, section: &str, what: &str) -> Error {
+        Error::value(format!(
+            "invalid Relax VM executable: the {section} section is truncated or corrupted \
+             (cannot read {what} at byte {} of {})",
+            self.pos,
+            self.data.len()
+        ))
+    }
+    fn take(&mut self, n: usize, section: &str, what: &str) -> Result<&'a [u8]> {
+        if n > self.data.len() - self.pos {
+            return Err(self.bad(section, what));
+        }
+        let s = &self.data[self.pos..self.pos + n];
+        self.pos += n;
+        Ok(s)
+    }
+    fn u64(&mut self, section: &str, what: &str) -> Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8, section, what)?.try_into().expect("8"),
+        ))
+    }
+    fn i64(&mut self, section: &str, what: &str) -> Result<i64> {
+        Ok(self.u64(section, what)? as i64)
+    }
+    fn i32(&mut self, section: &str, what: &str) -> Result<i32> {
+        Ok(i32::from_le_bytes(
+            self.take(4, section, what)?.try_into().expect("4"),
+        ))
+    }
+    fn count(&mut self, elem: usize, section: &str, what: &str) -> Result<usize> {
+        let n = self.u64(section, what)?;
+        if n > ((self.data.len() - self.pos) / elem.max(1)) as u64 {
+            return Err(self.bad(section, what));
+        }
+        Ok(n as usize)
+    }
+    fn bytes(&mut self, section: &str, what: &str) -> Result<&'a [u8]> {
+        let n = self.count(1, section, what)?;
+        self.take(n, section, what)
+    }
+    fn string(&mut self, section: &str, what: &str) -> Result<String> {
+        let b = self.bytes(section, what)?;
+        String::from_utf8(b.to_vec()).map_err(|_| {
+            Error::value(format!(
+                "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
+            ))
+        })
+    }
+    fn i64_vec(&mut self, section: &str, what: &str) -> Result<Vec<i64>> {
+        let n = self.count(8, section, what)?;
+        (0..n).map(|_| self.i64(section, what)).collect()
+    }
+}
+
+impl ByteSource for Reader<'_> {
+    fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
+        Reader::take(self, n, "constant", what)
+    }
+    fn left(&self) -> usize {
+        self.data.len() - self.pos
+    }
+}
+
+impl Executable {
+    /// Parses `SaveToBinary` output (the outer length-prefixed string included).
+    pub fn load(data: &[u8]) -> Result<Executable> {
+        let mut r = Reader { data, pos: 0 };
+        let body = r.bytes("header", "the executable length")?;
+        let exec = Self::load_body(body)?;
+        Ok(exec)
+    }
+
+    /// Parses the executable's body (what sits inside the outer string), which must be
+    /// consumed exactly.
+    pub fn load_body(body: &[u8]) -> Result<Executable> {
+        let mut r = Reader { data: body, pos: 0 };
+        let magic = r.u64("header", "the magic number")?;
+        if magic != MAGIC {
+            return Err(Error::value(format!(
+                "invalid Relax VM executable: bad magic number {magic:#018x} (expected \
+                 {MAGIC:#018x})"
+            )));
+        }
+        let version = r.bytes("header", "the version")?;
+        if version != VERSION.as_bytes() {
+            return Err(Error::value(format!(
+                "invalid Relax VM executable: version \"{}\" is not supported (expected \"{VERSION}\")",
+                String::from_utf8_lossy(version)
+            )));
+        }
+        // Function table: each entry takes at least 4 + 8 + 4 * 8 + 8 bytes.
+        let n = r.count(52, "global", "the number of functions")?;
+        let mut funcs = Vec::with_capacity(n);
+        for _ in 0..n {
+            let kind_raw = r.i32("global", "a function kind")?;
+            let kind = FuncKind::from_i32(kind_raw).ok_or_else(|| {
+                Error::value(format!(
+                    "invalid Relax VM executable: unknown function kind {kind_raw}"
+                ))
+            })?;
+            let name = r.string("global", "a function name")?;
+            let start_instr = r.i64("global", "start_instr")?;
+            let end_instr = r.i64("global", "end_instr")?;
+            let num_args = r.i64("global", "num_args")?;
+            let register_file_size = r.i64("global", "register_file_size")?;
+            let np = r.count(8, "global", "the number of parameter names")?;
+            let param_names = (0..np)
+                .map(|_| r.string("global", "a parameter name"))
+                .collect::<Result<Vec<_>>>()?;
+            funcs.push(FuncInfo {
+                kind,
+                name,
+                start_instr,
+                end_instr,
+                num_args,
+                register_file_size,
+                param_names,
+            });
+        }
+        let nc = r.count(4, "constant", "the number of constants")?;
+        let mut constants = Vec::with_capacity(nc);
+        for i in 0..nc {
+            let tag = r.i32("constant", "a constant tag")?;
+            let c = match tag {
+                0 => Constant::NDArray(load_ndarray(&mut r).map_err(|e| {
+                    e.context(format!("invalid Relax VM executable: constant {i}"))
+                })?),
+                1 => {
+                    let b = r.take(4, "constant", "a data type")?;
+                    Constant::DataType(DLDataType::new(
+                        b[0],
+                        b[1],
+                        u16::from_le_bytes([b[2], b[3]]),
+                    ))
+                }
+                2 => Constant::Shape(r.i64_vec("constant", "a shape")?),
+                3 => Constant::Str(r.bytes("constant", "a string")?.to_vec()),
+                4 => Constant::Int(r.i64("constant", "an integer")?),
+                5 => Constant::Float(f64::from_bits(r.u64("constant", "a float")?)),
+                t => {
+                    return Err(Error::value(format!(
+                        "invalid Relax VM executable: constant {i} has unknown type tag {t}"
+                    )))
+                }
+            };
+            constants.push(c);
+        }
+        let instr_offset = r.i64_vec("code", "the instruction offsets")?;
+        let instr_data = r.i64_vec("code", "the instruction data")?;
+        if r.pos != body.len() {
+            return Err(Error::value(format!(
+                "invalid Relax VM executable: {} unexpected bytes after the code section",
+                body.len() - r.pos
+            )));
+        }
+        Self::from_parts(funcs, constants, instr_offset, instr_data)
+    }
+
+    /// Builds and validates an executable from its sections.
+    pub fn from_parts(
+        funcs: Vec<FuncInfo>,
+        constants: Vec<Constant>,
+        instr_offset: Vec<i64>,
+        instr_data: Vec<i64>,
+    ) -> Result<Executable> {
+        let mut func_map = HashMap::new();
+        for (i, f) in funcs.iter().enumerate() {
+            func_map.insert(f.name.clone(), i);
+        }
+        let (code, call_args) = bytecode::decode(&instr_offset, &instr_data)?;
+        let exec = Executable {
+            funcs,
+            func_map,
+            constants,
+            instr_offset,
+            instr_data,
+            code,
+            call_args,
+        };
+        bytecode::validate(&exec)?;
+        Ok(exec)
+    }
+
+    /// `SaveToBinary`: the executable in the reference's format, byte for byte.
+    pub fn save(&self) -> Result<Vec<u8>> {
+        let body = self.save_body()?;
+        let mut out = Vec::with_capacity(body.len() + 8);
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&body);
+        Ok(out)
+    }
+
+    fn save_body(&self) -> Result<Vec<u8>> {
+        fn s(out: &mut Vec<u8>, b: &[u8]) {
+            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+            out.extend_from_slice(b);
+        }
+        fn v(out: &mut Vec<u8>, words: &[i64]) {
+            out.extend_from_slice(&(words.len() as u64).to_le_bytes());
+            for w in words {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+        }
+        let mut out = Vec::new();
+        out.extend_from_slice(&MAGIC.to_le_bytes());
+        s(&mut out, VERSION.as_bytes());
+        out.extend_from_slice(&(self.funcs.len() as u64).to_le_bytes());
+        for f in &self.funcs {
+            out.extend_from_slice(&f.kind.as_i32().to_le_bytes());
+            s(&mut out, f.name.as_bytes());
+            for w in [f.start_instr, f.end_instr, f.num_args, f.register_file_size] {
+                out.extend_from_slice(&w.to_le_bytes());
+            }
+            out.extend_from_slice(&(f.param_names.len() as u64).to_le_bytes());
+            for p in &f.param_names {
+                s(&mut out, p.as_bytes());
+            }
+        }
+        out.extend_from_slice(&(self.constants.len() as u64).to_le_bytes());
+        for c in &self.constants {
+            match c {
+                Constant::NDArray(a) => {
+                    out.extend_from_slice(&0i32.to_le_bytes());
+                    save_ndarray(&mut out, a)?;
+                }
+                Constant::DataType(t) => {
+                    out.extend_from_slice(&1i32.to_le_bytes());
+                    out.extend_from_slice(&[t.code, t.bits]);
+                    out.extend_from_slice(&t.lanes.to_le_bytes());
+                }
+                Constant::Shape(d) => {
+                    out.extend_from_slice(&2i32.to_le_bytes());
+                    v(&mut out, d);
+                }
+                Constant::Str(b) => {
+                    out.extend_from_slice(&3i32.to_le_bytes());
+                    s(&mut out, b);
+                }
+                Constant::Int(i) => {
+                    out.extend_from_slice(&4i32.to_le_bytes());
+                    out.extend_from_slice(&i.to_le_bytes());
+                }
+                Constant::Float(f) => {
+                    out.extend_from_slice(&5i32.to_le_bytes());
+                    out.extend_from_slice(&f.to_bits().to_le_bytes());
+                }
+            }
+        }
+        v(&mut out, &self.instr_offset);
+        v(&mut out, &self.instr_data);
+        Ok(out)
+    }
+
+    /// The function-table index of a name.
+    pub fn func_index(&self, name: &str) -> Option<usize> {
+        self.func_map.get(name).copied()
+    }
+
+    /// `stats()`: constants and globals, as the reference prints them.
+    pub fn stats(&self) -> String {
+        let mut items = Vec::new();
+        for c in &self.constants {
+            items.push(match c {
+                Constant::NDArray(a) => {
+                    if a.shape().is_empty() {
+                        "scalar".to_string()
+                    } else {
+                        format!("[{}]", join(a.shape()))
+                    }
+                }
+                Constant::Shape(d) => format!("shapetuple[{}]", join(d)),
+                Constant::Str(b) => format!("\"{}\"", String::from_utf8_lossy(b)),
+                Constant::Int(i) => i.to_string(),
+                Constant::Float(f) => f.to_string(),
+                Constant::DataType(t) => crate::packed_func::dtype::dtype_to_string(*t),
+            });
+        }
+        let names: Vec<&str> = self.funcs.iter().map(|f| f.name.as_str()).collect();
+        format!(
+            "Relax VM executable statistics:\n  Constant pool (# {}): [{}]\n  Globals (#{}): [{}]\n",
+            self.constants.len(),
+            items.join(", "),
+            self.funcs.len(),
+            names.join(", ")
+        )
+    }
+}
+
+fn join(v: &[i64]) -> String {
+    v.iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

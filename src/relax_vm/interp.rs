@@ -1,0 +1,793 @@
+//! The interpreter: VM state after initialisation (devices, allocators, constant and function
+//! pools), frames of registers, the dispatch loop, closures and the VM context pointer.
+//!
+//! Registers hold any value with its exact type code ([`RetValue`]). A call passes registers,
+//! immediates (as `int64`), constants (as stored) and function-pool entries (PackedFunc or
+//! closure objects). Closures (`relax.vm.Closure`) take the VM context pointer as their first
+//! argument: here it is the address of the [`VmCore`], which builtins accept only while that
+//! VM runs on the calling thread (checked against a thread-local stack of running VMs), so a
+//! stray pointer is an error, never a dereference.
+
+use super::bytecode::{Arg, Instr, Reg};
+use super::exec::{Constant, Executable, FuncKind};
+use super::memory::{self, Allocator};
+use crate::impl_object_type;
+use crate::module::Module;
+use crate::ndarray::{NDArray, NDArrayObj};
+use crate::object::containers::{ArrayObj, ShapeTupleObj, StringObj};
+use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, ErrorKind, Result};
+use crate::packed_func::function::{Function, PackedFuncObj};
+use crate::packed_func::registry;
+use crate::packed_func::types::{type_code as tc, DLDevice, TVMValue};
+use crate::packed_func::value::{object_to_c, Args, RetValue};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// Deepest nesting of VM function calls (each level recurses on the native stack).
+pub const MAX_CALL_DEPTH: usize = 256;
+
+/// `relax.vm.Closure`: a function name and the PackedFunc that runs it, called with the VM
+/// context pointer first.
+pub struct ClosureObj {
+    /// The function's name.
+    pub func_name: String,
+    /// The implementation (`ctx, *args`).
+    pub imp: Function,
+}
+
+impl_object_type!(ClosureObj, "relax.vm.Closure", parent 0);
+
+impl ClosureObj {
+    /// A new closure object.
+    pub fn new_ref(func_name: &str, imp: Function) -> ObjectRef {
+        ObjectRef::new(ClosureObj {
+            func_name: func_name.to_string(),
+            imp,
+        })
+    }
+}
+
+/// A function-pool entry.
+pub(crate) enum PoolEntry {
+    /// A PackedFunc from the kernel library or the registry.
+    Packed(Function),
+    /// A VM function (called directly), with its closure object for passing around.
+    Vm { index: usize, closure: ObjectRef },
+}
+
+/// What `vm_initialization` sets up.
+pub struct VmState {
+    /// Devices; the host is the last.
+    pub devices: Vec<DLDevice>,
+    /// One allocator per device.
+    pub allocators: Vec<Arc<dyn Allocator>>,
+    pub(crate) consts: SharedValues,
+    pub(crate) funcs: Vec<PoolEntry>,
+}
+
+/// Register values shared read-only between threads (constants, bound arguments).
+#[derive(Clone, Default)]
+pub struct SharedValues(pub Vec<RetValue>);
+
+// SAFETY: the values are never mutated once shared; the raw handles they may hold are opaque
+// values the runtime passes on without dereferencing, and objects are Sync.
+unsafe impl Sync for SharedValues {}
+
+impl SharedValues {
+    /// The values.
+    pub fn values(&self) -> &[RetValue] {
+        &self.0
+    }
+}
+
+/// A profiled call.
+pub(crate) struct CallRecord {
+    pub name: String,
+    pub device: DLDevice,
+    pub micros: f64,
+    pub shapes: Vec<(String, Vec<i64>)>,
+}
+
+/// A virtual machine over one executable.
+pub struct VmCore {
+    id: u64,
+    /// The executable.
+    pub exec: Arc<Executable>,
+    /// The executable's module (whose imports are the kernel libraries).
+    pub exec_module: Module,
+    state: RwLock<Option<Arc<VmState>>>,
+    pub(crate) inputs: Mutex<HashMap<String, Vec<RetValue>>>,
+    pub(crate) outputs: Mutex<HashMap<String, RetValue>>,
+    pub(crate) saved: Mutex<HashMap<String, ObjectRef>>,
+    instrument: RwLock<Option<Function>>,
+    profile: Mutex<Option<Vec<CallRecord>>>,
+    step_limit: AtomicU64,
+    hooks: AtomicBool,
+}
+
+thread_local! {
+    /// VMs running on this thread, innermost last.
+    static ACTIVE: RefCell<Vec<*const VmCore>> = const { RefCell::new(Vec::new()) };
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+}
+
+struct ActiveGuard;
+
+impl ActiveGuard {
+    fn enter(vm: &VmCore) -> ActiveGuard {
+        ACTIVE.with(|a| a.borrow_mut().push(vm as *const VmCore));
+        ActiveGuard
+    }
+}
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        ACTIVE.with(|a| {
+            a.borrow_mut().pop();
+        });
+    }
+}
+
+/// Runs `f` on the VM a context pointer names, if that VM is running on this thread.
+pub fn with_ctx<R>(ctx: *mut c_void, f: impl FnOnce(&VmCore) -> Result<R>) -> Result<R> {
+    let found = ACTIVE.with(|a| {
+        a.borrow()
+            .iter()
+            .rev()
+            .copied()
+            .find(|&p| p as *mut c_void == ctx)
+    });
+    match found {
+        // SAFETY: a pointer is on the stack only while an ActiveGuard borrowed from that live
+        // VM exists further up this thread's call stack.
+        Some(p) => f(unsafe { &*p }),
+        None => Err(Error::value(
+            "the VM context pointer does not name a Relax VM running on this thread",
+        )),
+    }
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// Moves strings and bytes into objects, so that every register value passes on in C form.
+#[inline]
+fn norm(v: RetValue) -> RetValue {
+    match v {
+        RetValue::Str(s) => RetValue::Object(StringObj::new_ref(&s)),
+        RetValue::Bytes(b) => RetValue::Object(StringObj::from_bytes(&b)),
+        v => v,
+    }
+}
+
+/// The C form of a register value, borrowed from it.
+#[inline]
+pub(crate) fn reg_to_c(v: &RetValue) -> (TVMValue, i32) {
+    if let Some(c) = v.pod_to_c() {
+        return c;
+    }
+    match v {
+        RetValue::DataType(t) => (TVMValue { v_type: *t }, tc::DATA_TYPE),
+        // SAFETY: the register holds a reference, so the object is live.
+        RetValue::Object(o) => unsafe { object_to_c(o.as_ptr()) },
+        _ => (
+            TVMValue {
+                v_handle: std::ptr::null_mut(),
+            },
+            tc::NULLPTR,
+        ),
+    }
+}
+
+/// Copies C arguments into register values (objects gain a reference).
+pub(crate) fn args_to_regs(values: &[TVMValue], codes: &[i32]) -> Result<Vec<RetValue>> {
+    values
+        .iter()
+        .zip(codes)
+        // SAFETY: the caller's arguments are valid for their codes during the call.
+        .map(|(&v, &c)| unsafe { RetValue::from_c_copy(v, c) }.map(norm))
+        .collect()
+}
+
+struct Frame {
+    regs: Vec<RetValue>,
+    values: Vec<TVMValue>,
+    codes: Vec<i32>,
+}
+
+impl VmCore {
+    /// A VM for an executable (not initialised).
+    pub fn new(exec: Arc<Executable>, exec_module: Module) -> VmCore {
+        VmCore {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            exec,
+            exec_module,
+            state: RwLock::new(None),
+            inputs: Mutex::new(HashMap::new()),
+            outputs: Mutex::new(HashMap::new()),
+            saved: Mutex::new(HashMap::new()),
+            instrument: RwLock::new(None),
+            profile: Mutex::new(None),
+            step_limit: AtomicU64::new(0),
+            hooks: AtomicBool::new(false),
+        }
+    }
+
+    /// Limits the instructions one top-level call may run (0: no limit). For fuzzing.
+    pub fn set_step_limit(&self, n: u64) {
+        self.step_limit.store(n, Ordering::Relaxed);
+    }
+
+    /// Sets (or clears) the instrument called around every call instruction.
+    pub fn set_instrument(&self, f: Option<Function>) {
+        *self.instrument.write().unwrap_or_else(|e| e.into_inner()) = f;
+        self.update_hooks();
+    }
+
+    /// Starts (`true`) or stops collecting per-call timings; stopping returns them.
+    pub(crate) fn set_profiling(&self, on: bool) -> Vec<CallRecord> {
+        let old = std::mem::replace(
+            &mut *self.profile.lock().unwrap_or_else(|e| e.into_inner()),
+            if on { Some(Vec::new()) } else { None },
+        );
+        self.update_hooks();
+        old.unwrap_or_default()
+    }
+
+    fn update_hooks(&self) {
+        let on = self
+            .instrument
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+            || self
+                .profile
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some();
+        self.hooks.store(on, Ordering::Release);
+    }
+
+    /// The context pointer builtins and closures receive.
+    pub fn ctx_ptr(&self) -> *mut c_void {
+        self as *const VmCore as *mut c_void
+    }
+
+    /// The state set up by [`VmCore::init`].
+    pub fn state(&self) -> Result<Arc<VmState>> {
+        self.state
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| {
+                Error::value(
+                    "the Relax VM is not initialised: call vm_initialization(device_type, \
+                     device_id, allocator_type, ...) first",
+                )
+            })
+    }
+
+    /// `vm_initialization`: allocators per device, constants on `devices[0]`, and every
+    /// function of the table resolved (kernel libraries first, then the registry).
+    pub fn init(&self, devices: Vec<DLDevice>, alloc_types: Vec<i64>) -> Result<()> {
+        if devices.is_empty() || devices.len() != alloc_types.len() {
+            return Err(Error::value(
+                "vm_initialization expects (device_type, device_id, allocator_type) triplets",
+            ));
+        }
+        let mut allocators = Vec::new();
+        for (d, &t) in devices.iter().zip(&alloc_types) {
+            crate::device::api(*d).map_err(|e| e.context("vm_initialization"))?;
+            allocators.push(memory::get_or_create_allocator(*d, t)?);
+        }
+        let dev0 = devices[0];
+        let mut consts = Vec::with_capacity(self.exec.constants.len());
+        for c in &self.exec.constants {
+            consts.push(match c {
+                Constant::NDArray(a) => {
+                    if a.device() == dev0 {
+                        RetValue::Object(a.as_object().clone())
+                    } else {
+                        let b = NDArray::empty(a.shape(), a.dtype(), dev0)?;
+                        a.copy_to(&b)?;
+                        RetValue::Object(b.into_object())
+                    }
+                }
+                Constant::DataType(t) => RetValue::DataType(*t),
+                Constant::Shape(d) => RetValue::Object(ShapeTupleObj::new_ref(d)),
+                Constant::Str(b) => RetValue::Object(StringObj::from_bytes(b)),
+                Constant::Int(i) => RetValue::Int(*i),
+                Constant::Float(f) => RetValue::Float(*f),
+            });
+        }
+        let imports = self.exec_module.imports();
+        let mut funcs = Vec::with_capacity(self.exec.funcs.len());
+        let mut missing = Vec::new();
+        for (i, f) in self.exec.funcs.iter().enumerate() {
+            match f.kind {
+                FuncKind::PackedFunc => {
+                    let mut found = None;
+                    for m in &imports {
+                        if let Some(g) = m.get_function(&f.name, true)? {
+                            found = Some(g);
+                            break;
+                        }
+                    }
+                    match found.or_else(|| registry::get(&f.name)) {
+                        Some(g) => funcs.push(PoolEntry::Packed(g)),
+                        None => {
+                            missing.push(f.name.clone());
+                            funcs.push(PoolEntry::Packed(Function::from_rust(|_, _| Ok(()))));
+                        }
+                    }
+                }
+                FuncKind::VmFunc => funcs.push(PoolEntry::Vm {
+                    index: i,
+                    closure: self.vm_closure(i),
+                }),
+                FuncKind::VmTirFunc => {
+                    return Err(Error::value(format!(
+                        "function {} is a VM TIR function (exec_mode=\"compiled\"), which this \
+                         runtime does not run; build with the default exec_mode=\"bytecode\"",
+                        f.name
+                    )))
+                }
+            }
+        }
+        if !missing.is_empty() {
+            return Err(Error::value(format!(
+                "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's \
+                 global registry",
+                missing.join(", ")
+            )));
+        }
+        *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(VmState {
+            devices,
+            allocators,
+            consts: SharedValues(consts),
+            funcs,
+        }));
+        Ok(())
+    }
+
+    /// The closure object of VM function `index`.
+    pub(crate) fn vm_closure(&self, index: usize) -> ObjectRef {
+        let id = self.id;
+        let imp = Function::from_rust(move |args, rv| {
+            if args.is_empty() {
+                return Err(Error::value(
+                    "a Relax VM closure expects the VM context pointer first",
+                ));
+            }
+            let ctx = args.handle(0)?;
+            with_ctx(ctx, |vm| {
+                if vm.id != id {
+                    return Err(Error::value(
+                        "a closure of one Relax VM was called with another VM's context",
+                    ));
+                }
+                let st = vm.state()?;
+                let regs = args_to_regs(&args.values[1..], &args.codes[1..])?;
+                *rv = vm.invoke_bytecode(&st, index, regs)?;
+                Ok(())
+            })
+        });
+        ClosureObj::new_ref(&self.exec.funcs[index].name, imp)
+    }
+
+    /// A closure (saved by `save_function`, or a VM function), or `None`.
+    pub fn get_closure(&self, name: &str) -> Option<ObjectRef> {
+        if let Some(c) = self
+            .saved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+        {
+            return Some(c.clone());
+        }
+        let i = self.exec.func_index(name)?;
+        match self.exec.funcs[i].kind {
+            FuncKind::VmFunc => Some(self.vm_closure(i)),
+            _ => None,
+        }
+    }
+
+    /// Calls VM function `index` from outside (marks this VM as running).
+    pub fn call_index(&self, index: usize, args: Vec<RetValue>) -> Result<RetValue> {
+        let st = self.state()?;
+        let _g = ActiveGuard::enter(self);
+        self.invoke_bytecode(&st, index, args)
+    }
+
+    /// Calls a closure or PackedFunc object with C arguments (closures get the context
+    /// pointer first).
+    pub fn invoke_closure_c(
+        &self,
+        f: &ObjectRef,
+        values: &[TVMValue],
+        codes: &[i32],
+    ) -> Result<RetValue> {
+        let _g = ActiveGuard::enter(self);
+        let mut rv = RetValue::Null;
+        if let Some(p) = f.downcast_ref::<PackedFuncObj>() {
+            let mut v = values.to_vec();
+            let mut c = codes.to_vec();
+            // SAFETY: the arrays hold v.len() entries valid for the call.
+            unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
+        } else if let Some(clo) = f.downcast_ref::<ClosureObj>() {
+            let mut v = Vec::with_capacity(values.len() + 1);
+            let mut c = Vec::with_capacity(values.len() + 1);
+            v.push(TVMValue {
+                v_handle: self.ctx_ptr(),
+            });
+            c.push(tc::OPAQUE_HANDLE);
+            v.extend_from_slice(values);
+            c.extend_from_slice(codes);
+            // SAFETY: as above.
+            unsafe {
+                clo.imp
+                    .obj()
+                    .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
+            };
+        } else {
+            return Err(Error::type_error(format!(
+                "expected a closure or PackedFunc but got {}",
+                f.type_key()
+            )));
+        }
+        Ok(norm(rv))
+    }
+
+    /// Calls a closure or PackedFunc with register values.
+    pub fn invoke_closure_regs(&self, f: &ObjectRef, args: &[RetValue]) -> Result<RetValue> {
+        let (v, c): (Vec<TVMValue>, Vec<i32>) = args.iter().map(reg_to_c).unzip();
+        self.invoke_closure_c(f, &v, &c)
+    }
+
+    /// Interprets VM function `index` with `args` in its first registers.
+    pub(crate) fn invoke_bytecode(
+        &self,
+        st: &VmState,
+        index: usize,
+        args: Vec<RetValue>,
+    ) -> Result<RetValue> {
+        let f = &self.exec.funcs[index];
+        if f.kind != FuncKind::VmFunc {
+            return Err(Error::value(format!(
+                "{} is not a VM function and cannot be interpreted",
+                f.name
+            )));
+        }
+        if args.len() as i64 != f.num_args {
+            let names = if f.param_names.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", f.param_names.join(", "))
+            };
+            return Err(Error::value(format!(
+                "Invoking function {} expects {} arguments{names}, but {} arguments were provided.",
+                f.name,
+                f.num_args,
+                args.len()
+            )));
+        }
+        let depth = DEPTH.with(Cell::get);
+        if depth >= MAX_CALL_DEPTH {
+            return Err(Error::new(
+                ErrorKind::RuntimeError,
+                format!(
+                    "Relax VM call depth exceeds {MAX_CALL_DEPTH} nested calls (in {})",
+                    f.name
+                ),
+            ));
+        }
+        DEPTH.with(|d| d.set(depth + 1));
+        struct DepthGuard;
+        impl Drop for DepthGuard {
+            fn drop(&mut self) {
+                DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+            }
+        }
+        let _dg = DepthGuard;
+        let nreg = f.register_file_size.max(f.num_args) as usize;
+        let mut regs = args;
+        regs.resize(nreg, RetValue::Null);
+        let mut frame = Frame {
+            regs,
+            values: Vec::new(),
+            codes: Vec::new(),
+        };
+        self.run(st, index, &mut frame)
+            .map_err(|e| e.context(format!("in Relax VM function {}", f.name)))
+    }
+
+    #[inline]
+    fn read(&self, frame: &Frame, r: Reg) -> RetValue {
+        match r {
+            Reg::R(i) => frame.regs[i as usize].clone(),
+            Reg::Void => RetValue::Null,
+            Reg::Vm => RetValue::Handle(self.ctx_ptr()),
+        }
+    }
+
+    fn run(&self, st: &VmState, index: usize, frame: &mut Frame) -> Result<RetValue> {
+        let f = &self.exec.funcs[index];
+        let (start, end) = (f.start_instr as usize, f.end_instr as usize);
+        let limit = self.step_limit.load(Ordering::Relaxed);
+        let mut steps: u64 = 0;
+        let mut pc = start;
+        loop {
+            if pc >= end {
+                return Err(Error::value(format!(
+                    "execution ran past the end of function {} (instruction {pc})",
+                    f.name
+                )));
+            }
+            if limit != 0 {
+                steps += 1;
+                if steps > limit {
+                    return Err(Error::value(format!(
+                        "function {} ran more than {limit} instructions",
+                        f.name
+                    )));
+                }
+            }
+            match self.exec.code[pc] {
+                Instr::Call {
+                    dst,
+                    func,
+                    args_begin,
+                    nargs,
+                } => {
+                    let ret = self.call(st, frame, func as usize, args_begin, nargs)?;
+                    if let Reg::R(r) = dst {
+                        frame.regs[r as usize] = ret;
+                    }
+                    pc += 1;
+                }
+                Instr::Ret(r) => return Ok(self.read(frame, r)),
+                Instr::Goto(off) => pc = (pc as i64 + off) as usize,
+                Instr::If(c, off) => {
+                    let v = match self.read(frame, c) {
+                        RetValue::Int(i) => i,
+                        RetValue::Bool(b) => b as i64,
+                        other => {
+                            return Err(Error::type_error(format!(
+                                "the condition of If (instruction {pc}) must be an int or bool, \
+                                 got {other:?}"
+                            )))
+                        }
+                    };
+                    if v != 0 {
+                        pc += 1;
+                    } else {
+                        pc = (pc as i64 + off) as usize;
+                    }
+                }
+            }
+        }
+    }
+
+    fn call(
+        &self,
+        st: &VmState,
+        frame: &mut Frame,
+        func: usize,
+        args_begin: u32,
+        nargs: u32,
+    ) -> Result<RetValue> {
+        let args = &self.exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
+        frame.values.clear();
+        frame.codes.clear();
+        for a in args {
+            let (v, c) = match *a {
+                Arg::Reg(Reg::R(i)) => reg_to_c(&frame.regs[i as usize]),
+                Arg::Reg(Reg::Void) => (
+                    TVMValue {
+                        v_handle: std::ptr::null_mut(),
+                    },
+                    tc::NULLPTR,
+                ),
+                Arg::Reg(Reg::Vm) => (
+                    TVMValue {
+                        v_handle: self.ctx_ptr(),
+                    },
+                    tc::OPAQUE_HANDLE,
+                ),
+                Arg::Imm(i) => (TVMValue { v_int64: i }, tc::INT),
+                Arg::Const(k) => reg_to_c(&st.consts.0[k as usize]),
+                Arg::Func(g) => {
+                    let o = match &st.funcs[g as usize] {
+                        PoolEntry::Packed(p) => p.as_object(),
+                        PoolEntry::Vm { closure, .. } => closure,
+                    };
+                    // SAFETY: the pool holds a reference.
+                    unsafe { object_to_c(o.as_ptr()) }
+                }
+            };
+            frame.values.push(v);
+            frame.codes.push(c);
+        }
+        if !self.hooks.load(Ordering::Acquire) {
+            return self.dispatch(st, frame, func);
+        }
+        let instrument = self
+            .instrument
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let profiling = self
+            .profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        let mut skip = false;
+        if let Some(ins) = &instrument {
+            skip = self.run_instrument(ins, st, frame, func, true, &RetValue::Null)? == 1;
+        }
+        let mut ret = RetValue::Null;
+        if !skip {
+            let t0 = std::time::Instant::now();
+            ret = self.dispatch(st, frame, func)?;
+            if profiling {
+                self.record(st, frame, func, t0.elapsed().as_secs_f64() * 1e6);
+            }
+            if let Some(ins) = &instrument {
+                self.run_instrument(ins, st, frame, func, false, &ret)?;
+            }
+        }
+        Ok(ret)
+    }
+
+    #[inline]
+    fn dispatch(&self, st: &VmState, frame: &mut Frame, func: usize) -> Result<RetValue> {
+        match &st.funcs[func] {
+            PoolEntry::Packed(p) => {
+                let mut rv = RetValue::Null;
+                let n = frame.values.len() as i32;
+                // SAFETY: the arrays hold n values borrowed from registers, constants and the
+                // pool, all alive (and unchanged) during the call.
+                unsafe {
+                    p.obj().call_raw(
+                        frame.values.as_mut_ptr(),
+                        frame.codes.as_mut_ptr(),
+                        n,
+                        &mut rv,
+                    )?
+                };
+                Ok(norm(rv))
+            }
+            PoolEntry::Vm { index, .. } => {
+                let regs = args_to_regs(&frame.values, &frame.codes)?;
+                self.invoke_bytecode(st, *index, regs)
+            }
+        }
+    }
+
+    fn run_instrument(
+        &self,
+        ins: &Function,
+        st: &VmState,
+        frame: &Frame,
+        func: usize,
+        before: bool,
+        ret: &RetValue,
+    ) -> Result<i64> {
+        let fobj = match &st.funcs[func] {
+            PoolEntry::Packed(p) => p.as_object().clone(),
+            PoolEntry::Vm { closure, .. } => closure.clone(),
+        };
+        let name = StringObj::new_ref(&self.exec.funcs[func].name);
+        let mut regs = vec![
+            RetValue::Object(fobj),
+            RetValue::Object(name),
+            // An int, which frontends of every version read (v0.16 has no bool code).
+            RetValue::Int(before as i64),
+            ret.clone(),
+        ];
+        for (&v, &c) in frame.values.iter().zip(&frame.codes) {
+            // SAFETY: the values are valid for their codes during the call.
+            let r = unsafe { RetValue::from_c_copy(v, c)? };
+            regs.push(match r {
+                RetValue::DataType(t) => RetValue::Object(StringObj::new_ref(
+                    &crate::packed_func::dtype::dtype_to_string(t),
+                )),
+                r => norm(r),
+            });
+        }
+        let (mut v, mut c): (Vec<TVMValue>, Vec<i32>) = regs.iter().map(reg_to_c).unzip();
+        let mut rv = RetValue::Null;
+        // SAFETY: the arrays hold values borrowed from `regs`, alive during the call.
+        unsafe {
+            ins.obj()
+                .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
+        };
+        Ok(match rv {
+            RetValue::Int(i) => i,
+            _ => 0,
+        })
+    }
+
+    fn record(&self, st: &VmState, frame: &Frame, func: usize, micros: f64) {
+        let mut dev = None;
+        let mut shapes = Vec::new();
+        for (&v, &c) in frame.values.iter().zip(&frame.codes) {
+            if c == tc::NDARRAY_HANDLE {
+                // SAFETY: an NDArray handle points at the DLTensor of a live array.
+                let t = unsafe { &*(v.v_handle as *const crate::packed_func::types::DLTensor) };
+                dev = Some(t.device);
+                // SAFETY: as above.
+                let s = unsafe { crate::ndarray::shape_of(t) }.to_vec();
+                shapes.push((crate::packed_func::dtype::dtype_to_string(t.dtype), s));
+            }
+        }
+        let _ = st;
+        if let Some(device) = dev {
+            if let Some(list) = self
+                .profile
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .as_mut()
+            {
+                list.push(CallRecord {
+                    name: self.exec.funcs[func].name.clone(),
+                    device,
+                    micros,
+                    shapes,
+                });
+            }
+        }
+    }
+}
+
+/// Converts an argument for `set_input`/`save_function`: arrays on another device (and raw
+/// tensors) are copied to `dev`; arrays of arrays recursively.
+pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
+    match v {
+        RetValue::DLTensor(t) => {
+            // SAFETY: a DLTensor argument is valid for the duration of the call.
+            let t = unsafe { &*t };
+            // SAFETY: as above.
+            let shape = unsafe { crate::ndarray::shape_of(t) }.to_vec();
+            let out = NDArray::empty(&shape, t.dtype, dev)?;
+            // SAFETY: both tensors describe valid memory of equal size (checked by the copy).
+            unsafe { crate::ndarray::copy_from_to(t, out.dltensor(), std::ptr::null_mut())? };
+            Ok(RetValue::Object(out.into_object()))
+        }
+        RetValue::Object(o) => {
+            if let Some(a) = o.downcast_ref::<NDArrayObj>() {
+                if a.device() != dev {
+                    let out = NDArray::empty(a.shape(), a.dtype(), dev)?;
+                    NDArray::from_object(o.clone())?.copy_to(&out)?;
+                    return Ok(RetValue::Object(out.into_object()));
+                }
+                return Ok(RetValue::Object(o));
+            }
+            if let Some(arr) = o.downcast_ref::<ArrayObj>() {
+                let mut items = Vec::with_capacity(arr.items.len());
+                for it in &arr.items {
+                    items.push(match it {
+                        Some(x) => {
+                            Some(to_device(RetValue::Object(x.clone()), dev)?.into_object()?)
+                        }
+                        None => None,
+                    });
+                }
+                return Ok(RetValue::Object(ArrayObj::new_ref(items)));
+            }
+            Ok(RetValue::Object(o))
+        }
+        v => Ok(v),
+    }
+}
+
+/// Reads the arguments of a packed call as register values.
+pub(crate) fn regs_of(args: &Args<'_>, from: usize) -> Result<Vec<RetValue>> {
+    if from > args.len() {
+        return Ok(Vec::new());
+    }
+    args_to_regs(&args.values[from..], &args.codes[from..])
+}

@@ -1,0 +1,48 @@
+//! The Relax virtual machine: runs the executables `relax.build` / `tvm.compile` produce
+//! (TVM v0.14–v0.20).
+//!
+//! - [`exec`]: the executable format (parser, writer, statistics);
+//! - [`bytecode`]: instruction decoding, validation and disassembly;
+//! - [`interp`]: the interpreter (frames, registers, closures, the VM context);
+//! - [`vm_module`]: the executable and VM modules and their loaders;
+//! - [`builtins`]: the `vm.builtin.*` functions executables call;
+//! - [`memory`]: `vm.Storage` and the naive and pooled allocators;
+//! - [`api`]: the safe Rust face, [`VirtualMachine`].
+
+pub mod api;
+mod builtins;
+pub mod bytecode;
+pub mod exec;
+pub mod interp;
+pub mod memory;
+pub mod vm_module;
+
+pub use api::VirtualMachine;
+
+use crate::packed_func::error::Error;
+use crate::packed_func::registry::Registrar;
+use crate::packed_func::value::RetValue;
+
+/// Registers the loaders, builtins and helpers of the Relax VM.
+pub(crate) fn register(r: &mut Registrar) {
+    for key in ["relax.Executable", "relax.VMExecutable"] {
+        r.add(&format!("runtime.module.loadbinary_{key}"), move |a, rv| {
+            *rv = RetValue::Object(vm_module::load_binary(a, key)?.into_object());
+            Ok(())
+        });
+        r.add(&format!("runtime.module.loadfile_{key}"), move |a, rv| {
+            *rv = RetValue::Object(vm_module::load_executable_file(a.str(0)?, key)?.into_object());
+            Ok(())
+        });
+    }
+    r.add("relax.ExecutableLoadFromFile", |a, rv| {
+        let path = a.str(0)?;
+        *rv = RetValue::Object(
+            vm_module::load_executable_file(path, "relax.Executable")
+                .map_err(|e: Error| e.context("relax.ExecutableLoadFromFile"))?
+                .into_object(),
+        );
+        Ok(())
+    });
+    builtins::register(r);
+}

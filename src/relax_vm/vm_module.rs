@@ -1,0 +1,565 @@
+//! The modules: the executable (`relax.Executable`, v0.14–v0.19, and `relax.VMExecutable`,
+//! v0.20) with its loaders, and the VM (`relax.VirtualMachine`) with everything TVM's Python
+//! `VirtualMachine` calls.
+
+use super::bytecode;
+use super::exec::{Executable, FuncKind};
+use super::interp::{regs_of, to_device, VmCore};
+use crate::executor::debug::device_string;
+use crate::module::blob::BlobReader;
+use crate::module::{property, Module, ModuleNode};
+use crate::object::containers::ArrayObj;
+use crate::object::ObjectRef;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::{Function, PackedFuncObj};
+use crate::packed_func::registry;
+use crate::packed_func::types::DLDevice;
+use crate::packed_func::value::{ArgValue, Args, RetValue};
+use std::sync::Arc;
+
+/// The executable module.
+pub struct ExecutableNode {
+    exec: Arc<Executable>,
+    type_key: &'static str,
+}
+
+impl ExecutableNode {
+    /// Wraps a parsed executable under a type key.
+    pub fn new(exec: Executable, type_key: &'static str) -> ExecutableNode {
+        ExecutableNode {
+            exec: Arc::new(exec),
+            type_key,
+        }
+    }
+
+    /// The executable.
+    pub fn executable(&self) -> &Arc<Executable> {
+        &self.exec
+    }
+}
+
+/// Creates a VM over an executable module (whose imports become the VM's).
+pub fn load_vm(exec_module: &Module, profiler: bool) -> Result<Module> {
+    let node = exec_module
+        .node()
+        .as_any()
+        .downcast_ref::<ExecutableNode>()
+        .ok_or_else(|| {
+            Error::type_error(format!(
+                "expected a Relax executable module but got {}",
+                exec_module.type_key()
+            ))
+        })?;
+    let core = Arc::new(VmCore::new(node.exec.clone(), exec_module.clone()));
+    let vm = Module::new(Box::new(VmNode { core, profiler }));
+    for m in exec_module.imports() {
+        vm.import(&m)?;
+    }
+    Ok(vm)
+}
+
+impl ModuleNode for ExecutableNode {
+    fn type_key(&self) -> &str {
+        self.type_key
+    }
+
+    fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
+        let exec = self.exec.clone();
+        let f = match name {
+            "stats" => Function::from_rust(move |_, rv| {
+                *rv = RetValue::Str(exec.stats());
+                Ok(())
+            }),
+            "as_text" => Function::from_rust(move |_, rv| {
+                *rv = RetValue::Str(bytecode::as_text(&exec));
+                Ok(())
+            }),
+            "as_python" => Function::from_rust(move |_, rv| {
+                *rv = RetValue::Str(bytecode::as_python(&exec));
+                Ok(())
+            }),
+            "has_function" => Function::from_rust(move |a, rv| {
+                // An int, as v0.16 returns bools (its frontend has no bool code).
+                *rv = RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64);
+                Ok(())
+            }),
+            "vm_load_executable" | "vm_profiler_load_executable" => {
+                let Some(this) = this else { return Ok(None) };
+                let m = Module::from_object(this.clone())?;
+                let profiler = name == "vm_profiler_load_executable";
+                Function::from_rust(move |_, rv| {
+                    *rv = RetValue::Object(load_vm(&m, profiler)?.into_object());
+                    Ok(())
+                })
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(f))
+    }
+
+    fn property_mask(&self) -> i32 {
+        property::BINARY_SERIALIZABLE
+    }
+
+    fn save_to_binary(&self) -> Result<Vec<u8>> {
+        self.exec.save()
+    }
+
+    fn save_to_file(&self, path: &str, _format: &str) -> Result<()> {
+        std::fs::write(path, self.exec.save()?)
+            .map_err(|e| Error::value(format!("cannot write {path}: {e}")))
+    }
+
+    fn get_format(&self) -> Result<String> {
+        Ok("bin".into())
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+/// Loads an executable module from `SaveToBinary` bytes.
+pub fn load_executable_bytes(data: &[u8], type_key: &'static str) -> Result<Module> {
+    let exec = Executable::load(data)?;
+    Ok(Module::new(Box::new(ExecutableNode::new(exec, type_key))))
+}
+
+/// Loads an executable module from a file (`Module.save` output).
+pub fn load_executable_file(path: &str, type_key: &'static str) -> Result<Module> {
+    let data = std::fs::read(path).map_err(|e| Error::value(format!("cannot read {path}: {e}")))?;
+    load_executable_bytes(&data, type_key).map_err(|e| e.context(path))
+}
+
+/// A blob loader: reads one executable from the `__tvm_dev_mblob` stream.
+pub fn load_binary(args: Args<'_>, type_key: &'static str) -> Result<Module> {
+    let h = args.handle(0)?;
+    if h.is_null() {
+        return Err(Error::value(format!(
+            "runtime.module.loadbinary_{type_key}: the stream handle is NULL"
+        )));
+    }
+    // SAFETY: blob loaders are called by `module::blob` with a pointer to a live BlobReader,
+    // exclusively ours for the call.
+    let r = unsafe { &mut *(h as *mut BlobReader<'_>) };
+    let body = r.read_blob("the Relax executable")?;
+    let exec = Executable::load_body(body)?;
+    Ok(Module::new(Box::new(ExecutableNode::new(exec, type_key))))
+}
+
+/// The VM module.
+pub struct VmNode {
+    core: Arc<VmCore>,
+    profiler: bool,
+}
+
+impl VmNode {
+    /// The VM.
+    pub fn core(&self) -> &Arc<VmCore> {
+        &self.core
+    }
+}
+
+fn unknown(name: &str) -> Error {
+    Error::value(format!("Unknown function: {name}"))
+}
+
+fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> {
+    let mut cur = out.clone();
+    for i in from..args.len() {
+        let idx = args.i64(i)?;
+        let arr = match &cur {
+            RetValue::Object(o) => o.downcast_ref::<ArrayObj>(),
+            _ => None,
+        }
+        .ok_or_else(|| Error::value(format!("output index {idx}: the value is not a tuple")))?;
+        let item = usize::try_from(idx)
+            .ok()
+            .and_then(|k| arr.items.get(k))
+            .ok_or_else(|| {
+                Error::index(format!(
+                    "output index {idx} is out of range for a tuple of {}",
+                    arr.items.len()
+                ))
+            })?;
+        cur = match item {
+            Some(o) => RetValue::Object(o.clone()),
+            None => RetValue::Null,
+        };
+    }
+    Ok(cur)
+}
+
+fn is_array(v: &RetValue) -> Option<usize> {
+    match v {
+        RetValue::Object(o) => o.downcast_ref::<ArrayObj>().map(|a| a.items.len()),
+        _ => None,
+    }
+}
+
+impl VmNode {
+    fn set_input(core: &VmCore, args: &Args<'_>, with_params: bool) -> Result<()> {
+        let fname = args.str(0)?;
+        let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+        let f = &core.exec.funcs[idx];
+        let given = args.len() - 1;
+        if given as i64 != f.num_args {
+            return Err(Error::value(format!(
+                "The number of provided parameters doesn't match the number of arguments for \
+                 {fname}: expected {}, got {given}",
+                f.num_args
+            )));
+        }
+        let st = core.state()?;
+        let dev0 = st.devices[0];
+        let mut regs = regs_of(args, 1)?;
+        let n = regs.len();
+        for (i, r) in regs.iter_mut().enumerate() {
+            if with_params && i + 1 == n {
+                let m = Module::from_object(std::mem::take(r).into_object()?)?;
+                *r = m.function("get_params")?.call(&[])?;
+            } else {
+                *r = to_device(std::mem::take(r), dev0)?;
+            }
+        }
+        core.inputs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(fname.to_string(), regs);
+        Ok(())
+    }
+
+    fn output(core: &VmCore, fname: &str) -> Result<RetValue> {
+        core.outputs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(fname)
+            .cloned()
+            .ok_or_else(|| {
+                Error::value(format!(
+                    "No output saved for call of \"{fname}\"; use `invoke_stateful` to call it first."
+                ))
+            })
+    }
+
+    fn profile(core: &VmCore, args: &Args<'_>) -> Result<String> {
+        let fname = args.str(0)?;
+        let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
+        let stored = core
+            .inputs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(fname)
+            .cloned();
+        let inputs = match stored {
+            Some(i) => {
+                if args.len() != 1 {
+                    return Err(Error::value("Inputs are already provided by set_input."));
+                }
+                i
+            }
+            None => {
+                if args.len() < 2 {
+                    return Err(Error::value("No input is provided"));
+                }
+                let st = core.state()?;
+                regs_of(args, 1)?
+                    .into_iter()
+                    .map(|r| to_device(r, st.devices[0]))
+                    .collect::<Result<Vec<_>>>()?
+            }
+        };
+        let st = core.state()?;
+        core.invoke_closure_regs(&clo, &inputs)?;
+        core.set_profiling(true);
+        let t0 = std::time::Instant::now();
+        let r = core.invoke_closure_regs(&clo, &inputs);
+        let total = t0.elapsed().as_secs_f64() * 1e6;
+        let calls = core.set_profiling(false);
+        r?;
+        let devices: Vec<DLDevice> = st
+            .devices
+            .iter()
+            .copied()
+            .filter(|d| d.device_type > 0)
+            .collect();
+        Ok(report_json(&calls, total, &devices))
+    }
+}
+
+fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DLDevice]) -> String {
+    use serde_json::{json, Map, Value};
+    let mut out_calls = Vec::new();
+    for c in calls {
+        let shapes: Vec<String> = c
+            .shapes
+            .iter()
+            .map(|(t, s)| {
+                let d: Vec<String> = s.iter().map(i64::to_string).collect();
+                format!("{t}[{}]", d.join(", "))
+            })
+            .collect();
+        let pct = if total_us > 0.0 {
+            c.micros / total_us * 100.0
+        } else {
+            0.0
+        };
+        out_calls.push(json!({
+            "Duration (us)": {"microseconds": c.micros},
+            "Count": {"count": 1},
+            "Name": {"string": c.name},
+            "Device": {"string": device_string(c.device)},
+            "Argument Shapes": {"string": shapes.join(", ")},
+            "Percent": {"percent": pct},
+        }));
+    }
+    let mut dm = Map::new();
+    for d in devices {
+        let name = device_string(*d);
+        dm.insert(
+            name.clone(),
+            json!({
+                "Duration (us)": {"microseconds": total_us},
+                "Count": {"count": 1},
+                "Name": {"string": "Total"},
+                "Device": {"string": name},
+            }),
+        );
+    }
+    json!({
+        "calls": out_calls,
+        "device_metrics": Value::Object(dm),
+        "configuration": {
+            "Number of threads": {"count": crate::threading::num_threads()},
+            "Executor": {"string": "VM"},
+        },
+    })
+    .to_string()
+}
+
+impl ModuleNode for VmNode {
+    fn type_key(&self) -> &str {
+        "relax.VirtualMachine"
+    }
+
+    fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
+        if this.is_none() {
+            // Environment lookups from compiled code never need the VM's own functions.
+            return Ok(None);
+        }
+        let core = self.core.clone();
+        let f = match name {
+            "vm_initialization" => Function::from_rust(move |a, _| {
+                if a.is_empty() || a.len() % 3 != 0 {
+                    return Err(Error::value(format!(
+                        "vm_initialization expects (device_type, device_id, allocator_type) \
+                         triplets but got {} arguments",
+                        a.len()
+                    )));
+                }
+                let mut devs = Vec::new();
+                let mut kinds = Vec::new();
+                for i in (0..a.len()).step_by(3) {
+                    devs.push(DLDevice::new(a.i64(i)? as i32, a.i64(i + 1)? as i32));
+                    kinds.push(a.i64(i + 2)?);
+                }
+                core.init(devs, kinds)
+            }),
+            "save_function" => Function::from_rust(move |a, _| {
+                if a.len() < 3 {
+                    return Err(Error::value(
+                        "save_function expects (func_name, save_name, include_return, *args)",
+                    ));
+                }
+                let fname = a.str(0)?;
+                let save = a.str(1)?.to_string();
+                let include_return = a.i64(2)? != 0;
+                let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
+                let st = core.state()?;
+                let bound = super::interp::SharedValues(
+                    regs_of(&a, 3)?
+                        .into_iter()
+                        .map(|r| to_device(r, st.devices[0]))
+                        .collect::<Result<Vec<_>>>()?,
+                );
+                let inner = clo
+                    .downcast_ref::<super::interp::ClosureObj>()
+                    .map(|c| c.imp.clone())
+                    .ok_or_else(|| Error::type_error("save_function: not a closure"))?;
+                let imp = Function::from_rust(move |args, rv| {
+                    let mut regs = regs_of(&args, 0)?;
+                    regs.extend(bound.values().iter().cloned());
+                    let (mut v, mut c): (Vec<_>, Vec<_>) =
+                        regs.iter().map(super::interp::reg_to_c).unzip();
+                    let mut out = RetValue::Null;
+                    // SAFETY: values borrowed from `regs`, alive during the call.
+                    unsafe {
+                        inner.obj().call_raw(
+                            v.as_mut_ptr(),
+                            c.as_mut_ptr(),
+                            v.len() as i32,
+                            &mut out,
+                        )?
+                    };
+                    if include_return {
+                        *rv = out;
+                    }
+                    Ok(())
+                });
+                core.saved
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(save.clone(), super::interp::ClosureObj::new_ref(&save, imp));
+                Ok(())
+            }),
+            "invoke_closure" => Function::from_rust(move |a, rv| {
+                let clo = match a.get(0)? {
+                    ArgValue::Object(o) => o.to_ref(),
+                    v => {
+                        return Err(Error::type_error(format!(
+                            "invoke_closure expects a closure first, got {}",
+                            v.kind_name()
+                        )))
+                    }
+                };
+                *rv = core.invoke_closure_c(&clo, &a.values[1..], &a.codes[1..])?;
+                Ok(())
+            }),
+            "invoke_stateful" => Function::from_rust(move |a, _| {
+                let fname = a.str(0)?;
+                let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+                let inputs = core
+                    .inputs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(fname)
+                    .cloned()
+                    .ok_or_else(|| {
+                        Error::value(format!(
+                            "No inputs set for stateful call of {fname}; use `set_input` first."
+                        ))
+                    })?;
+                let out = if core.exec.funcs[idx].kind == FuncKind::VmFunc {
+                    core.call_index(idx, inputs)?
+                } else {
+                    let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
+                    core.invoke_closure_regs(&clo, &inputs)?
+                };
+                core.outputs
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(fname.to_string(), out);
+                Ok(())
+            }),
+            "set_instrument" => Function::from_rust(move |a, _| {
+                let f = match a.get(0)? {
+                    ArgValue::Object(o) if o.downcast_ref::<PackedFuncObj>().is_some() => {
+                        Function::from_object(o.to_ref())?
+                    }
+                    ArgValue::Null => {
+                        core.set_instrument(None);
+                        return Ok(());
+                    }
+                    _ => {
+                        let name = a.str(0)?;
+                        let factory = registry::get(name)
+                            .ok_or_else(|| Error::value(format!("Cannot find factory {name}")))?;
+                        let mut rv = RetValue::Null;
+                        let mut v = a.values[1..].to_vec();
+                        let mut c = a.codes[1..].to_vec();
+                        // SAFETY: the caller's arguments, valid during this call.
+                        unsafe {
+                            factory.obj().call_raw(
+                                v.as_mut_ptr(),
+                                c.as_mut_ptr(),
+                                v.len() as i32,
+                                &mut rv,
+                            )?
+                        };
+                        Function::from_object(rv.into_object()?)?
+                    }
+                };
+                core.set_instrument(Some(f));
+                Ok(())
+            }),
+            "get_output_arity" => Function::from_rust(move |a, rv| {
+                let out = VmNode::output(&core, a.str(0)?)?;
+                let v = index_into(&out, &a, 1)?;
+                *rv = RetValue::Int(is_array(&v).map(|n| n as i64).unwrap_or(-1));
+                Ok(())
+            }),
+            "get_output" => Function::from_rust(move |a, rv| {
+                let out = VmNode::output(&core, a.str(0)?)?;
+                let v = index_into(&out, &a, 1)?;
+                if is_array(&v).is_some() {
+                    return Err(Error::value(
+                        "`get_output` cannot return a tuple for RPC compatibility. Please \
+                         specify another index argument.",
+                    ));
+                }
+                *rv = v;
+                Ok(())
+            }),
+            "set_input" => Function::from_rust(move |a, _| VmNode::set_input(&core, &a, false)),
+            "set_input_with_param_module" => {
+                Function::from_rust(move |a, _| VmNode::set_input(&core, &a, true))
+            }
+            "get_function_arity" => Function::from_rust(move |a, rv| {
+                let fname = a.str(0)?;
+                let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+                *rv = RetValue::Int(core.exec.funcs[idx].param_names.len() as i64);
+                Ok(())
+            }),
+            "get_function_param_name" => Function::from_rust(move |a, rv| {
+                let fname = a.str(0)?;
+                let i = a.i64(1)?;
+                let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+                let names = &core.exec.funcs[idx].param_names;
+                let n = usize::try_from(i)
+                    .ok()
+                    .and_then(|k| names.get(k))
+                    .ok_or_else(|| {
+                        Error::value(format!(
+                            "Invalid index for {fname} ({i} out of {})",
+                            names.len()
+                        ))
+                    })?;
+                *rv = RetValue::Str(n.clone());
+                Ok(())
+            }),
+            "profile" if self.profiler => Function::from_rust(move |a, rv| {
+                *rv = RetValue::Str(VmNode::profile(&core, &a)?);
+                Ok(())
+            }),
+            _ => {
+                let saved = core
+                    .saved
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get(name)
+                    .cloned();
+                if let Some(clo) = saved {
+                    Function::from_rust(move |a, rv| {
+                        *rv = core.invoke_closure_c(&clo, a.values, a.codes)?;
+                        Ok(())
+                    })
+                } else {
+                    match core.exec.func_index(name) {
+                        Some(idx) if core.exec.funcs[idx].kind == FuncKind::VmFunc => {
+                            Function::from_rust(move |a, rv| {
+                                *rv = core.call_index(idx, regs_of(&a, 0)?)?;
+                                Ok(())
+                            })
+                        }
+                        _ => return Ok(None),
+                    }
+                }
+            }
+        };
+        Ok(Some(f))
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}

@@ -1,0 +1,866 @@
+//! The Relax VM: hand-assembled executables (interpreter semantics, closures, special
+//! registers, type codes, bad input) and the fixtures' Relax libraries (compared with the
+//! reference runtime's outputs, bit for bit).
+
+#[path = "common/fixture_dirs.rs"]
+mod fixture_dirs;
+
+use std::sync::Once;
+use tvm_runtime::module::Module;
+use tvm_runtime::packed_func::registry;
+use tvm_runtime::packed_func::types::type_code as tc;
+use tvm_runtime::relax_vm::exec::{Constant, Executable, FuncInfo, FuncKind};
+use tvm_runtime::relax_vm::vm_module::load_executable_bytes;
+use tvm_runtime::relax_vm::VirtualMachine;
+use tvm_runtime::{ArgValue, DLDataType, NDArray, RetValue};
+
+const VOID: i64 = 1 << 54;
+const VMREG: i64 = (1 << 54) + 1;
+const MASK: i64 = (1 << 56) - 1;
+
+fn imm(v: i64) -> i64 {
+    (1 << 56) | (v & MASK)
+}
+fn cst(i: i64) -> i64 {
+    (2 << 56) | i
+}
+fn fnc(i: i64) -> i64 {
+    (3 << 56) | i
+}
+
+/// A tiny assembler for test executables.
+#[derive(Default)]
+struct Asm {
+    funcs: Vec<FuncInfo>,
+    consts: Vec<Constant>,
+    off: Vec<i64>,
+    data: Vec<i64>,
+}
+
+impl Asm {
+    fn packed(&mut self, name: &str) -> i64 {
+        self.funcs.push(FuncInfo {
+            kind: FuncKind::PackedFunc,
+            name: name.into(),
+            start_instr: 0,
+            end_instr: 0,
+            num_args: -2,
+            register_file_size: 0,
+            param_names: vec![],
+        });
+        self.funcs.len() as i64 - 1
+    }
+    /// Declares a VM function whose code is emitted next; returns its index.
+    fn begin(&mut self, name: &str, params: &[&str], regs: i64) -> i64 {
+        self.funcs.push(FuncInfo {
+            kind: FuncKind::VmFunc,
+            name: name.into(),
+            start_instr: self.off.len() as i64,
+            end_instr: 0,
+            num_args: params.len() as i64,
+            register_file_size: regs,
+            param_names: params.iter().map(|s| s.to_string()).collect(),
+        });
+        self.funcs.len() as i64 - 1
+    }
+    fn end(&mut self, f: i64) {
+        self.funcs[f as usize].end_instr = self.off.len() as i64;
+    }
+    fn emit(&mut self, words: &[i64]) {
+        self.off.push(self.data.len() as i64);
+        self.data.extend_from_slice(words);
+    }
+    fn call(&mut self, dst: i64, f: i64, args: &[i64]) {
+        let mut w = vec![1, dst, f, args.len() as i64];
+        w.extend_from_slice(args);
+        self.emit(&w);
+    }
+    fn ret(&mut self, r: i64) {
+        self.emit(&[2, r]);
+    }
+    fn goto(&mut self, o: i64) {
+        self.emit(&[3, o]);
+    }
+    fn iff(&mut self, c: i64, o: i64) {
+        self.emit(&[4, c, o]);
+    }
+    fn build(self) -> tvm_runtime::Result<Executable> {
+        Executable::from_parts(self.funcs, self.consts, self.off, self.data)
+    }
+    fn module(self) -> Module {
+        let bytes = self.build().unwrap().save().unwrap();
+        load_executable_bytes(&bytes, "relax.Executable").unwrap()
+    }
+}
+
+fn setup() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        registry::register_rust("test.relax.add", |a, rv| {
+            *rv = RetValue::Int(a.i64(0)? + a.i64(1)?);
+            Ok(())
+        });
+        registry::register_rust("test.relax.code", |a, rv| {
+            *rv = RetValue::Int(a.codes[0] as i64);
+            Ok(())
+        });
+        registry::register_rust("test.relax.bool", |a, rv| {
+            *rv = RetValue::Bool(a.i64(0)? != 0);
+            Ok(())
+        });
+    });
+}
+
+fn vm_of(m: &Module) -> Module {
+    let vm = Module::from_object(
+        m.function("vm_load_executable")
+            .unwrap()
+            .call(&[])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    vm.function("vm_initialization")
+        .unwrap()
+        .call(&[ArgValue::Int(1), ArgValue::Int(0), ArgValue::Int(2)])
+        .unwrap();
+    vm
+}
+
+fn call(vm: &Module, f: &str, args: &[ArgValue<'_>]) -> tvm_runtime::Result<RetValue> {
+    vm.function(f)?.call(args)
+}
+
+/// main(x, y) = double(x) + y, double(a) = a + a; a Goto/If program; a closure program.
+fn program() -> Module {
+    let mut a = Asm::default();
+    let add = a.packed("test.relax.add");
+    let double = a.begin("double", &["a"], 2);
+    a.call(1, add, &[0, 0]);
+    a.ret(1);
+    a.end(double);
+    let main = a.begin("main", &["x", "y"], 4);
+    a.call(2, double, &[0]);
+    a.call(3, add, &[2, 1]);
+    a.ret(3);
+    a.end(main);
+    // pick(c) = c ? 10 : 20, through If/Goto and a merge register.
+    let copy = a.packed("vm.builtin.copy");
+    let pick = a.begin("pick", &["c"], 2);
+    a.iff(0, 3);
+    a.call(1, copy, &[imm(10)]);
+    a.goto(2);
+    a.call(1, copy, &[imm(20)]);
+    a.ret(1);
+    a.end(pick);
+    // adder(b, a) = a + b; clo(x) = invoke_closure(make_closure(adder, x), 5).
+    let adder = a.begin("adder", &["b", "a"], 3);
+    a.call(2, add, &[0, 1]);
+    a.ret(2);
+    a.end(adder);
+    let make = a.packed("vm.builtin.make_closure");
+    let invoke = a.packed("vm.builtin.invoke_closure");
+    let clo = a.begin("clo", &["x"], 3);
+    a.call(1, make, &[fnc(adder), 0]);
+    a.call(2, invoke, &[VMREG, 1, imm(5)]);
+    a.ret(2);
+    a.end(clo);
+    // mk(x) returns the closure itself.
+    let mk = a.begin("mk", &["x"], 2);
+    a.call(1, make, &[fnc(adder), 0]);
+    a.ret(1);
+    a.end(mk);
+    a.module()
+}
+
+#[test]
+fn calls_nested_frames_branches_and_closures() {
+    setup();
+    let vm = vm_of(&program());
+    let r = call(&vm, "main", &[ArgValue::Int(3), ArgValue::Int(4)]).unwrap();
+    assert_eq!(r.as_i64().unwrap(), 10);
+    for (c, want) in [
+        (ArgValue::Int(1), 10),
+        (ArgValue::Int(0), 20),
+        (ArgValue::Bool(true), 10),
+        (ArgValue::Bool(false), 20),
+    ] {
+        assert_eq!(call(&vm, "pick", &[c]).unwrap().as_i64().unwrap(), want);
+    }
+    assert_eq!(
+        call(&vm, "clo", &[ArgValue::Int(7)])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        12
+    );
+    // A closure returned to the caller runs through the VM's invoke_closure.
+    let c = call(&vm, "mk", &[ArgValue::Int(100)])
+        .unwrap()
+        .into_object()
+        .unwrap();
+    assert_eq!(c.type_key(), "relax.vm.Closure");
+    // SAFETY: `c` is alive for the call.
+    let carg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(c.as_ptr()) });
+    let r = call(&vm, "invoke_closure", &[carg, ArgValue::Int(1)]).unwrap();
+    assert_eq!(r.as_i64().unwrap(), 101);
+    // Wrong argument count.
+    let e = call(&vm, "main", &[ArgValue::Int(3)]).unwrap_err();
+    assert!(
+        e.message.contains("expects 2 arguments (x, y), but 1"),
+        "{}",
+        e.message
+    );
+    // Parameter metadata.
+    assert_eq!(
+        call(&vm, "get_function_arity", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        2
+    );
+    match call(
+        &vm,
+        "get_function_param_name",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1)],
+    )
+    .unwrap()
+    {
+        RetValue::Str(s) => assert_eq!(s, "y"),
+        other => panic!("{other:?}"),
+    }
+    assert!(call(
+        &vm,
+        "get_function_param_name",
+        &[ArgValue::Str(c"main"), ArgValue::Int(2)]
+    )
+    .is_err());
+    assert!(vm.get_function("no_such", false).unwrap().is_none());
+}
+
+#[test]
+fn registers_keep_exact_type_codes() {
+    setup();
+    let mut a = Asm::default();
+    let code = a.packed("test.relax.code");
+    let mkbool = a.packed("test.relax.bool");
+    let tuple = a.packed("vm.builtin.make_tuple");
+    a.consts = vec![
+        Constant::Int(5),
+        Constant::Float(2.5),
+        Constant::DataType(DLDataType::new(2, 32, 1)),
+        Constant::Shape(vec![2, 3]),
+        Constant::Str(b"hi".to_vec()),
+        Constant::NDArray(NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap()),
+    ];
+    let f = a.begin("codes", &[], 10);
+    for (i, arg) in [cst(0), cst(1), cst(2), cst(3), cst(4), cst(5), VMREG, VOID]
+        .iter()
+        .enumerate()
+    {
+        a.call(i as i64, code, &[*arg]);
+    }
+    a.call(8, mkbool, &[imm(1)]);
+    a.call(8, code, &[8]);
+    a.call(9, tuple, &[0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    a.ret(9);
+    a.end(f);
+    let vm = vm_of(&a.module());
+    let r = call(&vm, "codes", &[]);
+    // make_tuple rejects plain ints, as the reference v0.16 does.
+    let e = r.unwrap_err();
+    assert!(
+        e.message.contains("tuple holds objects only"),
+        "{}",
+        e.message
+    );
+    // The same program returning each code through an NDArray-free path.
+    let mut a = Asm::default();
+    let code = a.packed("test.relax.code");
+    let mkbool = a.packed("test.relax.bool");
+    a.consts = vec![
+        Constant::Int(5),
+        Constant::Float(2.5),
+        Constant::DataType(DLDataType::new(2, 32, 1)),
+        Constant::Shape(vec![2, 3]),
+        Constant::Str(b"hi".to_vec()),
+        Constant::NDArray(NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap()),
+    ];
+    let args = [cst(0), cst(1), cst(2), cst(3), cst(4), cst(5), VMREG, VOID];
+    let want = [
+        tc::INT,
+        tc::FLOAT,
+        tc::DATA_TYPE,
+        tc::OBJECT_HANDLE,
+        tc::OBJECT_HANDLE,
+        tc::NDARRAY_HANDLE,
+        tc::OPAQUE_HANDLE,
+        tc::NULLPTR,
+    ];
+    for (i, w) in args.iter().enumerate() {
+        let f = a.begin(&format!("c{i}"), &[], 1);
+        a.call(0, code, &[*w]);
+        a.ret(0);
+        a.end(f);
+    }
+    let f = a.begin("cbool", &[], 1);
+    a.call(0, mkbool, &[imm(1)]);
+    a.call(0, code, &[0]);
+    a.ret(0);
+    a.end(f);
+    let vm = vm_of(&a.module());
+    for (i, w) in want.iter().enumerate() {
+        let got = call(&vm, &format!("c{i}"), &[]).unwrap().as_i64().unwrap();
+        assert_eq!(got, *w as i64, "constant {i}");
+    }
+    assert_eq!(
+        call(&vm, "cbool", &[]).unwrap().as_i64().unwrap(),
+        tc::BOOL as i64
+    );
+}
+
+#[test]
+fn runaway_recursion_is_an_error() {
+    setup();
+    let mut a = Asm::default();
+    let f = a.begin("f", &["x"], 2);
+    a.call(1, f, &[0]);
+    a.ret(1);
+    a.end(f);
+    let vm = vm_of(&a.module());
+    let e = call(&vm, "f", &[ArgValue::Int(1)]).unwrap_err();
+    assert!(e.message.contains("call depth"), "{}", e.message);
+}
+
+#[test]
+fn bad_executables_are_rejected_with_a_clear_error() {
+    setup();
+    let good = {
+        let mut a = Asm::default();
+        let add = a.packed("test.relax.add");
+        let f = a.begin("main", &["x"], 2);
+        a.call(1, add, &[0, 0]);
+        a.ret(1);
+        a.end(f);
+        a.build().unwrap().save().unwrap()
+    };
+    // Every truncation fails cleanly.
+    for n in 0..good.len() {
+        let e = load_executable_bytes(&good[..n], "relax.Executable")
+            .err()
+            .unwrap();
+        assert!(
+            e.message.contains("invalid Relax VM executable") || e.message.contains("truncated"),
+            "{n}: {}",
+            e.message
+        );
+    }
+    // Wrong magic and version.
+    let mut b = good.clone();
+    b[8] ^= 1;
+    let e = load_executable_bytes(&b, "relax.Executable").err().unwrap();
+    assert!(e.message.contains("bad magic"), "{}", e.message);
+    let mut b = good.clone();
+    b[24] = b'9';
+    let e = load_executable_bytes(&b, "relax.Executable").err().unwrap();
+    assert!(e.message.contains("version \"9.14\""), "{}", e.message);
+
+    type Case = (&'static str, fn(&mut Asm, i64));
+    let cases: [Case; 6] = [
+        ("register %5", |a, add| a.call(1, add, &[5, 0])),
+        ("constant index 3", |a, add| a.call(1, add, &[cst(3), 0])),
+        ("function index 9", |a, _| a.call(1, 9, &[0])),
+        ("function index 7", |a, add| a.call(1, add, &[fnc(7)])),
+        ("jumps outside", |a, _| a.goto(5)),
+        ("jumps outside", |a, _| a.iff(0, 1)),
+    ];
+    for (want, emit) in cases {
+        let mut a = Asm::default();
+        let add = a.packed("test.relax.add");
+        let f = a.begin("main", &["x"], 2);
+        emit(&mut a, add);
+        a.ret(1);
+        a.end(f);
+        let e = a.build().err().unwrap();
+        assert!(e.message.contains(want), "{want}: {}", e.message);
+    }
+    // Unknown opcode.
+    let e = Executable::from_parts(vec![], vec![], vec![0], vec![9])
+        .err()
+        .unwrap();
+    assert!(e.message.contains("unknown opcode 9"), "{}", e.message);
+}
+
+#[test]
+fn missing_functions_are_all_named_at_init() {
+    setup();
+    let mut a = Asm::default();
+    let x = a.packed("no.such.kernel");
+    let y = a.packed("vm.builtin.no_such_builtin");
+    let f = a.begin("main", &[], 2);
+    a.call(0, x, &[]);
+    a.call(1, y, &[]);
+    a.ret(1);
+    a.end(f);
+    let m = a.module();
+    let vm = Module::from_object(
+        m.function("vm_load_executable")
+            .unwrap()
+            .call(&[])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let e = vm
+        .function("vm_initialization")
+        .unwrap()
+        .call(&[ArgValue::Int(1), ArgValue::Int(0), ArgValue::Int(2)])
+        .unwrap_err();
+    assert!(
+        e.message
+            .contains("no.such.kernel, vm.builtin.no_such_builtin"),
+        "{}",
+        e.message
+    );
+    // Calling before a successful init is an error too.
+    let e = call(&vm, "main", &[]).unwrap_err();
+    assert!(e.message.contains("not initialised"), "{}", e.message);
+}
+
+#[test]
+fn saving_is_byte_identical_and_disassembly_reads() {
+    setup();
+    let m = program();
+    let bytes = m.node().save_to_binary().unwrap();
+    let again = load_executable_bytes(&bytes, "relax.VMExecutable").unwrap();
+    assert_eq!(again.type_key(), "relax.VMExecutable");
+    assert_eq!(again.node().save_to_binary().unwrap(), bytes);
+    let text = match m.function("as_text").unwrap().call(&[]).unwrap() {
+        RetValue::Str(s) => s,
+        o => panic!("{o:?}"),
+    };
+    assert!(
+        text.contains("@main:\n  call  double           in: %0           dst: %2\n"),
+        "{text}"
+    );
+    assert!(text.contains("  If    %0, 3\n"), "{text}");
+    assert!(text.contains("in: f[adder], %0"), "{text}");
+    let py = match m.function("as_python").unwrap().call(&[]).unwrap() {
+        RetValue::Str(s) => s,
+        o => panic!("{o:?}"),
+    };
+    assert!(py.contains("ib.emit_call(\"vm.builtin.invoke_closure\", args=[ib.r(vm), ib.r(1), ib.imm(5)], dst=ib.r(2))"), "{py}");
+    let has = m.function("has_function").unwrap();
+    assert!(matches!(
+        has.call(&[ArgValue::Str(c"main")]).unwrap(),
+        RetValue::Int(1)
+    ));
+    assert!(matches!(
+        has.call(&[ArgValue::Str(c"nope")]).unwrap(),
+        RetValue::Int(0)
+    ));
+}
+
+#[test]
+fn pooled_allocator_reuses_freed_blocks() {
+    use tvm_runtime::relax_vm::memory::{get_or_create_allocator, StorageObj, POOLED};
+    let dev = tvm_runtime::DLDevice::CPU;
+    let alloc = get_or_create_allocator(dev, POOLED).unwrap();
+    let hint = DLDataType::new(1, 8, 1);
+    // An odd size nothing else in this process asks for.
+    let s = StorageObj::allocate(alloc.clone(), dev, 12345 * 4096 - 7, hint).unwrap();
+    let p = s.downcast_ref::<StorageObj>().unwrap().buffer().data as usize;
+    let t = StorageObj::alloc_tensor(&s, 64, &[4], DLDataType::new(2, 32, 1)).unwrap();
+    drop(s);
+    // The tensor keeps the storage alive: a new storage gets other memory.
+    let s2 = StorageObj::allocate(alloc.clone(), dev, 12345 * 4096, hint).unwrap();
+    assert_ne!(
+        s2.downcast_ref::<StorageObj>().unwrap().buffer().data as usize,
+        p
+    );
+    drop(t);
+    let s3 = StorageObj::allocate(alloc, dev, 12345 * 4096, hint).unwrap();
+    assert_eq!(
+        s3.downcast_ref::<StorageObj>().unwrap().buffer().data as usize,
+        p
+    );
+    // Views are bounds-checked.
+    assert!(
+        StorageObj::alloc_tensor(&s3, 12345 * 4096 - 4, &[2], DLDataType::new(2, 32, 1)).is_err()
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real executables from the fixtures.
+
+struct Npz(npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>);
+
+impl Npz {
+    fn array(&mut self, key: &str) -> NDArray {
+        let npy = self
+            .0
+            .by_name(key)
+            .unwrap()
+            .unwrap_or_else(|| panic!("no {key}"));
+        let shape: Vec<i64> = npy.shape().iter().map(|&d| d as i64).collect();
+        let dt = npy.dtype();
+        let descr = match &dt {
+            npyz::DType::Plain(t) => t.to_string(),
+            _ => panic!("unsupported npz dtype"),
+        };
+        macro_rules! arr {
+            ($t:ty) => {{
+                let v: Vec<$t> = npy.into_vec().unwrap();
+                NDArray::from_slice(&v, &shape).unwrap()
+            }};
+        }
+        match descr.trim_start_matches(['<', '|', '=']) {
+            "f4" => arr!(f32),
+            "f8" => arr!(f64),
+            "i4" => arr!(i32),
+            "i8" => arr!(i64),
+            "i1" => arr!(i8),
+            "u1" => arr!(u8),
+            "b1" => {
+                let v: Vec<bool> = npy.into_vec().unwrap();
+                let b: Vec<u8> = v.into_iter().map(u8::from).collect();
+                let a =
+                    NDArray::empty(&shape, DLDataType::new(1, 1, 1), tvm_runtime::DLDevice::CPU)
+                        .unwrap();
+                // SAFETY: a fresh CPU array of b.len() one-byte elements.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), a.dltensor().data as *mut u8, b.len())
+                };
+                a
+            }
+            d => panic!("unsupported dtype {d}"),
+        }
+    }
+}
+
+fn bytes_of(a: &NDArray) -> Vec<u8> {
+    let t = a.dltensor();
+    // SAFETY: a live CPU array of nbytes bytes.
+    unsafe {
+        std::slice::from_raw_parts(
+            (t.data as *const u8).add(t.byte_offset as usize),
+            a.nbytes(),
+        )
+    }
+    .to_vec()
+}
+
+fn relax_fixtures() -> Vec<(std::path::PathBuf, serde_json::Value)> {
+    let Some(d) = fixture_dirs::dir() else {
+        return vec![];
+    };
+    let m: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
+    let v: Vec<_> = m
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|e| e["kind"] == "relax")
+        .map(|e| (d.clone(), e.clone()))
+        .collect();
+    if v.is_empty() {
+        eprintln!("skipped: the fixtures hold no Relax libraries");
+    }
+    v
+}
+
+#[test]
+fn fixtures_match_the_reference_bit_for_bit() {
+    for (d, e) in relax_fixtures() {
+        let file = d.join(e["file"].as_str().unwrap());
+        if e["bytes"].as_u64().unwrap_or(0) > 20_000_000 {
+            continue;
+        }
+        let vm = VirtualMachine::load(file.to_str().unwrap()).unwrap();
+        vm.init(&[tvm_runtime::DLDevice::CPU]).unwrap();
+        let mut npz =
+            Npz(npyz::npz::NpzArchive::open(d.join(e["expected"].as_str().unwrap())).unwrap());
+        for c in e["calls"].as_array().unwrap() {
+            let f = c["function"].as_str().unwrap();
+            let args: Vec<NDArray> = c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| npz.array(k.as_str().unwrap()))
+                .collect();
+            let out = vm
+                .call(f, &args)
+                .unwrap_or_else(|err| panic!("{}: {f}: {err}", file.display()));
+            let flat = out.flatten();
+            let keys = c["outputs"].as_array().unwrap();
+            let mut shapes_ok = true;
+            for (i, k) in keys.iter().enumerate() {
+                let want = npz.array(k.as_str().unwrap());
+                match flat.get(i) {
+                    Some(got) => {
+                        assert_eq!(got.shape(), want.shape(), "{f} output {i}");
+                        assert_eq!(
+                            bytes_of(got),
+                            bytes_of(&want),
+                            "{}: {f} output {i}",
+                            file.display()
+                        );
+                    }
+                    None => shapes_ok = false,
+                }
+            }
+            if !shapes_ok {
+                eprintln!("note: {f} returns non-tensor outputs; compared the tensors only");
+            }
+        }
+    }
+}
+
+#[test]
+fn fixture_executables_save_back_byte_identically() {
+    for (d, e) in relax_fixtures() {
+        let file = d.join(e["file"].as_str().unwrap());
+        let m = Module::load(file.to_str().unwrap()).unwrap();
+        let bytes = m.node().save_to_binary().unwrap();
+        let again = load_executable_bytes(&bytes, "relax.Executable").unwrap();
+        assert_eq!(again.node().save_to_binary().unwrap(), bytes);
+        if let Some(dis) = e["disasm"].as_str() {
+            let want = std::fs::read_to_string(d.join(dis)).unwrap();
+            let got = match m.function("as_text").unwrap().call(&[]).unwrap() {
+                RetValue::Str(s) => s,
+                o => panic!("{o:?}"),
+            };
+            assert_eq!(got, want, "{}", file.display());
+        }
+    }
+}
+
+#[test]
+fn instrument_sees_every_call_and_can_skip() {
+    setup();
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::sync::Arc;
+    let vm = vm_of(&program());
+    let seen = Arc::new(AtomicI64::new(0));
+    let s2 = seen.clone();
+    // Skips every call of test.relax.add (returns 1 before it), so main returns null.
+    let ins = tvm_runtime::Function::from_rust(move |a, rv| {
+        s2.fetch_add(1, Ordering::Relaxed);
+        let name = a.str(1)?;
+        let before = a.i64(2)?;
+        *rv = RetValue::Int((name == "test.relax.add" && before == 1) as i64);
+        Ok(())
+    });
+    let o = ins.as_object().clone();
+    // SAFETY: `o` is alive for the call.
+    let arg = ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(o.as_ptr()) });
+    call(&vm, "set_instrument", &[arg]).unwrap();
+    let r = call(&vm, "main", &[ArgValue::Int(3), ArgValue::Int(4)]).unwrap();
+    assert!(matches!(r, RetValue::Null), "{r:?}");
+    // main: double (before, after) + add (before); double: add (before).
+    assert_eq!(seen.load(Ordering::Relaxed), 4);
+    call(&vm, "set_instrument", &[ArgValue::Null]).unwrap();
+    assert_eq!(
+        call(&vm, "main", &[ArgValue::Int(3), ArgValue::Int(4)])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        10
+    );
+}
+
+#[test]
+fn stateful_calls_and_saved_functions() {
+    setup();
+    let vm = vm_of(&program());
+    call(
+        &vm,
+        "set_input",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1), ArgValue::Int(2)],
+    )
+    .unwrap();
+    let e = call(&vm, "get_output", &[ArgValue::Str(c"main")]).unwrap_err();
+    assert!(e.message.contains("invoke_stateful"), "{}", e.message);
+    call(&vm, "invoke_stateful", &[ArgValue::Str(c"main")]).unwrap();
+    assert_eq!(
+        call(&vm, "get_output", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        4
+    );
+    assert_eq!(
+        call(&vm, "get_output_arity", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        -1
+    );
+    let e = call(
+        &vm,
+        "set_input",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1)],
+    )
+    .unwrap_err();
+    assert!(e.message.contains("doesn't match"), "{}", e.message);
+    call(
+        &vm,
+        "save_function",
+        &[
+            ArgValue::Str(c"main"),
+            ArgValue::Str(c"bench"),
+            ArgValue::Int(1),
+            ArgValue::Int(5),
+            ArgValue::Int(6),
+        ],
+    )
+    .unwrap();
+    assert_eq!(call(&vm, "bench", &[]).unwrap().as_i64().unwrap(), 16);
+    // Through the time evaluator, as TVM's Python VirtualMachine.time_evaluator does.
+    let te = tvm_runtime::Function::get_global("runtime.RPCTimeEvaluator").unwrap();
+    let vmo = vm.as_object().clone();
+    // SAFETY: `vmo` is alive for the call.
+    let marg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(vmo.as_ptr()) });
+    let f = te
+        .call(&[
+            marg,
+            ArgValue::Str(c"bench"),
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Int(2),
+            ArgValue::Int(3),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Str(c""),
+        ])
+        .unwrap()
+        .into_object()
+        .unwrap();
+    let f = tvm_runtime::Function::from_object(f).unwrap();
+    match f.call(&[]).unwrap() {
+        RetValue::Bytes(b) => assert_eq!(b.len(), 3 * 8),
+        o => panic!("{o:?}"),
+    }
+}
+
+/// The first Relax fixture call whose first argument is a tensor.
+fn first_tensor_call() -> Option<(VirtualMachine, String, Vec<NDArray>, std::path::PathBuf)> {
+    for (d, e) in relax_fixtures() {
+        let file = d.join(e["file"].as_str().unwrap());
+        let mut npz =
+            Npz(npyz::npz::NpzArchive::open(d.join(e["expected"].as_str().unwrap())).unwrap());
+        for c in e["calls"].as_array().unwrap() {
+            let args: Vec<NDArray> = c["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|k| npz.array(k.as_str().unwrap()))
+                .collect();
+            if args
+                .first()
+                .is_some_and(|a| a.dtype() == DLDataType::new(2, 32, 1) && !a.shape().is_empty())
+            {
+                let vm = VirtualMachine::load(file.to_str().unwrap()).unwrap();
+                vm.init(&[tvm_runtime::DLDevice::CPU]).unwrap();
+                return Some((vm, c["function"].as_str().unwrap().to_string(), args, file));
+            }
+        }
+    }
+    None
+}
+
+#[test]
+fn wrong_inputs_get_the_reference_wording() {
+    let Some((vm, f, mut args, _)) = first_tensor_call() else {
+        return;
+    };
+    let good = args[0].clone();
+    args[0] = NDArray::empty(
+        good.shape(),
+        DLDataType::new(0, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    let e = vm.call(&f, &args).unwrap_err();
+    assert!(
+        e.message
+            .contains("expect Tensor with dtype float32 but get int32"),
+        "{}",
+        e.message
+    );
+    let mut shape = good.shape().to_vec();
+    shape.push(1);
+    args[0] = NDArray::empty(
+        &shape,
+        DLDataType::new(2, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
+    let e = vm.call(&f, &args).unwrap_err();
+    assert!(
+        e.message.contains(&format!(
+            "expect Tensor with ndim {} but get {}",
+            shape.len() - 1,
+            shape.len()
+        )),
+        "{}",
+        e.message
+    );
+    args.pop();
+    let e = vm.call(&f, &args).unwrap_err();
+    assert!(
+        e.message.contains("arguments were provided"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
+fn profiler_reports_every_kernel_call() {
+    let Some((vm, f, args, file)) = first_tensor_call() else {
+        return;
+    };
+    // A profiler VM over the same executable.
+    let m = Module::load(file.to_str().unwrap()).unwrap();
+    let pvm = Module::from_object(
+        m.function("vm_profiler_load_executable")
+            .unwrap()
+            .call(&[])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    pvm.function("vm_initialization")
+        .unwrap()
+        .call(&[ArgValue::Int(1), ArgValue::Int(0), ArgValue::Int(2)])
+        .unwrap();
+    let fname = std::ffi::CString::new(f.clone()).unwrap();
+    let mut pargs = vec![ArgValue::Str(&fname)];
+    pargs.extend(args.iter().map(ArgValue::from));
+    let json = match pvm.function("profile").unwrap().call(&pargs).unwrap() {
+        RetValue::Str(s) => s,
+        o => panic!("{o:?}"),
+    };
+    let j: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let calls = j["calls"].as_array().unwrap();
+    assert!(!calls.is_empty());
+    for c in calls {
+        assert_eq!(c["Device"]["string"], "cpu0");
+        assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() >= 0.0);
+    }
+    assert_eq!(j["configuration"]["Executor"]["string"], "VM");
+    // The plain VM has no profile function.
+    assert!(vm
+        .module()
+        .get_function("profile", false)
+        .unwrap()
+        .is_none());
+}
