@@ -7,7 +7,8 @@
 #    C++17) with g++ and, when installed, clang++.
 # 2. c_tests/cpp/ builds twice from the same sources: against the INSTALLED package of
 #    tvm-runtime-rs (find_package(tvm)) and against TVM's own headers + reference library.
-#    deploy_dso, syslib, graph and api print the same output on both; bad_use passes on both.
+#    deploy_dso, syslib, graph, api and relax (Relax executables, when the fixtures exist)
+#    print the same output on both; bad_use passes on both.
 #    The test binaries built on ours import no C++ symbol of the runtime: only TVM* C symbols.
 # 3. C++ functions registered with TVM_REGISTER_GLOBAL in a shared library are called from
 #    TVM's Python package, on both runtimes, with the same output.
@@ -16,7 +17,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/env.sh
 ROOT="$PWD"
-FIX="$TVMRT_CACHE/fixtures"
+FIX="${TVMRT_FIXTURES:-$TVMRT_CACHE/fixtures}"
 B="$ROOT/build/cpp"
 PREFIX="$B/prefix"
 mkdir -p "$B"
@@ -56,7 +57,7 @@ cmake -S c_tests/cpp -B "$B/ref" -DSYSLIB_OBJECT="$FIX/syslib_add.o" -DTVM_OLD_C
 cmake --build "$B/ref" -j "$(nproc)" >/dev/null
 
 echo "--- ours imports only TVM* C symbols"
-for bin in deploy_dso graph api bad_use syslib libtvmrt_cpp_ext.so; do
+for bin in deploy_dso graph api bad_use relax syslib libtvmrt_cpp_ext.so; do
   bad=$(nm -D --undefined-only "$B/ours/$bin" | awk '{print $2}' | grep -i 'tvm' | grep -v '^TVM' || true)
   if [ -n "$bad" ]; then echo "$bin imports non-C runtime symbols:"; echo "$bad"; exit 1; fi
   n=$(nm -D --undefined-only "$B/ours/$bin" | awk '{print $2}' | grep -c '^TVM' || true)
@@ -70,6 +71,17 @@ for t in deploy_dso syslib graph api; do
   diff "$B/$t.ref.out" "$B/$t.ours.out"
   echo "$t: identical output on both ($(tail -1 "$B/$t.ours.out"))"
 done
+# Relax executables (relax_mlp, relax_mlp_dyn): required where the fixture builder makes them.
+if [ -f "$FIX/relax_mlp.so" ] && [ -f "$FIX/relax_mlp_dyn.so" ]; then
+  (cd "$B/ref" && ./relax "$FIX" > "$B/relax.ref.out")
+  (cd "$B/ours" && ./relax "$FIX" > "$B/relax.ours.out")
+  diff "$B/relax.ref.out" "$B/relax.ours.out"
+  echo "relax: identical output on both ($(tail -1 "$B/relax.ours.out"))"
+elif grep -q '"relax_mlp"' "$FIX/manifest.json" 2>/dev/null; then
+  echo "test_cpp: the manifest lists relax_mlp but $FIX/relax_mlp.so is missing"; exit 1
+else
+  echo "skipped: relax: no relax_mlp fixture (scripts/build_fixtures.py does not build it yet)"
+fi
 "$B/ref/bad_use" "$FIX" | sed 's/^/  ref:  /'
 "$B/ours/bad_use" "$FIX" | sed 's/^/  ours: /'
 
