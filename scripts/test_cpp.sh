@@ -39,11 +39,14 @@ for cxx in "${compilers[@]}"; do
     printf '#include <%s>\n' "$h" | "$cxx" -std=c++17 -Wall -Wextra -Wpedantic -Werror \
       -fsyntax-only -I"$PREFIX/include" -x c++ -
   done
-  for src in c_tests/cpp/*.cc; do
-    [ "$(basename "$src")" = ref_shim.cc ] && continue
-    "$cxx" -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$PREFIX/include" "$src"
-  done
-  echo "$cxx: $(echo "$headers" | wc -w) headers and the test sources: no warning"
+  # The CMake build below compiles the test sources with the default compiler and -Werror.
+  if [ "$cxx" != g++ ]; then
+    for src in c_tests/cpp/*.cc examples/cpp/deploy_model_api.cc; do
+      [ "$(basename "$src")" = ref_shim.cc ] && continue
+      "$cxx" -std=c++17 -Wall -Wextra -Werror -fsyntax-only -I"$PREFIX/include" "$src"
+    done
+  fi
+  echo "$cxx: $(echo "$headers" | wc -w) headers (and the test sources with clang++): no warning"
 done
 
 echo "--- build the tests against the installed package (ours) and TVM's headers (reference)"
