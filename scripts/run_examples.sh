@@ -38,6 +38,8 @@ cmake -S examples/cpp -B "$B/cpp" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null
 cmake --build "$B/cpp" >/dev/null
 "$B/cpp/deploy_model_cpp" "$MODEL" "$INPUT" > "$B/cpp.out"
 diff "$B/c.out" "$B/cpp.out" && echo "C++ output identical to C"
+"$B/cpp/deploy_model_api" "$MODEL" "$INPUT" > "$B/cpp-api.out"
+diff "$B/c.out" "$B/cpp-api.out" && echo "C++ API (tvm/runtime/module.h, ...) output identical to C"
 
 echo "--- drop-in: built against the reference, run on ours"
 mkdir -p "$B/ref-lib" "$B/ours-lib"

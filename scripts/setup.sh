@@ -13,6 +13,8 @@ need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
 command -v valgrind >/dev/null || need_apt+=(valgrind)
 command -v g++ >/dev/null || need_apt+=(g++)
+# clang++: the C++ API headers must compile warning-free with it too (scripts/test_cpp.sh).
+command -v clang++ >/dev/null || need_apt+=(clang)
 # Vulkan: the loader, Mesa's lavapipe (a CPU Vulkan driver) and glslang for the test shaders.
 [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || need_apt+=(mesa-vulkan-drivers)
 ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need_apt+=(libvulkan1)

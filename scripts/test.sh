@@ -55,6 +55,9 @@ bash scripts/test_relax.sh both
 step "tvm-ffi libraries (TVM 0.27) from C and the CLI"
 bash scripts/test_tvm_ffi.sh
 
+step "C++ API (header-only over the C ABI) on both runtimes"
+bash scripts/test_cpp.sh
+
 step "examples, install layout, drop-in substitution, device plugin"
 bash scripts/run_examples.sh
 
