@@ -335,7 +335,8 @@ pub(crate) fn register(r: &mut Registrar) {
             )));
         }
         if let Some(d) = dtype {
-            if !(d.code == 0 && d.bits == 0) && t.dtype() != d {
+            // DataType::Void() (bits 0) means "any dtype".
+            if d.bits != 0 && t.dtype() != d {
                 return Err(value_err(format!(
                     "{ctx} expect Tensor with dtype {} but get {}",
                     dtype_to_string(d),
