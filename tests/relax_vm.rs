@@ -994,3 +994,47 @@ fn reference_saved_executables_load_from_file_and_save_back_identically() {
         .unwrap_err();
     assert!(e.message.contains("/nonexistent/x.bin"), "{}", e.message);
 }
+
+#[test]
+fn python_registered_set_operators_are_native() {
+    let f = |n: &str| tvm_runtime::Function::get_global(n).unwrap();
+    let x = NDArray::from_slice(&[3i32, 1, 3, 0, 1, 7], &[2, 3]).unwrap();
+    let get = |r: RetValue| NDArray::from_object(r.into_object().unwrap()).unwrap();
+    let u = get(f("relax.run.unique")
+        .call(&[
+            (&x).into(),
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+        ])
+        .unwrap());
+    assert_eq!(u.to_vec::<i32>().unwrap(), vec![0, 1, 3, 7]);
+    // Unsorted: values at their first occurrences (0, 1, 3, 5), latest first.
+    let u = get(f("relax.run.unique")
+        .call(&[
+            (&x).into(),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+        ])
+        .unwrap());
+    assert_eq!(u.to_vec::<i32>().unwrap(), vec![7, 0, 1, 3]);
+    let nz = get(f("relax.run.nonzero").call(&[(&x).into()]).unwrap());
+    assert_eq!(nz.shape(), &[2, 5]);
+    assert_eq!(
+        nz.to_vec::<i64>().unwrap(),
+        vec![0, 0, 0, 1, 1, 0, 1, 2, 1, 2]
+    );
+    let s = tvm_runtime::object::containers::ShapeTupleObj::new_ref(&[4, 5]);
+    // SAFETY: `s` is alive for the call.
+    let sarg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(s.as_ptr()) });
+    let t = get(f("relax.run.shape_to_tensor").call(&[sarg]).unwrap());
+    assert_eq!(t.to_vec::<i64>().unwrap(), vec![4, 5]);
+    let e = f("relax.run.assert_op")
+        .call(&[ArgValue::Int(0), ArgValue::Str(c"bad {}"), ArgValue::Int(3)])
+        .unwrap_err();
+    assert!(e.message.contains("bad 3"), "{}", e.message);
+}
