@@ -1038,3 +1038,54 @@ fn python_registered_set_operators_are_native() {
         .unwrap_err();
     assert!(e.message.contains("bad 3"), "{}", e.message);
 }
+
+/// A module whose `get_params` returns 40 (stands in for a parameter pack).
+struct Params;
+
+impl tvm_runtime::module::ModuleNode for Params {
+    fn type_key(&self) -> &str {
+        "params"
+    }
+    fn get_function(
+        &self,
+        name: &str,
+        _this: Option<&tvm_runtime::object::ObjectRef>,
+    ) -> tvm_runtime::Result<Option<tvm_runtime::Function>> {
+        Ok((name == "get_params").then(|| {
+            tvm_runtime::Function::from_rust(|_, rv| {
+                *rv = RetValue::Int(40);
+                Ok(())
+            })
+        }))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn set_input_with_param_module_calls_get_params() {
+    setup();
+    let vm = vm_of(&program());
+    let p = Module::new(Box::new(Params));
+    let po = p.as_object().clone();
+    // SAFETY: `po` is alive for the call.
+    let parg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(po.as_ptr()) });
+    call(
+        &vm,
+        "set_input_with_param_module",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1), parg],
+    )
+    .unwrap();
+    call(&vm, "invoke_stateful", &[ArgValue::Str(c"main")]).unwrap();
+    assert_eq!(
+        call(&vm, "get_output", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        42
+    );
+    let e = call(&vm, "invoke_stateful", &[ArgValue::Str(c"pick")]).unwrap_err();
+    assert!(e.message.contains("set_input"), "{}", e.message);
+}
