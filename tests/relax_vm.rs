@@ -961,7 +961,7 @@ fn reference_saved_executables_load_from_file_and_save_back_identically() {
     let load = tvm_runtime::Function::get_global("relax.ExecutableLoadFromFile").unwrap();
     let by_key =
         tvm_runtime::Function::get_global("runtime.module.loadfile_relax.VMExecutable").unwrap();
-    for name in ["mlp", "dyn", "branch"] {
+    for name in ["mlp", "dyn", "branch", "clo", "sorts"] {
         let p = dir.join(format!("{name}.bin"));
         let want = std::fs::read(&p).unwrap();
         let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
