@@ -854,6 +854,31 @@ fn profiler_reports_every_kernel_call() {
         assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() >= 0.0);
     }
     assert_eq!(j["configuration"]["Executor"]["string"], "VM");
+    // Python reads it back through runtime.profiling.FromJSON and prints a table.
+    let cj = std::ffi::CString::new(json.clone()).unwrap();
+    let rep = tvm_runtime::Function::get_global("runtime.profiling.FromJSON")
+        .unwrap()
+        .call(&[ArgValue::Str(&cj)])
+        .unwrap()
+        .into_object()
+        .unwrap();
+    assert_eq!(rep.type_key(), "runtime.profiling.Report");
+    // SAFETY: `rep` is alive for the call.
+    let rarg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(rep.as_ptr()) });
+    let table = match tvm_runtime::Function::get_global("runtime.profiling.AsTable")
+        .unwrap()
+        .call(&[rarg, ArgValue::Int(1), ArgValue::Int(1), ArgValue::Int(1)])
+        .unwrap()
+    {
+        RetValue::Str(s) => s,
+        o => panic!("{o:?}"),
+    };
+    let first = calls[0]["Name"]["string"].as_str().unwrap();
+    assert!(
+        table.starts_with("Name") && table.contains(first) && table.contains("\nSum "),
+        "{table}"
+    );
     // The plain VM has no profile function.
     assert!(vm
         .module()
