@@ -48,6 +48,8 @@ TARGET = "llvm -mtriple=" + TRIPLE
 MODEL_TARGET = TARGET + " -mcpu=core-avx2"
 HERE = os.path.abspath(__file__)
 GROUPS = ("core", "models")
+# Kernel calls in the relax_chain fixture (the VM-overhead benchmark).
+RELAX_CHAIN_CALLS = 100
 
 # Toolchain symbols every shared library has; left out of the manifest's symbol lists.
 _CRT_SYMBOLS = {
@@ -112,6 +114,41 @@ def ir_runtime_calls(ll):
     """TVM runtime entry points an LLVM module reaches: through the function-pointer slots of a
     DSO (`@__TVMBackend...`, filled by the loader) or by direct calls (system lib)."""
     return sorted(set(re.findall(r"@_?_?(TVM(?:Backend|API|Func)\w+)", ll)))
+
+
+def relax_sinfo(s):
+    """A compact text form of a Relax struct info: float32[4, n], (a, b), shape[ndim=2]."""
+    from tvm import relax, tir
+
+    if isinstance(s, relax.TensorStructInfo):
+        if isinstance(s.shape, relax.ShapeExpr):
+            dims = (str(int(v)) if isinstance(v, tir.IntImm) else str(v) for v in s.shape.values)
+            return f"{s.dtype}[{', '.join(dims)}]"
+        return f"{s.dtype}[ndim={s.ndim}]"
+    if isinstance(s, relax.TupleStructInfo):
+        return "(" + ", ".join(relax_sinfo(f) for f in s.fields) + ")"
+    if isinstance(s, relax.ShapeStructInfo):
+        return f"shape[ndim={s.ndim}]"
+    return type(s).__name__
+
+
+def relax_param(p):
+    """A Relax function parameter in the manifest's argument form ("n" for a symbolic
+    extent), or its kind in words when it is not a tensor with a known shape."""
+    from tvm import relax, tir
+
+    s = p.struct_info
+    if isinstance(s, relax.TensorStructInfo) and isinstance(s.shape, relax.ShapeExpr):
+        dims = [int(v) if isinstance(v, tir.IntImm) else str(v) for v in s.shape.values]
+        a = arg(p.name_hint, s.dtype, dims)
+        del a["key"]  # each call names its own npz keys
+        return a
+    return {"name": p.name_hint, "kind": relax_sinfo(s), "io": "in"}
+
+
+def relax_signature(fn):
+    params = ", ".join(f"{p.name_hint}: {relax_sinfo(p.struct_info)}" for p in fn.params)
+    return f"({params}) -> {relax_sinfo(fn.ret_struct_info)}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -526,6 +563,263 @@ class Builder:
                    description=(
             "relay.testing MobileNet v1 (random weights), NCHW 1x3x224x224 -> softmax 1x1000"))
 
+    # -- relax VM executables --------------------------------------------------------------
+
+    def relax_export(self, name, mod, calls, description, target=None):
+        """Builds a Relax IRModule with relax.build (after LegalizeOps and LambdaLift, which
+        hand-written Relax needs), exports NAME.so, runs every call on the reference VM and
+        saves its inputs and outputs: NAME.npz, and the same arrays as NAME/KEY.npy.
+
+        `calls`: [(function, [(key, input array)...], result)] where `result` mirrors the
+        returned value: a key (a tensor), {"shape": key} (a ShapeTuple, saved as int64) or a
+        list (a tuple)."""
+        tvm = self.tvm
+        from tvm import relax
+        from tvm.runtime import relax_vm
+
+        t0 = time.time()
+        public = {gv.name_hint: f for gv, f in mod.functions.items()
+                  if isinstance(f, relax.Function)}
+        lowered = relax.transform.LambdaLift()(relax.transform.LegalizeOps()(mod))
+        target = target or self.tgt
+        ex = relax.build(lowered, target)
+        so = self.path(name + ".so")
+        ex.export_library(so)
+        disasm = name + ".relax.txt"
+        with open(self.path(disasm), "w") as fh:
+            fh.write(ex.as_text())
+        lib = tvm.runtime.load_module(so)
+        assert lib.type_key == "relax.Executable", lib.type_key
+        vm = relax_vm.VirtualMachine(lib, tvm.cpu())
+
+        arrays, entries = {}, []
+        for fn, inputs, result in calls:
+            for k, a in inputs:
+                assert k not in arrays, k
+                arrays[k] = a
+            # the first run's inputs are copies: the outputs must not depend on the buffers
+            got = vm[fn](*[tvm.nd.array(a.copy()) for _, a in inputs])
+            outs = []
+
+            def save(res, val):
+                if isinstance(res, list):
+                    assert isinstance(val, tvm.ir.container.Array) and len(val) == len(res), \
+                        (name, fn, type(val))
+                    for r, v in zip(res, val):
+                        save(r, v)
+                elif isinstance(res, dict):
+                    assert isinstance(val, tvm.runtime.ShapeTuple), (name, fn, type(val))
+                    arrays[res["shape"]] = np.array(list(val), dtype="int64")
+                    outs.append(res["shape"])
+                else:
+                    assert isinstance(val, tvm.nd.NDArray), (name, fn, type(val))
+                    assert res not in arrays, res
+                    arrays[res] = val.numpy()
+                    outs.append(res)
+
+            save(result, got)
+            entries.append({"function": fn, "args": [k for k, _ in inputs], "result": result,
+                            "outputs": outs, "rtol": 0.0, "atol": 0.0, "repeat": 2})
+        np.savez(self.path(name + ".npz"), **arrays)
+        os.makedirs(self.path(name), exist_ok=True)
+        for k, a in arrays.items():
+            np.save(self.path(os.path.join(name, k + ".npy")), a)
+
+        text = ex.as_text()
+        packed = sorted(set(re.findall(r"^@(\S+) packed_func;", text, re.M)))
+        vm_funcs = [m for m in re.findall(r"^@(\S+):$", text, re.M)]
+        self.manifest[name] = {
+            "kind": "relax",
+            "file": name + ".so",
+            "expected": name + ".npz",
+            "npy_dir": name,
+            "disasm": disasm,
+            "description": description,
+            "type_key": "relax.Executable",
+            "functions": {f: relax_signature(fn) for f, fn in public.items()},
+            "signatures": {f: [relax_param(p) for p in fn.params] for f, fn in public.items()},
+            "vm_functions": vm_funcs,
+            "packed_functions": packed,
+            "builtins": [p for p in packed if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", p)],
+            "calls": entries,
+            "rtol": 0.0,
+            "atol": 0.0,
+            "target": str(target),
+            "bytes": os.path.getsize(so),
+            "symbols": nm_symbols(so),
+            "build_seconds": round(time.time() - t0, 1),
+        }
+        return arrays
+
+    def relax_mlp(self, name, batch, rows):
+        """dense(64->32)+bias, relu, dense(32->10)+bias, softmax; the weights are constants of
+        the executable; `batch` is an int or a symbolic tir.Var."""
+        tvm = self.tvm
+        from tvm import relax
+
+        r = np.random.default_rng(3)
+        w1 = (r.standard_normal((64, 32)) * 0.125).astype("float32")
+        b1 = (r.standard_normal(32) * 0.1).astype("float32")
+        w2 = (r.standard_normal((32, 10)) * 0.177).astype("float32")
+        b2 = (r.standard_normal(10) * 0.1).astype("float32")
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorStructInfo((batch, 64), "float32"))
+        with bb.function("main", [x]):
+            with bb.dataflow():
+                h = bb.emit(relax.op.add(relax.op.matmul(x, relax.const(w1)), relax.const(b1)))
+                h = bb.emit(relax.op.nn.relu(h))
+                h = bb.emit(relax.op.add(relax.op.matmul(h, relax.const(w2)), relax.const(b2)))
+                y = bb.emit_output(relax.op.nn.softmax(h, axis=-1))
+            bb.emit_func_output(y)
+        calls = []
+        for n in rows:
+            x_ = np.sin(np.arange(n * 64) * 0.1 + n).astype("float32").reshape(n, 64)
+            sfx = "" if len(rows) == 1 else f"_n{n}"
+            calls.append(("main", [("x" + sfx, x_)], "y" + sfx))
+        dyn = not isinstance(batch, int)
+        arrays = self.relax_export(name, bb.get(), calls, description=(
+            f"relax MLP, x: float32[{'n' if dyn else batch}, 64] -> softmax float32"
+            f"[{'n' if dyn else batch}, 10]; weights are executable constants"
+            + ("; dynamic batch n (shape heap, make_shape)" if dyn else "")))
+        for n in rows:  # the reference's outputs agree with numpy (a sanity check)
+            sfx = "" if len(rows) == 1 else f"_n{n}"
+            h = np.maximum(arrays["x" + sfx].astype("float64") @ w1 + b1, 0) @ w2 + b2
+            e = np.exp(h - h.max(axis=-1, keepdims=True))
+            np.testing.assert_allclose(arrays["y" + sfx], e / e.sum(-1, keepdims=True),
+                                       rtol=1e-4, atol=1e-6)
+
+    def relax_control(self):
+        """An `if` on a bool tensor, a closure capturing an argument, a nested tuple output."""
+        from tvm.script import ir as I
+        from tvm.script import relax as R
+
+        @I.ir_module
+        class Control:
+            @R.function
+            def main(x: R.Tensor((4,), "float32"), c: R.Tensor((), "bool")):
+                @R.function
+                def inner(y: R.Tensor((4,), "float32")) -> R.Tensor((4,), "float32"):
+                    return R.add(y, x)
+
+                if c:
+                    z = R.multiply(x, x)
+                else:
+                    z = R.subtract(x, R.const(1.0, "float32"))
+                w = inner(z)
+                return (z, (w, x))
+
+        x = np.array([-1.5, 0.25, 2.0, 3.0], dtype="float32")
+        arrays = self.relax_export("relax_control", Control, [
+            ("main", [("x", x), ("c_true", np.array(True))],
+             ["z_true", ["w_true", "x_true"]]),
+            ("main", [("x_2", x), ("c_false", np.array(False))],
+             ["z_false", ["w_false", "x_false"]]),
+        ], description=(
+            "main(x: float32[4], c: bool[]) -> (z, (w, x)): z = x*x if c else x-1 (read_if_cond, "
+            "If, Goto, copy), w = inner(z) = z + x through a closure over x (make_closure, "
+            "invoke_closure; lifted as main_inner), a nested tuple (make_tuple)"))
+        np.testing.assert_array_equal(arrays["z_true"], x * x)
+        np.testing.assert_array_equal(arrays["w_false"], (x - 1) + x)
+
+    def relax_multi(self):
+        """Several functions: a VM-to-VM call, dynamic shapes, dtypes, a shape result."""
+        from tvm.script import ir as I
+        from tvm.script import relax as R
+
+        @I.ir_module
+        class Multi:
+            @R.function
+            def double(x: R.Tensor(("n",), "float32")) -> R.Tensor(("n",), "float32"):
+                return R.add(x, x)
+
+            @R.function
+            def main(x: R.Tensor((8,), "float32"), w: R.Tensor((8, 8), "float32")):
+                cls = Multi
+                a = cls.double(x)
+                b = R.matmul(w, a)
+                return b
+
+            @R.function
+            def int_sum(x: R.Tensor((2, 3), "int32")) -> R.Tensor((3,), "int64"):
+                return R.sum(R.astype(x, "int64"), axis=0)
+
+            @R.function
+            def shape(x: R.Tensor(("m", "n"), "float32")) -> R.Shape(ndim=2):
+                return R.shape_of(x)
+
+        r = np.random.default_rng(4)
+        x = r.standard_normal(8).astype("float32")
+        w = r.standard_normal((8, 8)).astype("float32")
+        xi = r.integers(-1000, 1000, (2, 3)).astype("int32")
+        arrays = self.relax_export("relax_multi", Multi, [
+            ("main", [("x", x), ("w", w)], "main_out"),
+            ("double", [("d_x", r.standard_normal(5).astype("float32"))], "d_out"),
+            ("int_sum", [("s_x", xi)], "s_out"),
+            ("shape", [("shape_x", np.zeros((3, 7), "float32"))], {"shape": "shape_out"}),
+        ], description=(
+            "several functions: main(x: float32[8], w: float32[8,8]) = w @ double(x) (a call "
+            "from one VM function to another), double(x: float32[n]) = x + x, "
+            "int_sum(x: int32[2,3]) = sum(int64(x), axis 0), shape(x: float32[m,n]) -> "
+            "ShapeTuple (m, n)"))
+        np.testing.assert_allclose(arrays["main_out"], w @ (x + x), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(arrays["s_out"], xi.astype("int64").sum(0))
+        np.testing.assert_array_equal(arrays["shape_out"], [3, 7])
+
+    def relax_chain(self):
+        """VM-overhead benchmark: 100 kernel calls on float32[4]."""
+        from tvm import relax
+
+        bb = relax.BlockBuilder()
+        x = relax.Var("x", relax.TensorStructInfo((4,), "float32"))
+        with bb.function("main", [x]):
+            y = x
+            for i in range(RELAX_CHAIN_CALLS):
+                if i % 2 == 0:
+                    y = bb.emit(relax.op.add(y, relax.const(np.float32(0.5))))
+                else:
+                    y = bb.emit(relax.op.multiply(y, relax.const(np.float32(0.75))))
+            bb.emit_func_output(y)
+        x_ = np.array([1.0, -2.0, 0.5, 8.0], dtype="float32")
+        arrays = self.relax_export("relax_chain", bb.get(), [("main", [("x", x_)], "y")],
+                                   description=(
+            f"VM-overhead benchmark: main(x: float32[4]) = {RELAX_CHAIN_CALLS} alternating "
+            "kernel calls y = y + 0.5, y = y * 0.75 (each with alloc_storage/alloc_tensor)"))
+        want = x_.copy()
+        for i in range(RELAX_CHAIN_CALLS):
+            want = want + np.float32(0.5) if i % 2 == 0 else want * np.float32(0.75)
+        np.testing.assert_allclose(arrays["y"], want, rtol=1e-5)
+
+    def relax_core(self):
+        from tvm import tir
+
+        self.relax_mlp("relax_mlp", 4, [4])
+        self.relax_mlp("relax_mlp_dyn", tir.Var("n", "int64"), [1, 3, 7])
+        self.relax_control()
+        self.relax_multi()
+        self.relax_chain()
+
+    def relax_big_models(self):
+        """resnet18 and mobilenet (the relay.testing workloads of the graph fixtures) through
+        relay_translator.from_relay, weights bound as executable constants."""
+        tvm = self.tvm
+        from tvm.relax.testing import relay_translator
+        from tvm.relay import testing
+
+        r = np.random.default_rng(2)
+        data = r.standard_normal((1, 3, 224, 224)).astype("float32")
+        target = tvm.target.Target(MODEL_TARGET)
+        for name, (mod, params) in [
+            ("relax_resnet18", testing.resnet.get_workload(num_layers=18, batch_size=1,
+                                                           image_shape=(3, 224, 224))),
+            ("relax_mobilenet", testing.mobilenet.get_workload(batch_size=1)),
+        ]:
+            rmod = relay_translator.from_relay(mod["main"], target, params, opt_level=3)
+            self.relax_export(name, rmod, [("main", [("data", data)], "output")],
+                              target=target, description=(
+                f"relay.testing {name[6:]} (random weights, bound as constants) converted with "
+                "relax.testing.relay_translator.from_relay(opt_level=3): data float32"
+                "[1,3,224,224] -> softmax float32[1,1000]"))
+
 
 def build(out, groups):
     b = Builder(out)
@@ -534,9 +828,12 @@ def build(out, groups):
         steps += [("add_static/add_one", b.add_static), ("add_dynamic", b.add_dynamic),
                   ("parallel", b.parallel), ("workspace", b.workspace),
                   ("packed_call", b.packed_call), ("syslib_add", b.syslib),
-                  ("mlp/mlp_linked", b.mlp_models), ("conv", b.conv_model)]
+                  ("mlp/mlp_linked", b.mlp_models), ("conv", b.conv_model),
+                  ("relax_mlp/relax_mlp_dyn/relax_control/relax_multi/relax_chain",
+                   b.relax_core)]
     if "models" in groups:
-        steps += [("resnet18/mobilenet", b.big_models)]
+        steps += [("resnet18/mobilenet", b.big_models),
+                  ("relax_resnet18/relax_mobilenet", b.relax_big_models)]
     for label, step in steps:
         t0 = time.time()
         step()
@@ -633,6 +930,38 @@ def verify(out):
         mod = tvm.runtime.system_lib(entry["system_lib_prefix"])
         check_calls(name, entry, mod, e)
 
+    def check_relax_value(where, res, val, e):
+        # bit for bit: the same dtype, shape and bytes as the reference produced
+        if isinstance(res, list):
+            assert isinstance(val, tvm.ir.container.Array), f"{where}: {type(val)} not a tuple"
+            assert len(val) == len(res), f"{where}: {len(val)} fields, want {len(res)}"
+            for i, (r, v) in enumerate(zip(res, val)):
+                check_relax_value(f"{where}[{i}]", r, v, e)
+        elif isinstance(res, dict):
+            assert isinstance(val, tvm.runtime.ShapeTuple), f"{where}: {type(val)} not a shape"
+            assert list(val) == e[res["shape"]].tolist(), f"{where}: {list(val)}"
+        else:
+            assert isinstance(val, tvm.nd.NDArray), f"{where}: {type(val)} not a tensor"
+            got, want = val.numpy(), e[res]
+            assert got.dtype == want.dtype and got.shape == want.shape, \
+                f"{where}: {got.dtype}{got.shape}, want {want.dtype}{want.shape}"
+            if got.tobytes() != want.tobytes():
+                np.testing.assert_array_equal(got, want, f"{where}: {res}")
+                raise AssertionError(f"{where}: {res} differs in its bits")
+
+    def check_relax(name, entry, lib, e):
+        from tvm.runtime import relax_vm
+
+        assert lib.type_key == entry["type_key"], lib.type_key
+        vm = relax_vm.VirtualMachine(lib, tvm.cpu())
+        for c in entry["calls"]:
+            for _ in range(c["repeat"]):
+                ins = [tvm.nd.array(e[k]) for k in c["args"]]
+                got = vm[c["function"]](*ins)
+                check_relax_value(f"{name}.{c['function']}", c["result"], got, e)
+                for k, nd in zip(c["args"], ins):
+                    assert nd.numpy().tobytes() == e[k].tobytes(), f"{name}: input {k} changed"
+
     def expected(entry):
         if not entry.get("expected"):
             return None
@@ -652,6 +981,8 @@ def verify(out):
                 lib = tvm.runtime.load_module(os.path.join(out, entry["file"]))
                 if entry["kind"] == "graph":
                     check_graph(name, entry, lib, e)
+                elif entry["kind"] == "relax":
+                    check_relax(name, entry, lib, e)
                 else:
                     for g in entry.get("requires_global_functions", {}):
                         assert g == "tvmrt_test.add_scalar", g
@@ -733,7 +1064,7 @@ def stamped_groups(out, digest):
     if not isinstance(stamp, dict) or stamp.get("script_sha256") != digest:
         return set()
     files = [e[k] for e in manifest.values()
-             for k in ("file", "expected", "graph_json", "params_file") if e.get(k)]
+             for k in ("file", "expected", "graph_json", "params_file", "disasm") if e.get(k)]
     if not all(os.path.isfile(os.path.join(out, f)) for f in files):
         return set()
     return set(stamp.get("groups", []))

@@ -47,6 +47,9 @@ if [ -d tests/python ]; then
   bash scripts/run_python_tests.sh ours
 fi
 
+step "Relax VM fixtures from C on both runtimes"
+bash scripts/test_relax.sh both
+
 step "examples, install layout, drop-in substitution, device plugin"
 bash scripts/run_examples.sh
 

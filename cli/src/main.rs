@@ -9,6 +9,8 @@ use tvm_runtime::executor::{GraphExecutor, TensorInfo};
 use tvm_runtime::packed_func::types::{device_name, DLDevice, DL_FLOAT, DL_INT, DL_UINT};
 use tvm_runtime::{dtype_to_string, DLDataType, Error, Module, NDArray, RetValue};
 
+mod relax;
+
 #[derive(Parser)]
 #[command(
     name = "tvmrt",
@@ -22,10 +24,13 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Run a graph library (made by relay.build(...).export_library) and time it.
+    /// Run a graph library (relay.build) or a Relax executable (relax.build) and time it.
     Run {
         /// The model library.
         model: String,
+        /// The Relax function to run.
+        #[arg(long, default_value = "main")]
+        function: String,
         /// An input as NAME=FILE.npy (repeatable); missing inputs get seeded random values.
         #[arg(long = "input", value_name = "NAME=FILE.npy")]
         inputs: Vec<String>,
@@ -46,6 +51,9 @@ enum Command {
     Info {
         /// The library (`.so` exported by TVM).
         model: String,
+        /// Also print a Relax executable's disassembly.
+        #[arg(long)]
+        disasm: bool,
     },
     /// List devices and their attributes.
     Devices {
@@ -221,6 +229,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[allow(clippy::too_many_arguments)]
 fn run(
     model: &str,
+    function: &str,
     inputs: &[String],
     output: Option<&str>,
     device: &str,
@@ -229,6 +238,9 @@ fn run(
 ) -> tvm_runtime::Result<()> {
     let dev = parse_device(device)?;
     let lib = Module::load(model)?;
+    if relax::is_relax(&lib) {
+        return relax::run(&lib, function, inputs, output, dev, device, repeat, profile);
+    }
     let ex = GraphExecutor::from_factory(&lib, &[dev])?;
     let infos = ex.input_info()?;
     let mut given = std::collections::HashMap::new();
@@ -422,10 +434,13 @@ fn show(label: &str, infos: &[TensorInfo]) {
     }
 }
 
-fn info(path: &str) -> tvm_runtime::Result<()> {
+fn info(path: &str, disasm: bool) -> tvm_runtime::Result<()> {
     let m = Module::load(path)?;
     println!("{path}:");
     print_tree(&m, 1);
+    if relax::is_relax(&m) {
+        return relax::info(&m, disasm);
+    }
     if m.get_function("get_graph_json", false)?.is_some() {
         let ex = GraphExecutor::from_factory(&m, &[DLDevice::CPU])?;
         println!("graph: {} nodes", ex.graph().nodes.len());
@@ -453,13 +468,22 @@ fn main() -> ExitCode {
     let r = match cli.command {
         Command::Run {
             model,
+            function,
             inputs,
             output,
             device,
             repeat,
             profile,
-        } => run(&model, &inputs, output.as_deref(), &device, repeat, profile),
-        Command::Info { model } => info(&model),
+        } => run(
+            &model,
+            &function,
+            &inputs,
+            output.as_deref(),
+            &device,
+            repeat,
+            profile,
+        ),
+        Command::Info { model, disasm } => info(&model, disasm),
         Command::Devices { target } => devices(target),
     };
     match r {
