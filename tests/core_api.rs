@@ -622,7 +622,7 @@ fn cb_arg_to_return_and_anylist() {
     let mut sc = tc::STR;
     assert_eq!(unsafe { TVMCbArgToReturn(&mut sv, &mut sc) }, -1);
     // AnyList: move a returned object in, pass it as an argument, reset it.
-    let mut list = tvm_runtime::module::any_list::AnyList::new(2);
+    let mut list = tvm_runtime::executor::any_list::AnyList::new(2);
     let lp = list.as_mut_ptr();
     let mut args = [obj, TVMValue::default()];
     let mut codes = [tc::OBJECT_HANDLE, tc::NULLPTR];

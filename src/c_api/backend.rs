@@ -1,10 +1,11 @@
 //! What compiled code calls (`c_backend_api.h`): environment lookup, workspace, parallel
 //! launch, system library registration, run-once, and the AnyList helpers of the Relax VM
-//! (whose logic lives in [`crate::module::any_list`]).
+//! (whose logic lives in [`crate::executor::any_list`]).
 
 use super::{check_out, cstr};
 use crate::device;
-use crate::module::{any_list, system_lib, Module};
+use crate::executor::any_list;
+use crate::module::{system_lib, Module};
 use crate::object::{Object, ObjectRef, TYPE_MODULE};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::TVMFunctionHandle;

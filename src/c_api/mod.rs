@@ -58,3 +58,36 @@ pub(crate) fn check_out<T>(p: *mut T, what: &str) -> Result<()> {
         Ok(())
     }
 }
+
+/// This room's part of the start-up: hands the module room the entry points compiled code
+/// calls through its context slots (`__TVMFuncCall`, ...), which live here, above it.
+pub(crate) fn register(_r: &mut crate::packed_func::registry::Registrar) {
+    let table: Vec<(&'static str, usize)> = vec![
+        ("__TVMFuncCall", func::TVMFuncCall as *const () as usize),
+        (
+            "__TVMAPISetLastError",
+            error::TVMAPISetLastError as *const () as usize,
+        ),
+        (
+            "__TVMBackendGetFuncFromEnv",
+            backend::TVMBackendGetFuncFromEnv as *const () as usize,
+        ),
+        (
+            "__TVMBackendAllocWorkspace",
+            backend::TVMBackendAllocWorkspace as *const () as usize,
+        ),
+        (
+            "__TVMBackendFreeWorkspace",
+            backend::TVMBackendFreeWorkspace as *const () as usize,
+        ),
+        (
+            "__TVMBackendParallelLaunch",
+            backend::TVMBackendParallelLaunch as *const () as usize,
+        ),
+        (
+            "__TVMBackendParallelBarrier",
+            backend::TVMBackendParallelBarrier as *const () as usize,
+        ),
+    ];
+    crate::module::library::set_context_functions(table);
+}

@@ -101,7 +101,7 @@ pub fn load(path: &str) -> Result<Module> {
         path: path.to_string(),
     });
     let lib_dyn: Arc<dyn Library> = lib.clone();
-    init_context_functions(&*lib_dyn);
+    init_context_functions(&*lib_dyn)?;
     let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
     let (root, ctx) = if blob_sym.is_null() {
         // Every TVM-compiled library has at least one of these (a module of several

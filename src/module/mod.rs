@@ -1,7 +1,6 @@
 //! Modules: the module object (type index 1), imports, function lookup with caching, and the
 //! environment lookup compiled code uses (`TVMBackendGetFuncFromEnv`).
 
-pub mod any_list;
 pub mod blob;
 pub mod dso;
 pub mod function_info;

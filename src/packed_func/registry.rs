@@ -59,6 +59,12 @@ fn read() -> std::sync::RwLockReadGuard<'static, HashMap<String, Function>> {
     REGISTRY.read().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Makes sure the composition root's registrations have run (or are running on this thread):
+/// what a room needs before relying on something another room installs at start-up.
+pub fn ensure_started() {
+    ensure_ready();
+}
+
 /// Runs the composition root's registrations once. Cheap after the first call (one atomic load).
 #[inline]
 fn ensure_ready() {
