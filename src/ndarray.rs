@@ -3,7 +3,6 @@
 //! owned, a view of another array, or borrowed from a DLPack producer.
 
 use crate::device::{self, Stream};
-use crate::impl_object_type;
 use crate::object::{payload_ptr, Object, ObjectRef, PAYLOAD_OFFSET, TYPE_NDARRAY};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DLManagedTensor, DLTensor, DL_FLOAT};
@@ -67,7 +66,10 @@ unsafe impl Send for NDArrayObj {}
 // SAFETY: as above.
 unsafe impl Sync for NDArrayObj {}
 
-impl_object_type!(NDArrayObj, "runtime.NDArray", static TYPE_NDARRAY);
+// SAFETY: TYPE_NDARRAY is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for NDArrayObj {
+    crate::object_type!("runtime.NDArray", static TYPE_NDARRAY);
+}
 
 impl Drop for NDArrayObj {
     fn drop(&mut self) {

@@ -412,16 +412,16 @@ fn devices_streams_workspace() {
     let mut s = std::ptr::dangling_mut::<c_void>();
     assert_eq!(unsafe { TVMStreamCreate(1, 0, &mut s) }, 0);
     assert!(s.is_null());
-    assert_eq!(TVMSetStream(1, 0, s), 0);
-    assert_eq!(TVMSynchronize(1, 0, s), 0);
-    assert_eq!(TVMStreamStreamSynchronize(1, 0, s, s), 0);
-    assert_eq!(TVMStreamFree(1, 0, s), 0);
-    assert_eq!(TVMSynchronize(99, 0, s), -1);
+    assert_eq!(unsafe { TVMSetStream(1, 0, s) }, 0);
+    assert_eq!(unsafe { TVMSynchronize(1, 0, s) }, 0);
+    assert_eq!(unsafe { TVMStreamStreamSynchronize(1, 0, s, s) }, 0);
+    assert_eq!(unsafe { TVMStreamFree(1, 0, s) }, 0);
+    assert_eq!(unsafe { TVMSynchronize(99, 0, s) }, -1);
     let w = TVMBackendAllocWorkspace(1, 0, 5000, 2, 32);
     assert!(!w.is_null());
-    assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);
+    assert_eq!(unsafe { TVMBackendFreeWorkspace(1, 0, w) }, 0);
     assert_eq!(
-        TVMBackendFreeWorkspace(1, 0, w),
+        unsafe { TVMBackendFreeWorkspace(1, 0, w) },
         -1,
         "double free is detected"
     );
@@ -444,7 +444,7 @@ fn oversized_cpu_workspace_is_refused() {
 #[test]
 fn python_error_passthrough() {
     let fake = 0xdead0 as *mut c_void;
-    TVMAPISetLastPythonError(fake);
+    unsafe { TVMAPISetLastPythonError(fake) };
     assert_eq!(TVMGetLastPythonError(), fake);
     assert!(TVMGetLastError().is_null());
     TVMDropLastPythonError();
@@ -471,7 +471,7 @@ fn stress_eight_threads() {
                     );
                     let w = TVMBackendAllocWorkspace(1, 0, 64 * (i as u64 % 5 + 1), 2, 32);
                     assert!(!w.is_null());
-                    assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);
+                    assert_eq!(unsafe { TVMBackendFreeWorkspace(1, 0, w) }, 0);
                     unsafe {
                         TVMArrayFree(a);
                         TVMFuncFree(g);

@@ -111,7 +111,8 @@ fn test_lib() -> Module {
     let mut funcs = HashMap::new();
     funcs.insert(
         "add".to_string(),
-        Function::from_backend(add_backend, std::ptr::null_mut(), None),
+        // SAFETY: `add_backend` is a plain function of this test, callable from any thread.
+        unsafe { Function::from_backend(add_backend, std::ptr::null_mut(), None) },
     );
     funcs.insert(
         "relu".to_string(),

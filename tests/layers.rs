@@ -63,7 +63,7 @@ const ROOT_ITEMS: &[(&str, &str)] = &[
     ("register_all", ""),
     ("bail", "packed_func"),
     ("ensure", "packed_func"),
-    ("impl_object_type", "object"),
+    ("object_type", "object"),
     ("c_boundary", "c_api"),
 ];
 

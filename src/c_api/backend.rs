@@ -63,7 +63,8 @@ pub unsafe extern "C" fn TVMBackendRegisterSystemLibSymbol(
     crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMBackendRegisterSystemLibSymbol: name")? };
-        system_lib::register_symbol(name, ptr);
+        // SAFETY: caller contract: compiled code registers its own symbols.
+        unsafe { system_lib::register_symbol(name, ptr) };
         Ok(())
     }
 }
@@ -101,8 +102,12 @@ pub extern "C" fn TVMBackendAllocWorkspace(
 }
 
 /// Frees temporary memory (`TVMBackendFreeWorkspace`).
+///
+/// # Safety
+/// `ptr` a workspace of this device from `TVMBackendAllocWorkspace`, not yet freed (a CPU
+/// pointer that is not one is refused; other devices cannot check).
 #[no_mangle]
-pub extern "C" fn TVMBackendFreeWorkspace(
+pub unsafe extern "C" fn TVMBackendFreeWorkspace(
     device_type: c_int,
     device_id: c_int,
     ptr: *mut c_void,
@@ -129,7 +134,8 @@ pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mu
     crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMBackendRegisterEnvCAPI: name")? };
-        crate::packed_func::env_capi::register(name, ptr)
+        // SAFETY: caller contract: `ptr` is the named function.
+        unsafe { crate::packed_func::env_capi::register(name, ptr) }
     }
 }
 

@@ -129,8 +129,11 @@ pub unsafe extern "C" fn TVMStreamCreate(
 }
 
 /// Frees a stream (`TVMStreamFree`).
+///
+/// # Safety
+/// `stream` NULL or a stream of this device from `TVMStreamCreate`, not yet freed.
 #[no_mangle]
-pub extern "C" fn TVMStreamFree(
+pub unsafe extern "C" fn TVMStreamFree(
     device_type: c_int,
     device_id: c_int,
     stream: TVMStreamHandle,
@@ -142,8 +145,11 @@ pub extern "C" fn TVMStreamFree(
 }
 
 /// Sets this thread's current stream for a device (`TVMSetStream`).
+///
+/// # Safety
+/// `handle` NULL or a live stream of this device.
 #[no_mangle]
-pub extern "C" fn TVMSetStream(
+pub unsafe extern "C" fn TVMSetStream(
     device_type: c_int,
     device_id: c_int,
     handle: TVMStreamHandle,
@@ -155,8 +161,11 @@ pub extern "C" fn TVMSetStream(
 }
 
 /// Waits for a stream's work (`TVMSynchronize`).
+///
+/// # Safety
+/// `stream` NULL or a live stream of this device.
 #[no_mangle]
-pub extern "C" fn TVMSynchronize(
+pub unsafe extern "C" fn TVMSynchronize(
     device_type: c_int,
     device_id: c_int,
     stream: TVMStreamHandle,
@@ -169,8 +178,11 @@ pub extern "C" fn TVMSynchronize(
 
 /// `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
 /// export, not in the reference).
+///
+/// # Safety
+/// `stream` NULL or a live stream of this device.
 #[no_mangle]
-pub extern "C" fn TVMStreamSync(
+pub unsafe extern "C" fn TVMStreamSync(
     device_type: c_int,
     device_id: c_int,
     stream: TVMStreamHandle,
@@ -182,8 +194,11 @@ pub extern "C" fn TVMStreamSync(
 }
 
 /// Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
+///
+/// # Safety
+/// `src` and `dst` NULL or live streams of this device.
 #[no_mangle]
-pub extern "C" fn TVMStreamStreamSynchronize(
+pub unsafe extern "C" fn TVMStreamStreamSynchronize(
     device_type: c_int,
     device_id: c_int,
     src: TVMStreamHandle,

@@ -350,7 +350,8 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
     crate::c_boundary! {
         check_out(out, "TVMFuncCreateFromCFunc: out")?;
         let func = func.ok_or_else(|| Error::value("TVMFuncCreateFromCFunc: func is NULL"))?;
-        let f = Function::from_c(func, resource_handle, fin);
+        // SAFETY: forwarded contract: the callback and finalizer follow the C convention.
+        let f = unsafe { Function::from_c(func, resource_handle, fin) };
         // SAFETY: checked non-null.
         unsafe { *out = f.into_object().into_raw() as *mut c_void };
         Ok(())

@@ -106,11 +106,10 @@ impl ModuleNode for LibraryModule {
             Some(o) => Owner::Object(o.clone()),
             None => Owner::Shared(Arc::new(self.lib.clone())),
         };
-        Ok(Some(Function::from_backend(
-            f,
-            std::ptr::null_mut(),
-            Some(owner),
-        )))
+        // SAFETY: compiled code is callable from any thread while its library is loaded,
+        // which `owner` guarantees.
+        let func = unsafe { Function::from_backend(f, std::ptr::null_mut(), Some(owner)) };
+        Ok(Some(func))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -8,7 +8,6 @@ mod functions;
 pub mod library;
 pub mod system_lib;
 
-use crate::impl_object_type;
 use crate::object::{ObjectRef, TYPE_MODULE};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
@@ -90,7 +89,10 @@ pub struct ModuleObj {
     env_cache: RwLock<HashMap<String, Function>>,
 }
 
-impl_object_type!(ModuleObj, "runtime.Module", static TYPE_MODULE);
+// SAFETY: TYPE_MODULE is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for ModuleObj {
+    crate::object_type!("runtime.Module", static TYPE_MODULE);
+}
 
 /// A reference to a module object.
 #[derive(Clone, Debug)]
