@@ -6,7 +6,8 @@
 # It runs tests/headers.rs with TVMRT_UPDATE_HEADERS=1, which writes the headers that differ
 # and then runs the test's checks (exports, C99/C++11 compiles, values and layouts, and TVM's
 # reference headers when present). Extra arguments go to cargo test (e.g. --release).
-# include/tvm/runtime/device_plugin.h is hand-written and not touched.
+# include/tvm/runtime/device_plugin.h is hand-written and not touched; tests/headers.rs checks
+# its layout (ABI version, size, every field's offset) against the Rust declaration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -f scripts/env.sh ]; then

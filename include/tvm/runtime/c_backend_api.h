@@ -77,6 +77,10 @@ void *TVMBackendAllocWorkspace(int device_type,
 
 /**
  * Frees temporary memory (`TVMBackendFreeWorkspace`).
+ *
+ * # Safety
+ * `ptr` a workspace of this device from `TVMBackendAllocWorkspace`, not yet freed (a CPU
+ * pointer that is not one is refused; other devices cannot check).
  */
 TVM_DLL int TVMBackendFreeWorkspace(int device_type, int device_id, void *ptr);
 
