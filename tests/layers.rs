@@ -222,3 +222,57 @@ fn no_room_uses_a_room_above_it() {
             .join("\n")
     );
 }
+
+/// Every `#[no_mangle]` entry is in `src/c_api/` and its body runs inside `c_boundary!`; code
+/// before the boundary is only a fast path switched by `bench-no-fast-paths` and listed in the
+/// table of `src/c_api/mod.rs`.
+#[test]
+fn every_c_entry_runs_inside_the_boundary() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let table = std::fs::read_to_string(src.join("c_api/mod.rs")).unwrap();
+    let mut files = Vec::new();
+    rs_files(&src, &mut files);
+    let mut entries = 0;
+    let mut bad = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let rel = f.strip_prefix(&src).unwrap().display().to_string();
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find("#[no_mangle]") {
+            let line_start = rest[..i].rfind('\n').map_or(0, |n| n + 1);
+            let in_comment = rest[line_start..i].trim_start().starts_with("//");
+            rest = &rest[i + 1..];
+            if in_comment {
+                continue;
+            }
+            let sig = rest.find("fn ").expect("an entry after #[no_mangle]");
+            let name = ident(&rest[sig + 3..]);
+            entries += 1;
+            if !rel.starts_with("c_api") {
+                bad.push(format!("{rel}: {name} is an entry outside src/c_api/"));
+                continue;
+            }
+            // The body: from the signature's `{` to the first line that is a lone `}`.
+            let body_start = sig + rest[sig..].find("{\n").expect("a body") + 2;
+            let body_end = body_start + rest[body_start..].find("\n}\n").expect("end of body");
+            let body = &rest[body_start..body_end];
+            let Some(b) = body.find("crate::c_boundary!") else {
+                bad.push(format!("{rel}: {name} does not run inside crate::c_boundary!"));
+                continue;
+            };
+            let prelude = code_only(&body[..b]);
+            let prelude: String = prelude.split_whitespace().collect();
+            let harmless = prelude.is_empty() || prelude == "let_=nbytes;";
+            if !harmless
+                && !(prelude.starts_with("#[cfg(not(feature=\"bench-no-fast-paths\"))]")
+                    && table.contains(&format!("`{name}`")))
+            {
+                bad.push(format!(
+                    "{rel}: {name} runs code before its boundary that is not a listed fast path"
+                ));
+            }
+        }
+    }
+    assert!(entries >= 56, "only {entries} entries found: is the parser broken?");
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
