@@ -257,7 +257,9 @@ fn every_c_entry_runs_inside_the_boundary() {
             let body_end = body_start + rest[body_start..].find("\n}\n").expect("end of body");
             let body = &rest[body_start..body_end];
             let Some(b) = body.find("crate::c_boundary!") else {
-                bad.push(format!("{rel}: {name} does not run inside crate::c_boundary!"));
+                bad.push(format!(
+                    "{rel}: {name} does not run inside crate::c_boundary!"
+                ));
                 continue;
             };
             let prelude = code_only(&body[..b]);
@@ -273,6 +275,9 @@ fn every_c_entry_runs_inside_the_boundary() {
             }
         }
     }
-    assert!(entries >= 56, "only {entries} entries found: is the parser broken?");
+    assert!(
+        entries >= 56,
+        "only {entries} entries found: is the parser broken?"
+    );
     assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
