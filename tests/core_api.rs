@@ -527,6 +527,19 @@ fn backend_helpers_and_system_lib() {
         );
     }
     assert_eq!(count, 1);
+    // The first call returns the callback's own status verbatim, as TVM does.
+    unsafe extern "C" fn five(_: *mut c_void) -> c_int {
+        5
+    }
+    let mut h2: *mut c_void = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { TVMBackendRunOnce(&mut h2, Some(five), std::ptr::null_mut(), 0) },
+        5
+    );
+    assert_eq!(
+        unsafe { TVMBackendRunOnce(&mut h2, Some(five), std::ptr::null_mut(), 0) },
+        0
+    );
     // Env C API: known names accepted, unknown refused.
     assert_eq!(
         unsafe { TVMBackendRegisterEnvCAPI(c"PyErr_CheckSignals".as_ptr(), std::ptr::null_mut()) },

@@ -185,20 +185,24 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
     nbytes: c_int,
 ) -> c_int {
     let _ = nbytes; // the size of `*handle`'s pointee: unused, as in TVM
-    crate::c_boundary! {
+    let first = std::cell::Cell::new(false);
+    let first_ref = &first;
+    let r: c_int = crate::c_boundary! {
         check_out(handle, "TVMBackendRunOnce: handle")?;
         // SAFETY: checked non-null; caller contract.
-        let first = unsafe { (*handle).is_null() };
-        if !first {
-            return Ok(());
+        if unsafe { (*handle).is_null() } {
+            // SAFETY: as above.
+            unsafe { *handle = std::ptr::dangling_mut::<c_void>() };
+            first_ref.set(true);
         }
-        // SAFETY: as above.
-        unsafe { *handle = std::ptr::dangling_mut::<c_void>() };
-        match f {
-            // SAFETY: caller contract: `f` callable with `cdata`.
-            Some(f) => status(unsafe { f(cdata) }),
-            None => Ok(()),
-        }
+        Ok(())
+    };
+    match (r, f) {
+        // `f` returns its own status, passed on verbatim as TVM does (it is C code: nothing
+        // here can panic).
+        // SAFETY: caller contract: `f` callable with `cdata`.
+        (0, Some(f)) if first.get() => unsafe { f(cdata) },
+        _ => r,
     }
 }
 
