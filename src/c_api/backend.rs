@@ -91,6 +91,7 @@ pub extern "C" fn TVMBackendAllocWorkspace(
         }
     }
     crate::c_boundary! {
+        #[cold]
         let dev = DLDevice::new(device_type, device_id);
         let hint = DLDataType::new(dtype_code_hint as u8, dtype_bits_hint as u8, 1);
         let n = usize::try_from(nbytes)
@@ -120,6 +121,7 @@ pub unsafe extern "C" fn TVMBackendFreeWorkspace(
         return 0;
     }
     crate::c_boundary! {
+        #[cold]
         let dev = DLDevice::new(device_type, device_id);
         device::api(dev)?.free_workspace(dev, ptr)
     }
