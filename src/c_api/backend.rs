@@ -187,24 +187,25 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
     nbytes: c_int,
 ) -> c_int {
     let _ = nbytes; // the size of `*handle`'s pointee: unused, as in TVM
-    let first = std::cell::Cell::new(false);
-    let first_ref = &first;
-    let r: c_int = crate::c_boundary! {
+                    // The boundary claims the handle: it yields the handle when this call is the first.
+    let claimed: *mut *mut c_void = crate::c_boundary! {
         check_out(handle, "TVMBackendRunOnce: handle")?;
         // SAFETY: checked non-null; caller contract.
-        if unsafe { (*handle).is_null() } {
-            // SAFETY: as above.
-            unsafe { *handle = std::ptr::dangling_mut::<c_void>() };
-            first_ref.set(true);
+        if unsafe { !(*handle).is_null() } {
+            return Ok(std::ptr::null_mut());
         }
-        Ok(())
+        // SAFETY: as above.
+        unsafe { *handle = std::ptr::dangling_mut::<c_void>() };
+        Ok(handle)
     };
-    match (r, f) {
+    match f {
         // `f` returns its own status, passed on verbatim as TVM does (it is C code: nothing
         // here can panic).
         // SAFETY: caller contract: `f` callable with `cdata`.
-        (0, Some(f)) if first.get() => unsafe { f(cdata) },
-        _ => r,
+        Some(f) if !claimed.is_null() => unsafe { f(cdata) },
+        // NULL `handle`: the boundary recorded the error.
+        _ if handle.is_null() => -1,
+        _ => 0,
     }
 }
 
