@@ -8,7 +8,8 @@
 # reference headers when present). Extra arguments go to cargo test (e.g. --release).
 # include/tvm/runtime/device_plugin.h and the C++ API headers (every other .h under
 # include/tvm/runtime/, e.g. module.h, packed_func.h, container/*.h) are hand-written and not
-# touched: the stale-header check compares only the three generated files.
+# touched: the stale-header check compares only the three generated files; tests/headers.rs
+# checks device_plugin.h's layout (ABI version, size, every field's offset) against Rust.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -f scripts/env.sh ]; then

@@ -4,7 +4,8 @@
 #   scripts/run_c_tests.sh ref|ours [--valgrind] [extra ctest args...]
 #
 #   ref   TVM's own libtvm_runtime.so and headers (from scripts/setup.sh, via scripts/env.sh)
-#   ours  target/release/libtvm_runtime.so (built here with cargo) and include/
+#   ours  target/release/libtvm_runtime.so (built here with cargo) and include/; with
+#         TVMRT_CARGO_PROFILE=quick, target/quick/ (the test profile: no LTO, quicker to build)
 #   --valgrind  run every test under valgrind: memory errors and definite leaks fail.
 #
 # Build directory: build/c_tests-<which> (build/c_tests-<which>-valgrind with --valgrind).
@@ -50,7 +51,8 @@ case "$which" in
     # Ours is tested as a consumer of the installed package: install to a prefix, then the
     # suite finds it with find_package(tvm) (mode b of c_tests/CMakeLists.txt).
     prefix="$PWD/build/prefix-ours"
-    cmake -S . -B build/runtime-ours -DTVMRT_CARGO_DIR="$PWD/target" >/dev/null
+    cmake -S . -B build/runtime-ours -DTVMRT_CARGO_DIR="$PWD/target" \
+      -DTVMRT_CARGO_PROFILE="${TVMRT_CARGO_PROFILE:-release}" >/dev/null
     cmake --build build/runtime-ours >/dev/null
     cmake --install build/runtime-ours --prefix "$prefix" >/dev/null
     include_dirs=""

@@ -1,20 +1,33 @@
 //! tvm-runtime-rs: a Rust drop-in replacement for Apache TVM's C runtime.
 //!
 //! The crate builds `libtvm_runtime.so` exporting the classic C ABI of TVM v0.20.0
-//! (`c_runtime_api.h`, `c_backend_api.h`). Rooms, from the bottom up (a room uses only rooms
-//! listed before it):
-//! - [`packed_func`]: C value types, errors, PackedFunc and the global registry;
-//! - [`object`]: the object header, the type table and the containers;
-//! - [`device`]: the device trait, its registry and the backends (CPU, CUDA, Vulkan, plugins);
-//! - [`ndarray`]: NDArray and DLPack;
-//! - [`threading`]: the CPU thread pool and workspace pools;
-//! - [`module`]: modules and loaders;
-//! - [`executor`]: the graph executor, params, the time evaluator;
-//! - [`relax_vm`]: the Relax virtual machine;
-//! - [`c_api`]: the `extern "C"` surface, which converts and delegates.
+//! (`c_runtime_api.h`, `c_backend_api.h`).
+//!
+//! # Rooms
+//!
+//! From the bottom up; a room uses only the rooms listed before it (and itself).
+//! `tests/layers.rs` reads this list (the names before the colon of each numbered line) and
+//! every `crate::` path in `src/`, and fails on an edge that points up.
+//! 1. [`packed_func`] + [`object`], one room: C value types, errors, DLTensor arithmetic,
+//!    PackedFunc and the global registry; the object header, the type table, the
+//!    containers. They are one room because each is made of the other: a PackedFunc *is* an
+//!    object (type index 9) and values carry objects, while objects' global functions are
+//!    PackedFuncs returning values.
+//! 2. [`module`]: modules, loaders, the library and system-library machinery;
+//! 3. [`device`]: the device trait, its registry and the backends (CPU, CUDA, Vulkan,
+//!    plugins); a backend's own module kind (a CUDA or Vulkan module) is a module, so this
+//!    room sits above [`module`];
+//! 4. [`ndarray`]: NDArray and DLPack, on top of the device backends;
+//! 5. [`threading`]: the CPU thread pool and workspace pools;
+//! 6. [`executor`]: the graph executor, params, the time evaluator, AnyList;
+//! 7. [`relax_vm`]: the Relax virtual machine;
+//! 8. `rpc`: the RPC runtime (when it lands);
+//! 9. [`c_api`]: the `extern "C"` surface, which converts and delegates inside one boundary.
 //!
 //! Each room registers its own global functions beside their code; [`register_all`] is the
-//! one composition root that calls them, on the first use of the registry.
+//! one composition root that calls them, on the first use of the registry. The crate root is
+//! above every room: the registry (room 1) calls [`register_all`], and nothing else in a
+//! room names the root.
 
 pub mod c_api;
 pub mod device;
@@ -42,4 +55,5 @@ pub(crate) fn register_all(r: &mut packed_func::registry::Registrar) {
     module::register(r);
     executor::register(r);
     relax_vm::register(r);
+    c_api::register(r);
 }

@@ -412,26 +412,19 @@ fn devices_streams_workspace() {
     let mut s = std::ptr::dangling_mut::<c_void>();
     assert_eq!(unsafe { TVMStreamCreate(1, 0, &mut s) }, 0);
     assert!(s.is_null());
-    // SAFETY: `s` is the CPU's stream (NULL), valid for every stream call.
-    unsafe {
-        assert_eq!(TVMSetStream(1, 0, s), 0);
-        assert_eq!(TVMSynchronize(1, 0, s), 0);
-        assert_eq!(TVMStreamStreamSynchronize(1, 0, s, s), 0);
-        assert_eq!(TVMStreamFree(1, 0, s), 0);
-        assert_eq!(TVMSynchronize(99, 0, s), -1);
-    }
+    assert_eq!(unsafe { TVMSetStream(1, 0, s) }, 0);
+    assert_eq!(unsafe { TVMSynchronize(1, 0, s) }, 0);
+    assert_eq!(unsafe { TVMStreamStreamSynchronize(1, 0, s, s) }, 0);
+    assert_eq!(unsafe { TVMStreamFree(1, 0, s) }, 0);
+    assert_eq!(unsafe { TVMSynchronize(99, 0, s) }, -1);
     let w = TVMBackendAllocWorkspace(1, 0, 5000, 2, 32);
     assert!(!w.is_null());
-    // SAFETY: `w` came from TVMBackendAllocWorkspace; the second free is refused by the
-    // workspace bookkeeping (what this checks) without touching the memory.
-    unsafe {
-        assert_eq!(TVMBackendFreeWorkspace(1, 0, w), 0);
-        assert_eq!(
-            TVMBackendFreeWorkspace(1, 0, w),
-            -1,
-            "double free is detected"
-        );
-    }
+    assert_eq!(unsafe { TVMBackendFreeWorkspace(1, 0, w) }, 0);
+    assert_eq!(
+        unsafe { TVMBackendFreeWorkspace(1, 0, w) },
+        -1,
+        "double free is detected"
+    );
     assert!(TVMBackendAllocWorkspace(99, 0, 16, 2, 32).is_null());
 }
 
@@ -451,7 +444,7 @@ fn oversized_cpu_workspace_is_refused() {
 #[test]
 fn python_error_passthrough() {
     let fake = 0xdead0 as *mut c_void;
-    TVMAPISetLastPythonError(fake);
+    unsafe { TVMAPISetLastPythonError(fake) };
     assert_eq!(TVMGetLastPythonError(), fake);
     assert!(TVMGetLastError().is_null());
     TVMDropLastPythonError();
@@ -478,7 +471,6 @@ fn stress_eight_threads() {
                     );
                     let w = TVMBackendAllocWorkspace(1, 0, 64 * (i as u64 % 5 + 1), 2, 32);
                     assert!(!w.is_null());
-                    // SAFETY: `w` came from TVMBackendAllocWorkspace just above.
                     assert_eq!(unsafe { TVMBackendFreeWorkspace(1, 0, w) }, 0);
                     unsafe {
                         TVMArrayFree(a);
@@ -535,6 +527,19 @@ fn backend_helpers_and_system_lib() {
         );
     }
     assert_eq!(count, 1);
+    // The first call returns the callback's own status verbatim, as TVM does.
+    unsafe extern "C" fn five(_: *mut c_void) -> c_int {
+        5
+    }
+    let mut h2: *mut c_void = std::ptr::null_mut();
+    assert_eq!(
+        unsafe { TVMBackendRunOnce(&mut h2, Some(five), std::ptr::null_mut(), 0) },
+        5
+    );
+    assert_eq!(
+        unsafe { TVMBackendRunOnce(&mut h2, Some(five), std::ptr::null_mut(), 0) },
+        0
+    );
     // Env C API: known names accepted, unknown refused.
     assert_eq!(
         unsafe { TVMBackendRegisterEnvCAPI(c"PyErr_CheckSignals".as_ptr(), std::ptr::null_mut()) },
@@ -630,7 +635,7 @@ fn cb_arg_to_return_and_anylist() {
     let mut sc = tc::STR;
     assert_eq!(unsafe { TVMCbArgToReturn(&mut sv, &mut sc) }, -1);
     // AnyList: move a returned object in, pass it as an argument, reset it.
-    let mut list = tvm_runtime::module::any_list::AnyList::new(2);
+    let mut list = tvm_runtime::executor::any_list::AnyList::new(2);
     let lp = list.as_mut_ptr();
     let mut args = [obj, TVMValue::default()];
     let mut codes = [tc::OBJECT_HANDLE, tc::NULLPTR];

@@ -3,7 +3,8 @@
 //! CUDA call fails with a clear error. With a driver, real kernels (hand-written PTX in
 //! `tests/cuda_fixtures`) run through the same DSO-with-blob path TVM uses, plus copies every
 //! way, streams and events, and the graph executor on CUDA-only and mixed CPU+CUDA graphs.
-//! GPU tests print "skipped: no CUDA driver" and pass where there is none.
+//! GPU tests report "skipped: ...: no CUDA driver" where there is none (tests/common/skip.rs),
+//! and fail instead under `TVMRT_REQUIRE_CUDA=1`.
 #![cfg(feature = "cuda")]
 
 use std::collections::HashMap;
@@ -21,15 +22,18 @@ use tvm_runtime::{ArgValue, Function, Module, NDArray, RetValue};
 const F32: DLDataType = DLDataType::new(2, 32, 1);
 const KERNELS_PTX: &str = include_str!("cuda_fixtures/kernels.ptx");
 
+#[path = "common/skip.rs"]
+mod skip;
+
+/// Whether a CUDA device is here; otherwise the test is skipped (fails under
+/// `TVMRT_REQUIRE_CUDA=1`).
 fn gpu() -> bool {
-    if cuda::device_count() == 0 {
-        eprintln!(
-            "skipped: no CUDA driver ({})",
+    skip::available(cuda::device_count() > 0, "TVMRT_REQUIRE_CUDA", || {
+        format!(
+            "no CUDA driver ({})",
             cuda::driver_error().unwrap_or_else(|| "no CUDA device".into())
-        );
-        return false;
-    }
-    true
+        )
+    })
 }
 
 fn cuda0() -> DLDevice {

@@ -3,6 +3,8 @@
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/skip.rs"]
+mod skip;
 
 use std::ffi::{CStr, CString};
 use std::path::{Path, PathBuf};

@@ -8,6 +8,8 @@
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/skip.rs"]
+mod skip;
 
 use fixture_dirs::{dir, models_dir};
 use std::ffi::{c_int, c_void, CString};

@@ -6,6 +6,8 @@
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/skip.rs"]
+mod skip;
 
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
@@ -111,7 +113,8 @@ fn test_lib() -> Module {
     let mut funcs = HashMap::new();
     funcs.insert(
         "add".to_string(),
-        Function::from_backend(add_backend, std::ptr::null_mut(), None),
+        // SAFETY: `add_backend` is a plain function of this test, callable from any thread.
+        unsafe { Function::from_backend(add_backend, std::ptr::null_mut(), None) },
     );
     funcs.insert(
         "relu".to_string(),
@@ -1210,11 +1213,9 @@ fn compiled_mlp_fixture_if_present() {
         return;
     };
     let so = dir.join("mlp.so");
-    if !so.exists() {
-        println!(
-            "skipped: {} not built (scripts/build_fixtures.py)",
-            so.display()
-        );
+    if !skip::available(so.exists(), "TVMRT_REQUIRE_FIXTURES", || {
+        format!("{} not built (scripts/build_fixtures.py)", so.display())
+    }) {
         return;
     }
     let lib = tvm_runtime::module::load_from_file(so.to_str().unwrap(), "").unwrap();

@@ -6,13 +6,17 @@
 //!   TVM v0.20.0's C API functions are;
 //! - compiles the headers warning-free as C99 and C++11;
 //! - checks enum values and struct layouts against TVM v0.20.0 / DLPack v0.7 and against the
-//!   Rust declarations;
+//!   Rust declarations, and the hand-written `device_plugin.h` (the plugin ABI, this runtime's
+//!   own) field by field against `device::plugin::TVMDevicePlugin`;
 //! - when TVM's reference headers are at hand (`TVMRT_REF_INCLUDE` and
 //!   `TVMRT_REF_DLPACK_INCLUDE`, else the wheel unpacked by `scripts/setup.sh`), checks the same
 //!   values there and that our prototypes and typedefs redeclare TVM's without conflict.
 //!
 //! The C compiler is `$CC` (default `cc`), the C++ compiler `$CXX` (default `c++`); the
 //! compile checks are skipped with a message when they are missing.
+
+#[path = "common/skip.rs"]
+mod skip;
 
 use cbindgen::bindgen::ir::ItemContainer;
 use std::mem::{align_of, offset_of, size_of};
@@ -367,7 +371,7 @@ fn compiler(cxx: bool) -> Option<String> {
     if ok {
         Some(cc)
     } else {
-        eprintln!("skipped: no working {var} ({cc})");
+        skip::report(&format!("no working {var} ({cc})"));
         None
     }
 }
@@ -602,7 +606,7 @@ fn probes() -> Vec<Probe> {
             off!("TVMParallelGroupEnv", ParallelGroupEnv, num_task, 8),
         ]);
     } else {
-        eprintln!("skipped the pointer-size-dependent layouts (not a 64-bit target)");
+        skip::report("the pointer-size-dependent layouts (not a 64-bit target)");
     }
     v
 }
@@ -649,6 +653,65 @@ fn header_values_and_layouts_match_tvm() {
     .unwrap_or_else(|e| panic!("{e}"));
 }
 
+/// The hand-written `device_plugin.h` against the Rust declaration it mirrors
+/// (`tvm_runtime::device::plugin::TVMDevicePlugin`): the ABI version, the size and alignment,
+/// and every field's offset, asserted in C by the compiler.
+#[test]
+fn device_plugin_header_layout_matches_rust() {
+    use tvm_runtime::device::plugin::{TVMDevicePlugin as P, ABI_VERSION};
+    let Some(cc) = compiler(false) else { return };
+    macro_rules! fields {
+        ($($c:literal = $r:ident),* $(,)?) => {
+            vec![$(($c, offset_of!(P, $r))),*]
+        };
+    }
+    let fields = fields![
+        "abi_version" = abi_version,
+        "struct_size" = struct_size,
+        "name" = name,
+        "device_type" = device_type,
+        "self" = self_,
+        "get_attr" = get_attr,
+        "set_device" = set_device,
+        "alloc_data_space" = alloc_data_space,
+        "free_data_space" = free_data_space,
+        "copy_data" = copy_data,
+        "stream_sync" = stream_sync,
+        "alloc_workspace" = alloc_workspace,
+        "free_workspace" = free_workspace,
+        "create_stream" = create_stream,
+        "free_stream" = free_stream,
+        "set_stream" = set_stream,
+        "sync_stream_from_to" = sync_stream_from_to,
+        "module_format" = module_format,
+        "load_module" = load_module,
+        "module_get_function" = module_get_function,
+        "module_free" = module_free,
+        "release" = release,
+    ];
+    let mut unit = String::from("#include <stddef.h>\n#include <tvm/runtime/device_plugin.h>\n\n");
+    let mut assert = |expr: String, v: usize| {
+        unit.push_str(&format!(
+            "_Static_assert(({expr}) == {v}, \"{expr} == {v}\");\n"
+        ));
+    };
+    assert("TVM_DEVICE_PLUGIN_ABI_VERSION".into(), ABI_VERSION as usize);
+    assert("sizeof(TVMDevicePlugin)".into(), size_of::<P>());
+    assert("_Alignof(TVMDevicePlugin)".into(), align_of::<P>());
+    // The last field ends the struct: no field of the header is missing from the list.
+    let (last, off) = fields.last().copied().unwrap();
+    assert!(
+        off + size_of::<usize>() == size_of::<P>(),
+        "{last} is not the last field"
+    );
+    for (c, off) in fields {
+        assert(format!("offsetof(TVMDevicePlugin, {c})"), off);
+    }
+    let dir = scratch("plugin_layout");
+    let include = write_ours(&dir);
+    compile(&cc, C11, &[&include], &dir.join("plugin.c"), &unit).unwrap_or_else(|e| panic!("{e}"));
+}
+
 // ---------------------------------------------------------------------------------------------
 // Against TVM's own headers.
 
@@ -673,7 +736,7 @@ fn reference_includes() -> Option<(PathBuf, PathBuf)> {
     if ok {
         Some((tvm, dlpack))
     } else {
-        eprintln!("skipped: TVM's reference headers not found (run scripts/setup.sh or set TVMRT_REF_INCLUDE and TVMRT_REF_DLPACK_INCLUDE)");
+        skip::report("TVM's reference headers not found (run scripts/setup.sh or set TVMRT_REF_INCLUDE and TVMRT_REF_DLPACK_INCLUDE)");
         None
     }
 }

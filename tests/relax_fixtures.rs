@@ -7,6 +7,8 @@
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/skip.rs"]
+mod skip;
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};

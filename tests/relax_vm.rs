@@ -4,6 +4,8 @@
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/skip.rs"]
+mod skip;
 
 use std::sync::Once;
 use tvm_runtime::module::Module;

@@ -7,7 +7,8 @@
 //! library (built here with the C compiler) whose host functions find the kernels through
 //! `TVMBackendGetFuncFromEnv` and launch them through `TVMFuncCall`.
 //!
-//! Without a Vulkan loader or driver every test prints "skipped: no Vulkan driver" and passes,
+//! Without a Vulkan loader or driver every test reports "skipped: ...: no Vulkan driver"
+//! (tests/common/skip.rs) and passes,
 //! unless TVMRT_REQUIRE_VULKAN is set (the test command sets it where lavapipe is installed).
 #![cfg(feature = "vulkan")]
 
@@ -31,16 +32,13 @@ const VK0: DLDevice = DLDevice {
     device_id: 0,
 };
 
+#[path = "common/skip.rs"]
+mod skip;
+
 fn have_vulkan() -> bool {
-    if vulkan::device_count() == 0 {
-        assert!(
-            std::env::var_os("TVMRT_REQUIRE_VULKAN").is_none(),
-            "TVMRT_REQUIRE_VULKAN is set but no Vulkan device was found"
-        );
-        eprintln!("skipped: no Vulkan driver");
-        return false;
-    }
-    true
+    skip::available(vulkan::device_count() > 0, "TVMRT_REQUIRE_VULKAN", || {
+        "no Vulkan driver".into()
+    })
 }
 
 #[path = "common/vulkan_kernels.rs"]
@@ -513,7 +511,8 @@ fn exist_answers_without_error_and_missing_devices_fail_clearly() {
     let e = api.get_attr(VK0, DeviceAttr::Exist).unwrap();
     assert!(matches!(e, RetValue::Int(x) if x == (n > 0) as i64));
     if n == 0 {
-        eprintln!("skipped: no Vulkan driver (checking the error path)");
+        // The error path still runs: not a skip of the test, only of its device half.
+        skip::report("no Vulkan driver (only the error path was checked)");
         let e = NDArray::empty(&[4], F32, VK0).unwrap_err();
         assert!(
             e.message.contains("vulkan") || e.message.contains("Vulkan"),
@@ -559,8 +558,11 @@ fn cli_devices_prints_an_accepted_target() {
     assert_eq!(j["kind"], "vulkan");
     // The reference compiler accepts it, where it is installed (scripts/setup.sh).
     let py = std::env::var("TVMRT_PYTHON").unwrap_or_default();
-    if py.is_empty() || !Path::new(&py).exists() {
-        eprintln!("skipped: target acceptance (no TVMRT_PYTHON)");
+    if !skip::available(
+        !py.is_empty() && Path::new(&py).exists(),
+        "TVMRT_REQUIRE_FIXTURES",
+        || "target acceptance needs TVMRT_PYTHON".into(),
+    ) {
         return;
     }
     let o = Command::new(&py)
@@ -718,7 +720,7 @@ fn int64_float64_scalars_and_dynamic_shared_memory_tag() {
         RetValue::Bool(true)
     );
     if !(int64 && float64) {
-        eprintln!("skipped: the device has no 64-bit shader arithmetic");
+        skip::report("the device has no 64-bit shader arithmetic");
         return;
     }
     let vk_mod = lib()

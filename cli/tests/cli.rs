@@ -2,6 +2,8 @@
 
 #[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "../../tests/common/skip.rs"]
+mod skip;
 
 use fixture_dirs::models_dir;
 use npyz::WriterBuilder;

@@ -3,6 +3,8 @@
 
 #[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "../../tests/common/skip.rs"]
+mod skip;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,10 +1,11 @@
 //! What compiled code calls (`c_backend_api.h`): environment lookup, workspace, parallel
 //! launch, system library registration, run-once, and the AnyList helpers of the Relax VM
-//! (whose logic lives in [`crate::module::any_list`]).
+//! (whose logic lives in [`crate::executor::any_list`]).
 
 use super::{check_out, cstr};
 use crate::device;
-use crate::module::{any_list, system_lib, Module};
+use crate::executor::any_list;
+use crate::module::{system_lib, Module};
 use crate::object::{Object, ObjectRef, TYPE_MODULE};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::TVMFunctionHandle;
@@ -62,7 +63,8 @@ pub unsafe extern "C" fn TVMBackendRegisterSystemLibSymbol(
     crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMBackendRegisterSystemLibSymbol: name")? };
-        system_lib::register_symbol(name, ptr);
+        // SAFETY: caller contract: compiled code registers its own symbols.
+        unsafe { system_lib::register_symbol(name, ptr) };
         Ok(())
     }
 }
@@ -89,6 +91,7 @@ pub extern "C" fn TVMBackendAllocWorkspace(
         }
     }
     crate::c_boundary! {
+        #[cold]
         let dev = DLDevice::new(device_type, device_id);
         let hint = DLDataType::new(dtype_code_hint as u8, dtype_bits_hint as u8, 1);
         let n = usize::try_from(nbytes)
@@ -102,7 +105,8 @@ pub extern "C" fn TVMBackendAllocWorkspace(
 /// Frees temporary memory (`TVMBackendFreeWorkspace`).
 ///
 /// # Safety
-/// `ptr` from `TVMBackendAllocWorkspace` on the same device, not used afterwards.
+/// `ptr` a workspace of this device from `TVMBackendAllocWorkspace`, not yet freed (a CPU
+/// pointer that is not one is refused; other devices cannot check).
 #[no_mangle]
 pub unsafe extern "C" fn TVMBackendFreeWorkspace(
     device_type: c_int,
@@ -117,6 +121,7 @@ pub unsafe extern "C" fn TVMBackendFreeWorkspace(
         return 0;
     }
     crate::c_boundary! {
+        #[cold]
         let dev = DLDevice::new(device_type, device_id);
         // SAFETY: the C contract: `ptr` came from TVMBackendAllocWorkspace for this device.
         unsafe { device::api(dev)?.free_workspace(dev, ptr) }
@@ -132,7 +137,8 @@ pub unsafe extern "C" fn TVMBackendRegisterEnvCAPI(name: *const c_char, ptr: *mu
     crate::c_boundary! {
         // SAFETY: caller contract.
         let name = unsafe { cstr(name, "TVMBackendRegisterEnvCAPI: name")? };
-        crate::packed_func::env_capi::register(name, ptr)
+        // SAFETY: caller contract: `ptr` is the named function.
+        unsafe { crate::packed_func::env_capi::register(name, ptr) }
     }
 }
 
@@ -182,20 +188,25 @@ pub unsafe extern "C" fn TVMBackendRunOnce(
     nbytes: c_int,
 ) -> c_int {
     let _ = nbytes; // the size of `*handle`'s pointee: unused, as in TVM
-    crate::c_boundary! {
+                    // The boundary claims the handle: it yields the handle when this call is the first.
+    let claimed: *mut *mut c_void = crate::c_boundary! {
         check_out(handle, "TVMBackendRunOnce: handle")?;
         // SAFETY: checked non-null; caller contract.
-        let first = unsafe { (*handle).is_null() };
-        if !first {
-            return Ok(());
+        if unsafe { !(*handle).is_null() } {
+            return Ok(std::ptr::null_mut());
         }
         // SAFETY: as above.
         unsafe { *handle = std::ptr::dangling_mut::<c_void>() };
-        match f {
-            // SAFETY: caller contract: `f` callable with `cdata`.
-            Some(f) => status(unsafe { f(cdata) }),
-            None => Ok(()),
-        }
+        Ok(handle)
+    };
+    match f {
+        // `f` returns its own status, passed on verbatim as TVM does (it is C code: nothing
+        // here can panic).
+        // SAFETY: caller contract: `f` callable with `cdata`.
+        Some(f) if !claimed.is_null() => unsafe { f(cdata) },
+        // NULL `handle`: the boundary recorded the error.
+        _ if handle.is_null() => -1,
+        _ => 0,
     }
 }
 

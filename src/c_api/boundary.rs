@@ -85,6 +85,14 @@ pub fn run<R: CReturn>(body: impl FnOnce() -> Result<R::Ok>) -> R {
     }
 }
 
+/// [`run`] kept out of line (`#[cold]`): for entries whose fast path runs first, so that the
+/// general path's unwinding landing pad and stack frame do not weigh on the fast path.
+#[cold]
+#[inline(never)]
+pub fn run_cold<R: CReturn>(body: impl FnOnce() -> Result<R::Ok>) -> R {
+    run(body)
+}
+
 /// The C boundary: wraps the body of an `extern "C"` entry. The body is a block that
 /// evaluates to `Result<T>`, where `T` is what the entry's return type takes on success
 /// (`()` for `c_int` and `()` entries, the pointer for pointer entries); `?` and `return
@@ -105,8 +113,14 @@ pub fn run<R: CReturn>(body: impl FnOnce() -> Result<R::Ok>) -> R {
 /// assert_eq!(example_entry(1), 0);
 /// assert_eq!(example_entry(-1), -1);
 /// ```
+///
+/// `c_boundary! { #[cold] ... }` runs the body out of line ([`run_cold`]): what an entry with a
+/// fast path before its boundary uses.
 #[macro_export]
 macro_rules! c_boundary {
+    (#[cold] $($body:tt)*) => {
+        $crate::c_api::boundary::run_cold(move || { $($body)* })
+    };
     ($($body:tt)*) => {
         $crate::c_api::boundary::run(move || { $($body)* })
     };

@@ -130,8 +130,9 @@ pub unsafe extern "C" fn TVMStreamCreate(
 }
 
 /// Frees a stream (`TVMStreamFree`).
+///
 /// # Safety
-/// `stream` from `TVMStreamCreate` on the same device, not current and not used afterwards.
+/// `stream` NULL or a stream of this device from `TVMStreamCreate`, not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn TVMStreamFree(
     device_type: c_int,
@@ -146,8 +147,9 @@ pub unsafe extern "C" fn TVMStreamFree(
 }
 
 /// Sets this thread's current stream for a device (`TVMSetStream`).
+///
 /// # Safety
-/// `handle` NULL or a live stream of the device.
+/// `handle` NULL or a live stream of this device.
 #[no_mangle]
 pub unsafe extern "C" fn TVMSetStream(
     device_type: c_int,
@@ -162,8 +164,9 @@ pub unsafe extern "C" fn TVMSetStream(
 }
 
 /// Waits for a stream's work (`TVMSynchronize`).
+///
 /// # Safety
-/// `stream` NULL or a live stream of the device.
+/// `stream` NULL or a live stream of this device.
 #[no_mangle]
 pub unsafe extern "C" fn TVMSynchronize(
     device_type: c_int,
@@ -179,8 +182,9 @@ pub unsafe extern "C" fn TVMSynchronize(
 
 /// `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
 /// export, not in the reference).
+///
 /// # Safety
-/// As [`TVMSynchronize`].
+/// `stream` NULL or a live stream of this device.
 #[no_mangle]
 pub unsafe extern "C" fn TVMStreamSync(
     device_type: c_int,
@@ -192,8 +196,9 @@ pub unsafe extern "C" fn TVMStreamSync(
 }
 
 /// Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
+///
 /// # Safety
-/// `src` and `dst` NULL or live streams of the device.
+/// `src` and `dst` NULL or live streams of this device.
 #[no_mangle]
 pub unsafe extern "C" fn TVMStreamStreamSynchronize(
     device_type: c_int,

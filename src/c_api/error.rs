@@ -24,10 +24,14 @@ pub unsafe extern "C" fn TVMAPISetLastError(msg: *const c_char) {
 }
 
 /// Records a Python exception object as the last error (`TVMAPISetLastPythonError`).
+///
+/// # Safety
+/// `py_object` NULL or a live Python object (the host's `Py_IncRef` is called on it).
 #[no_mangle]
-pub extern "C" fn TVMAPISetLastPythonError(py_object: *mut c_void) {
+pub unsafe extern "C" fn TVMAPISetLastPythonError(py_object: *mut c_void) {
     crate::c_boundary! {
-        e::set_last_python_error(py_object);
+        // SAFETY: caller contract (`TVMAPISetLastPythonError` takes a PyObject*).
+        unsafe { e::set_last_python_error(py_object) };
         Ok(())
     }
 }

@@ -56,6 +56,7 @@ pub unsafe extern "C" fn TVMFuncCall(
         }
     }
     crate::c_boundary! {
+        #[cold]
         let obj = func as *mut Object;
         // SAFETY: a non-null handle is a live object by the caller's contract.
         if obj.is_null() || unsafe { (*obj).type_index() } != TYPE_PACKED_FUNC {
@@ -235,6 +236,7 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
         }
     }
     crate::c_boundary! {
+        #[cold]
         if num_ret != 1 {
             return Err(Error::value(format!(
                 "TVMCFuncSetReturn: num_ret must be 1, got {num_ret}"
@@ -350,7 +352,8 @@ pub unsafe extern "C" fn TVMFuncCreateFromCFunc(
     crate::c_boundary! {
         check_out(out, "TVMFuncCreateFromCFunc: out")?;
         let func = func.ok_or_else(|| Error::value("TVMFuncCreateFromCFunc: func is NULL"))?;
-        let f = Function::from_c(func, resource_handle, fin);
+        // SAFETY: forwarded contract: the callback and finalizer follow the C convention.
+        let f = unsafe { Function::from_c(func, resource_handle, fin) };
         // SAFETY: checked non-null.
         unsafe { *out = f.into_object().into_raw() as *mut c_void };
         Ok(())

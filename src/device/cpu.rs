@@ -231,7 +231,10 @@ pub fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
         }
         let (s, p) = match best {
             Some(i) => pool.free.swap_remove(i),
-            None => (size, host_alloc(size, crate::ndarray::ALLOC_ALIGNMENT)?),
+            None => (
+                size,
+                host_alloc(size, crate::packed_func::tensor::ALLOC_ALIGNMENT)?,
+            ),
         };
         pool.live.push((p, s));
         Ok(p)

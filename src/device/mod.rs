@@ -151,8 +151,8 @@ pub trait DeviceApi: Send + Sync {
     ) -> Result<*mut c_void> {
         match scope {
             None | Some("global") | Some("") => {
-                let n = crate::ndarray::checked_nbytes(shape, dtype)?;
-                self.alloc_data_space(dev, n, crate::ndarray::ALLOC_ALIGNMENT, dtype)
+                let n = crate::packed_func::tensor::checked_nbytes(shape, dtype)?;
+                self.alloc_data_space(dev, n, crate::packed_func::tensor::ALLOC_ALIGNMENT, dtype)
             }
             Some(s) => Err(Error::tvm(format!(
                 "device {} does not support memory scope '{s}'",
@@ -242,7 +242,12 @@ pub trait DeviceApi: Send + Sync {
         nbytes: usize,
         type_hint: DLDataType,
     ) -> Result<*mut c_void> {
-        self.alloc_data_space(dev, nbytes, crate::ndarray::ALLOC_ALIGNMENT, type_hint)
+        self.alloc_data_space(
+            dev,
+            nbytes,
+            crate::packed_func::tensor::ALLOC_ALIGNMENT,
+            type_hint,
+        )
     }
 
     /// Frees temporary memory.
@@ -383,14 +388,16 @@ pub fn api(dev: DLDevice) -> Result<ApiRef> {
 /// # Safety
 /// Both tensors must describe valid memory on their devices.
 pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
-    let n_from = crate::ndarray::tensor_nbytes(from)?;
-    let n_to = crate::ndarray::tensor_nbytes(to)?;
+    let n_from = crate::packed_func::tensor::tensor_nbytes(from)?;
+    let n_to = crate::packed_func::tensor::tensor_nbytes(to)?;
     if n_from != n_to {
         return Err(Error::internal(format!(
             "copy between tensors of different sizes: {n_from} bytes to {n_to} bytes"
         )));
     }
-    if !crate::ndarray::is_contiguous(from) || !crate::ndarray::is_contiguous(to) {
+    if !crate::packed_func::tensor::is_contiguous(from)
+        || !crate::packed_func::tensor::is_contiguous(to)
+    {
         return Err(Error::value(
             "copy needs contiguous tensors (strides describe a non-compact layout)",
         ));

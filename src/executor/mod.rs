@@ -13,6 +13,7 @@
 //!   `LoadParams` that TVM's compiler library registers and that the Python debug executor
 //!   of TVM 0.16 calls to dump tensors, so that it also works on this runtime alone.
 
+pub mod any_list;
 pub mod debug;
 pub mod factory;
 mod functions;

@@ -99,7 +99,7 @@ pub fn load(path: &str) -> Result<Module> {
     {
         return super::tvm_ffi::load(lib_dyn, path);
     }
-    init_context_functions(&*lib_dyn);
+    init_context_functions(&*lib_dyn)?;
     let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
     let (root, ctx) = if blob_sym.is_null() {
         // Every TVM-compiled library has at least one of these (a module of several

@@ -7,7 +7,7 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{BackendPackedCFunc, Function, Owner};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// Symbol names TVM's code generators use.
 pub mod symbol {
@@ -106,11 +106,10 @@ impl ModuleNode for LibraryModule {
             Some(o) => Owner::Object(o.clone()),
             None => Owner::Shared(Arc::new(self.lib.clone())),
         };
-        Ok(Some(Function::from_backend(
-            f,
-            std::ptr::null_mut(),
-            Some(owner),
-        )))
+        // SAFETY: compiled code is callable from any thread while its library is loaded,
+        // which `owner` guarantees.
+        let func = unsafe { Function::from_backend(f, std::ptr::null_mut(), Some(owner)) };
+        Ok(Some(func))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -122,50 +121,38 @@ impl ModuleNode for LibraryModule {
     }
 }
 
+/// The runtime's C entry points that compiled code calls through its context slots, by slot
+/// name (`__TVMFuncCall`, ...). They are `extern "C"` functions of the C boundary room, above
+/// this one, which installs them when the registry starts ([`set_context_functions`]).
+static CONTEXT_FUNCTIONS: OnceLock<Vec<(&'static str, usize)>> = OnceLock::new();
+
+/// Installs the entry points for [`init_context_functions`] (once; later calls are ignored).
+pub fn set_context_functions(table: Vec<(&'static str, usize)>) {
+    let _ = CONTEXT_FUNCTIONS.set(table);
+}
+
 /// Writes the runtime's entry points into the function-pointer variables a library exposes
 /// (`__TVMFuncCall`, ...), as compiled code calls the runtime through them.
-pub fn init_context_functions(lib: &dyn Library) {
-    use crate::c_api as c;
-    let table: [(&str, *mut c_void); 7] = [
-        ("__TVMFuncCall", c::func::TVMFuncCall as *mut c_void),
-        (
-            "__TVMAPISetLastError",
-            c::error::TVMAPISetLastError as *mut c_void,
-        ),
-        (
-            "__TVMBackendGetFuncFromEnv",
-            c::backend::TVMBackendGetFuncFromEnv as *mut c_void,
-        ),
-        (
-            "__TVMBackendAllocWorkspace",
-            c::backend::TVMBackendAllocWorkspace as *mut c_void,
-        ),
-        (
-            "__TVMBackendFreeWorkspace",
-            c::backend::TVMBackendFreeWorkspace as *mut c_void,
-        ),
-        (
-            "__TVMBackendParallelLaunch",
-            c::backend::TVMBackendParallelLaunch as *mut c_void,
-        ),
-        (
-            "__TVMBackendParallelBarrier",
-            c::backend::TVMBackendParallelBarrier as *mut c_void,
-        ),
-    ];
-    for (name, f) in table {
+pub fn init_context_functions(lib: &dyn Library) -> Result<()> {
+    // The composition root installs the table when the registry starts.
+    crate::packed_func::registry::ensure_started();
+    let table = CONTEXT_FUNCTIONS.get().ok_or_else(|| {
+        Error::internal("the runtime's C entry points for compiled code are not installed")
+    })?;
+    for &(name, f) in table {
         let slot = lib.symbol(name) as *mut *mut c_void;
         if !slot.is_null() {
             // SAFETY: TVM emits these symbols as writable function-pointer variables.
-            unsafe { *slot = f };
+            unsafe { *slot = f as *mut c_void };
         }
     }
+    Ok(())
 }
 
 /// Builds the module for a loaded library: fills the context functions, wraps the library,
 /// and points `__tvm_module_ctx` at the module compiled code should resolve through.
 pub fn create_module_from_library(lib: Arc<dyn Library>) -> Result<Module> {
-    init_context_functions(&*lib);
+    init_context_functions(&*lib)?;
     let m = Module::new(Box::new(LibraryModule::new(lib.clone())));
     let ctx = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
     if !ctx.is_null() {

@@ -1,7 +1,6 @@
 //! Modules: the module object (type index 1), imports, function lookup with caching, and the
 //! environment lookup compiled code uses (`TVMBackendGetFuncFromEnv`).
 
-pub mod any_list;
 pub mod blob;
 pub mod dso;
 pub mod elf_check;
@@ -11,7 +10,6 @@ pub mod library;
 pub mod system_lib;
 pub mod tvm_ffi;
 
-use crate::impl_object_type;
 use crate::object::{ObjectRef, TYPE_MODULE};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
@@ -93,7 +91,10 @@ pub struct ModuleObj {
     env_cache: RwLock<HashMap<String, Function>>,
 }
 
-impl_object_type!(ModuleObj, "runtime.Module", static TYPE_MODULE);
+// SAFETY: TYPE_MODULE is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for ModuleObj {
+    crate::object_type!("runtime.Module", static TYPE_MODULE);
+}
 
 /// A reference to a module object.
 #[derive(Clone, Debug)]

@@ -14,7 +14,16 @@ static MODULES: LazyLock<Mutex<HashMap<String, Module>>> =
     LazyLock::new(|| Mutex::new(HashMap::new()));
 
 /// Registers a symbol (a later registration of the same name replaces it).
-pub fn register_symbol(name: &str, ptr: *mut c_void) {
+///
+/// # Safety
+/// `ptr` must be what the name says to TVM-compiled code (a function with the backend packed
+/// signature, a writable context slot, the module blob), valid for the rest of the process:
+/// the system library calls and writes through it.
+///
+/// ```compile_fail,E0133
+/// tvm_runtime::module::system_lib::register_symbol("f", 1 as *mut std::ffi::c_void);
+/// ```
+pub unsafe fn register_symbol(name: &str, ptr: *mut c_void) {
     SYMBOLS
         .write()
         .unwrap_or_else(|e| e.into_inner())

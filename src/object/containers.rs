@@ -4,7 +4,6 @@
 //! first) so that code reading them in place finds what it expects.
 
 use super::{ObjectRef, TYPE_ARRAY, TYPE_MAP, TYPE_SHAPE_TUPLE, TYPE_STRING};
-use crate::impl_object_type;
 use std::collections::HashMap;
 use std::ffi::c_char;
 
@@ -21,7 +20,10 @@ unsafe impl Send for StringObj {}
 // SAFETY: as above.
 unsafe impl Sync for StringObj {}
 
-impl_object_type!(StringObj, "runtime.String", static TYPE_STRING);
+// SAFETY: TYPE_STRING is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for StringObj {
+    crate::object_type!("runtime.String", static TYPE_STRING);
+}
 
 impl StringObj {
     /// A new string object from bytes (kept NUL-terminated for C readers).
@@ -59,7 +61,10 @@ pub struct ArrayObj {
     pub items: Vec<Option<ObjectRef>>,
 }
 
-impl_object_type!(ArrayObj, "Array", static TYPE_ARRAY);
+// SAFETY: TYPE_ARRAY is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for ArrayObj {
+    crate::object_type!("Array", static TYPE_ARRAY);
+}
 
 impl ArrayObj {
     /// A new array object.
@@ -89,7 +94,10 @@ pub struct MapObj {
     index: HashMap<MapKey, usize>,
 }
 
-impl_object_type!(MapObj, "Map", static TYPE_MAP);
+// SAFETY: TYPE_MAP is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for MapObj {
+    crate::object_type!("Map", static TYPE_MAP);
+}
 
 impl MapObj {
     /// Inserts or replaces an entry.
@@ -138,7 +146,10 @@ unsafe impl Send for ShapeTupleObj {}
 // SAFETY: as above.
 unsafe impl Sync for ShapeTupleObj {}
 
-impl_object_type!(ShapeTupleObj, "runtime.ShapeTuple", static TYPE_SHAPE_TUPLE);
+// SAFETY: TYPE_SHAPE_TUPLE is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for ShapeTupleObj {
+    crate::object_type!("runtime.ShapeTuple", static TYPE_SHAPE_TUPLE);
+}
 
 impl ShapeTupleObj {
     /// A new shape tuple object.

@@ -29,7 +29,20 @@ pub struct Object {
 ///
 /// # Safety
 /// `type_index` must return an index that no other Rust type returns, so that a cell's type
-/// index identifies the Rust type of its payload.
+/// index identifies the Rust type of its payload: [`ObjectRef::downcast_ref`] reads the payload
+/// as `Self` on the strength of it. Implement it with `unsafe impl` and a `// SAFETY:` comment
+/// saying why the index is this type's alone; [`object_type!`](crate::object_type) writes the
+/// items.
+///
+/// Safe code cannot claim an index, so it cannot read one object type as another:
+/// ```compile_fail,E0200
+/// use tvm_runtime::object::ObjectType;
+/// struct Fake(u64);
+/// impl ObjectType for Fake {
+///     const TYPE_KEY: &'static str = "runtime.String";
+///     fn type_index() -> u32 { tvm_runtime::object::TYPE_STRING }
+/// }
+/// ```
 pub unsafe trait ObjectType: Send + Sync + Sized + 'static {
     /// The type key (e.g. `"runtime.String"`).
     const TYPE_KEY: &'static str;
@@ -37,29 +50,34 @@ pub unsafe trait ObjectType: Send + Sync + Sized + 'static {
     fn type_index() -> u32;
 }
 
-/// Implements [`ObjectType`] for a payload type, with a static index or a dynamic one
-/// registered under a parent type key on first use.
+/// The items of an [`ObjectType`] implementation, inside an `unsafe impl` the use site writes
+/// (so the claim that the index is the type's alone is made, and justified, there): a static
+/// index, or a dynamic one registered under a parent type index on first use.
+///
+/// ```
+/// use tvm_runtime::object::{ObjectRef, ObjectType};
+/// struct Counter(u64);
+/// // SAFETY: the key is new, so the type table hands this payload type an index of its own.
+/// unsafe impl ObjectType for Counter {
+///     tvm_runtime::object_type!("doc.Counter", parent tvm_runtime::object::TYPE_OBJECT);
+/// }
+/// assert_eq!(ObjectRef::new(Counter(7)).downcast_ref::<Counter>().map(|c| c.0), Some(7));
+/// ```
 #[macro_export]
-macro_rules! impl_object_type {
-    ($ty:ty, $key:expr, static $index:expr) => {
-        // SAFETY: static indices are distinct per payload type by construction of the table.
-        unsafe impl $crate::object::ObjectType for $ty {
-            const TYPE_KEY: &'static str = $key;
-            #[inline(always)]
-            fn type_index() -> u32 {
-                $index
-            }
+macro_rules! object_type {
+    ($key:expr, static $index:expr) => {
+        const TYPE_KEY: &'static str = $key;
+        #[inline(always)]
+        fn type_index() -> u32 {
+            $index
         }
     };
-    ($ty:ty, $key:expr, parent $parent:expr) => {
-        // SAFETY: the type table hands out one index per key; each key names one payload type.
-        unsafe impl $crate::object::ObjectType for $ty {
-            const TYPE_KEY: &'static str = $key;
-            #[inline]
-            fn type_index() -> u32 {
-                static INDEX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-                *INDEX.get_or_init(|| $crate::object::type_table::register_dynamic($key, $parent))
-            }
+    ($key:expr, parent $parent:expr) => {
+        const TYPE_KEY: &'static str = $key;
+        #[inline]
+        fn type_index() -> u32 {
+            static INDEX: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+            *INDEX.get_or_init(|| $crate::object::type_table::register_dynamic($key, $parent))
         }
     };
 }

@@ -12,7 +12,15 @@ static PY_GIL_RELEASE: AtomicUsize = AtomicUsize::new(0);
 static PY_CHECK_SIGNALS: AtomicUsize = AtomicUsize::new(0);
 
 /// Records one entry point by its Python C-API name.
-pub fn register(name: &str, ptr: *mut c_void) -> Result<()> {
+///
+/// # Safety
+/// `ptr` must be the named CPython function (or one of the same C type), callable from any
+/// thread for the rest of the process: the runtime calls it.
+///
+/// ```compile_fail,E0133
+/// tvm_runtime::packed_func::env_capi::register("Py_IncRef", 1 as *mut std::ffi::c_void);
+/// ```
+pub unsafe fn register(name: &str, ptr: *mut c_void) -> Result<()> {
     let slot = match name {
         "Py_IncRef" => &PY_INC_REF,
         "Py_DecRef" => &PY_DEC_REF,
@@ -103,13 +111,16 @@ mod tests {
 
     #[test]
     fn gil_hooks_have_cpython_types() {
-        register("PyGILState_Ensure", ensure as GilEnsure as *mut c_void).unwrap();
-        register("PyGILState_Release", release as GilRelease as *mut c_void).unwrap();
-        register(
-            "Py_IncRef",
-            inc_ref as unsafe extern "C" fn(*mut c_void) as *mut c_void,
-        )
-        .unwrap();
+        // SAFETY: the hooks have the C types of the functions they stand for.
+        unsafe {
+            register("PyGILState_Ensure", ensure as GilEnsure as *mut c_void).unwrap();
+            register("PyGILState_Release", release as GilRelease as *mut c_void).unwrap();
+            register(
+                "Py_IncRef",
+                inc_ref as unsafe extern "C" fn(*mut c_void) as *mut c_void,
+            )
+            .unwrap();
+        }
         py_inc_ref(8 as *mut c_void);
         assert!(INC.load(Ordering::SeqCst) >= 1);
         assert!(ENSURED.load(Ordering::SeqCst) >= 1);

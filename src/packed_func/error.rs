@@ -54,8 +54,13 @@ pub struct Error {
     pub kind: ErrorKind,
     /// The message, without the kind prefix.
     pub message: String,
-    /// The Python exception object's address, for [`ErrorKind::Python`].
-    pub python_object: usize,
+    /// The Python exception object's address, for [`ErrorKind::Python`]. Private: the
+    /// runtime calls the host's `Py_IncRef` on it, so safe code must not forge one.
+    ///
+    /// ```compile_fail,E0451
+    /// let e = tvm_runtime::Error { kind: tvm_runtime::ErrorKind::Python, message: String::new(), python_object: 8 };
+    /// ```
+    python_object: usize,
 }
 
 impl Error {
@@ -217,7 +222,10 @@ fn to_cstring(msg: String) -> CString {
 /// Records an error as this thread's last error.
 pub fn set_last_error(err: &Error) {
     if err.kind == ErrorKind::Python {
-        set_last_python_error(err.python_object as *mut c_void);
+        // SAFETY: a Python error's object came from the last error (`Error::from_last`),
+        // which the host set to a live Python object; `python_object` is private to this
+        // module, so no other code can forge one.
+        unsafe { set_last_python_error(err.python_object as *mut c_void) };
     } else {
         set_last_error_message(err.to_string());
     }
@@ -237,7 +245,14 @@ pub fn set_last_error_message(msg: String) {
 
 /// Records a Python exception object as this thread's last error, holding a reference to it
 /// (through the host's `Py_IncRef`) until it is replaced or dropped.
-pub fn set_last_python_error(obj: *mut c_void) {
+///
+/// # Safety
+/// `obj` must be NULL or a live Python object (the host's `Py_IncRef` is called on it).
+///
+/// ```compile_fail,E0133
+/// tvm_runtime::packed_func::error::set_last_python_error(8 as *mut std::ffi::c_void);
+/// ```
+pub unsafe fn set_last_python_error(obj: *mut c_void) {
     let current = last_python_error();
     if current == obj {
         return;

@@ -4,7 +4,6 @@
 use super::error::{Error, Result};
 use super::types::{TVMByteArray, TVMRetValueHandle, TVMValue};
 use super::value::{ArgValue, Args, RetValue};
-use crate::impl_object_type;
 use crate::object::{ObjectRef, TYPE_PACKED_FUNC};
 use std::ffi::{c_char, c_int, c_void};
 
@@ -76,7 +75,10 @@ unsafe impl Send for PackedFuncObj {}
 // SAFETY: as above.
 unsafe impl Sync for PackedFuncObj {}
 
-impl_object_type!(PackedFuncObj, "runtime.PackedFunc", static TYPE_PACKED_FUNC);
+// SAFETY: TYPE_PACKED_FUNC is a static index of the type table that no other payload type uses.
+unsafe impl crate::object::ObjectType for PackedFuncObj {
+    crate::object_type!("runtime.PackedFunc", static TYPE_PACKED_FUNC);
+}
 
 impl Drop for PackedFuncObj {
     fn drop(&mut self) {
@@ -166,7 +168,20 @@ impl Function {
     }
 
     /// A function running a C callback.
-    pub fn from_c(
+    ///
+    /// # Safety
+    /// `func` must follow the `TVMPackedCFunc` convention and be callable with `resource` from
+    /// any thread for as long as the function lives; `finalizer`, when given, must be callable
+    /// once with `resource`, from any thread.
+    ///
+    /// Building one is `unsafe`: safe code cannot wrap an arbitrary callback.
+    /// ```compile_fail,E0133
+    /// # use std::ffi::{c_int, c_void};
+    /// # use tvm_runtime::packed_func::TVMValue;
+    /// unsafe extern "C" fn cb(_: *mut TVMValue, _: *mut c_int, _: c_int, _: *mut c_void, _: *mut c_void) -> c_int { 0 }
+    /// let f = tvm_runtime::Function::from_c(cb, std::ptr::null_mut(), None);
+    /// ```
+    pub unsafe fn from_c(
         func: PackedCFunc,
         resource: *mut c_void,
         finalizer: Option<PackedCFuncFinalizer>,
@@ -181,7 +196,19 @@ impl Function {
     }
 
     /// A function running compiled code kept alive by `owner`.
-    pub fn from_backend(
+    ///
+    /// # Safety
+    /// `func` must follow the `TVMBackendPackedCFunc` convention and be callable with
+    /// `resource` from any thread while `owner` (or whatever else keeps its code loaded) lives.
+    ///
+    /// Building one is `unsafe`: safe code cannot wrap an arbitrary function pointer.
+    /// ```compile_fail,E0133
+    /// # use std::ffi::{c_int, c_void};
+    /// # use tvm_runtime::packed_func::TVMValue;
+    /// unsafe extern "C" fn k(_: *mut TVMValue, _: *mut c_int, _: c_int, _: *mut TVMValue, _: *mut c_int, _: *mut c_void) -> c_int { 0 }
+    /// let f = tvm_runtime::Function::from_backend(k, std::ptr::null_mut(), None);
+    /// ```
+    pub unsafe fn from_backend(
         func: BackendPackedCFunc,
         resource: *mut c_void,
         owner: Option<Owner>,

@@ -5,6 +5,7 @@ pub mod env_capi;
 pub mod error;
 pub mod function;
 pub mod registry;
+pub mod tensor;
 pub mod types;
 pub mod value;
 

@@ -127,6 +127,12 @@ fn read() -> std::sync::RwLockReadGuard<'static, HashMap<String, Function>> {
     REGISTRY.read().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Makes sure the composition root's registrations have run (or are running on this thread):
+/// what a room needs before relying on something another room installs at start-up.
+pub fn ensure_started() {
+    ensure_ready();
+}
+
 /// Runs the composition root's registrations once. Cheap after the first call (one atomic load).
 #[inline]
 fn ensure_ready() {
@@ -143,7 +149,12 @@ fn start_up() {
         return;
     }
     REGISTERING.with(|r| r.set(true));
-    let outcome = std::panic::catch_unwind(|| crate::register_all(&mut Registrar { _private: () }));
+    let outcome = std::panic::catch_unwind(|| {
+        let mut r = Registrar { _private: () };
+        crate::register_all(&mut r);
+        #[cfg(test)]
+        tests::reentrant_room(&mut r);
+    });
     REGISTERING.with(|r| r.set(false));
     READY.store(true, Ordering::Release);
     if let Err(p) = outcome {
@@ -200,4 +211,69 @@ pub fn remove(name: &str) -> bool {
 pub fn list_names() -> Vec<String> {
     ensure_ready();
     read().keys().cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU8;
+    use std::time::Duration;
+
+    /// 0: not run; 1: every call inside the registration returned; 2: a lookup missed.
+    static REENTRANT: AtomicU8 = AtomicU8::new(0);
+
+    /// A room's registration (run by the start-up in test builds, after every real room) that
+    /// uses the global registry from inside the registration.
+    pub(super) fn reentrant_room(r: &mut Registrar) {
+        r.add("test.registry.first", |_, rv| {
+            *rv = RetValue::Int(1);
+            Ok(())
+        });
+        // Lookups see what was registered before, by this room and by the rooms below.
+        let seen_own = get("test.registry.first").is_some() && contains("test.registry.first");
+        let seen_below = contains("runtime.SystemLib");
+        // Registering through the global API inside a registration.
+        register_rust("test.registry.second", |_, rv| {
+            *rv = RetValue::Int(2);
+            Ok(())
+        });
+        let ok = register(
+            "test.registry.third",
+            Function::from_rust(|_, _| Ok(())),
+            false,
+        )
+        .is_ok();
+        let names = list_names().len();
+        REENTRANT.store(
+            if seen_own && seen_below && ok && names > 3 {
+                1
+            } else {
+                2
+            },
+            Ordering::SeqCst,
+        );
+    }
+
+    #[test]
+    fn registering_and_looking_up_inside_a_registration_does_not_deadlock() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let found = [
+                "test.registry.first",
+                "test.registry.second",
+                "test.registry.third",
+            ]
+            .map(|n| get(n).is_some());
+            let _ = tx.send(found);
+        });
+        let found = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the registry start-up did not finish within 60 s (deadlock?)");
+        assert_eq!(found, [true; 3]);
+        assert_eq!(
+            REENTRANT.load(Ordering::SeqCst),
+            1,
+            "a call inside the registration failed"
+        );
+    }
 }

@@ -11,7 +11,6 @@
 use super::bytecode::{Arg, Instr, Reg};
 use super::exec::{Constant, Executable, FuncKind};
 use super::memory::{self, Allocator};
-use crate::impl_object_type;
 use crate::module::Module;
 use crate::ndarray::{NDArray, NDArrayObj};
 use crate::object::containers::{ArrayObj, ShapeTupleObj, StringObj};
@@ -39,7 +38,10 @@ pub struct ClosureObj {
     pub imp: Function,
 }
 
-impl_object_type!(ClosureObj, "relax.vm.Closure", parent 0);
+// SAFETY: `ClosureObj` is the payload stored under this key only (a type of its own).
+unsafe impl crate::object::ObjectType for ClosureObj {
+    crate::object_type!("relax.vm.Closure", parent 0);
+}
 
 impl ClosureObj {
     /// A new closure object.

@@ -2,7 +2,6 @@
 //! reference's `MemoryManager`) and `vm.Storage`, a buffer tensors are carved out of.
 
 use crate::device;
-use crate::impl_object_type;
 use crate::ndarray::{checked_nbytes, NDArrayObj, ALLOC_ALIGNMENT};
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
@@ -185,7 +184,10 @@ pub struct StorageObj {
     alloc: Arc<dyn Allocator>,
 }
 
-impl_object_type!(StorageObj, "vm.Storage", parent 0);
+// SAFETY: `StorageObj` is the payload stored under this key only (a type of its own).
+unsafe impl crate::object::ObjectType for StorageObj {
+    crate::object_type!("vm.Storage", parent 0);
+}
 
 impl Drop for StorageObj {
     fn drop(&mut self) {

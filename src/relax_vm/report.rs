@@ -3,7 +3,6 @@
 //! `profile` (and the graph debug executor's `profile_rpc`) hand their reports to Python this
 //! way.
 
-use crate::impl_object_type;
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
@@ -16,7 +15,10 @@ pub struct ReportObj {
     json: Value,
 }
 
-impl_object_type!(ReportObj, "runtime.profiling.Report", parent 0);
+// SAFETY: `ReportObj` is the payload stored under this key only (a type of its own).
+unsafe impl crate::object::ObjectType for ReportObj {
+    crate::object_type!("runtime.profiling.Report", parent 0);
+}
 
 /// The printable value of one metric (`{"microseconds": x}`, `{"count": n}`, ...).
 fn metric_text(v: &Value) -> String {

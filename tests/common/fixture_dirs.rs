@@ -1,6 +1,7 @@
 //! Where the fixtures built by scripts/build_fixtures.py are, shared by the integration tests.
-//! A missing fixture skips the test with a message, unless TVMRT_REQUIRE_FIXTURES (or, for
-//! the large models, TVMRT_REQUIRE_MODELS) is set, as the test command does: then it fails.
+//! A missing fixture skips the test through tests/common/skip.rs (include it as `mod skip`
+//! beside this file), unless TVMRT_REQUIRE_FIXTURES (or, for the large models,
+//! TVMRT_REQUIRE_MODELS) is set, as the test command does: then it fails.
 
 #![allow(dead_code)]
 
@@ -15,29 +16,25 @@ pub fn dir() -> Option<PathBuf> {
             PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
         });
     let d = base.join("fixtures");
-    if d.join("manifest.json").exists() {
-        return Some(d);
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
-        "TVMRT_REQUIRE_FIXTURES is set but {} has no manifest.json",
-        d.display()
-    );
-    eprintln!("skipped: fixtures not built (run scripts/build_fixtures.py)");
-    None
+    let ok = d.join("manifest.json").exists();
+    crate::skip::available(ok, "TVMRT_REQUIRE_FIXTURES", || {
+        format!(
+            "fixtures not built: {} has no manifest.json (run scripts/build_fixtures.py)",
+            d.display()
+        )
+    })
+    .then_some(d)
 }
 
 /// The fixture directory when resnet18 and mobilenet were built (`--models`).
 pub fn models_dir() -> Option<PathBuf> {
     let d = dir()?;
-    if d.join("resnet18.so").exists() && d.join("mobilenet.so").exists() {
-        return Some(d);
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
-        "TVMRT_REQUIRE_MODELS is set but resnet18/mobilenet are not in {}",
-        d.display()
-    );
-    eprintln!("skipped: models not built (run scripts/build_fixtures.py --models)");
-    None
+    let ok = d.join("resnet18.so").exists() && d.join("mobilenet.so").exists();
+    crate::skip::available(ok, "TVMRT_REQUIRE_MODELS", || {
+        format!(
+            "models not built: resnet18/mobilenet are not in {} (run scripts/build_fixtures.py --models)",
+            d.display()
+        )
+    })
+    .then_some(d)
 }

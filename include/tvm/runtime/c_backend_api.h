@@ -79,7 +79,8 @@ void *TVMBackendAllocWorkspace(int device_type,
  * Frees temporary memory (`TVMBackendFreeWorkspace`).
  *
  * # Safety
- * `ptr` from `TVMBackendAllocWorkspace` on the same device, not used afterwards.
+ * `ptr` a workspace of this device from `TVMBackendAllocWorkspace`, not yet freed (a CPU
+ * pointer that is not one is refused; other devices cannot check).
  */
 TVM_DLL int TVMBackendFreeWorkspace(int device_type, int device_id, void *ptr);
 

@@ -246,37 +246,42 @@ TVM_DLL int TVMStreamCreate(int device_type, int device_id, TVMStreamHandle *out
 
 /**
  * Frees a stream (`TVMStreamFree`).
+ *
  * # Safety
- * `stream` from `TVMStreamCreate` on the same device, not current and not used afterwards.
+ * `stream` NULL or a stream of this device from `TVMStreamCreate`, not yet freed.
  */
 TVM_DLL int TVMStreamFree(int device_type, int device_id, TVMStreamHandle stream);
 
 /**
  * Sets this thread's current stream for a device (`TVMSetStream`).
+ *
  * # Safety
- * `handle` NULL or a live stream of the device.
+ * `handle` NULL or a live stream of this device.
  */
 TVM_DLL int TVMSetStream(int device_type, int device_id, TVMStreamHandle handle);
 
 /**
  * Waits for a stream's work (`TVMSynchronize`).
+ *
  * # Safety
- * `stream` NULL or a live stream of the device.
+ * `stream` NULL or a live stream of this device.
  */
 TVM_DLL int TVMSynchronize(int device_type, int device_id, TVMStreamHandle stream);
 
 /**
  * `TVMStreamSync`: an alias of [`TVMSynchronize`] under the name the design uses (an extra
  * export, not in the reference).
+ *
  * # Safety
- * As [`TVMSynchronize`].
+ * `stream` NULL or a live stream of this device.
  */
 TVM_DLL int TVMStreamSync(int device_type, int device_id, TVMStreamHandle stream);
 
 /**
  * Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
+ *
  * # Safety
- * `src` and `dst` NULL or live streams of the device.
+ * `src` and `dst` NULL or live streams of this device.
  */
 TVM_DLL
 int TVMStreamStreamSynchronize(int device_type,
@@ -294,6 +299,9 @@ TVM_DLL void TVMAPISetLastError(const char *msg);
 
 /**
  * Records a Python exception object as the last error (`TVMAPISetLastPythonError`).
+ *
+ * # Safety
+ * `py_object` NULL or a live Python object (the host's `Py_IncRef` is called on it).
  */
 TVM_DLL void TVMAPISetLastPythonError(void *py_object);
 

@@ -213,7 +213,7 @@ impl DeviceApi for Plugin {
                 self.check(r, "alloc_workspace", dev)?;
                 Ok(p)
             }
-            None => self.alloc_data_space(dev, nbytes, crate::ndarray::ALLOC_ALIGNMENT, type_hint),
+            None => self.alloc_data_space(dev, nbytes, crate::packed_func::tensor::ALLOC_ALIGNMENT, type_hint),
         }
     }
 

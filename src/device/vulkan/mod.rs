@@ -379,7 +379,12 @@ impl DeviceApi for VulkanDeviceApi {
             }
         }
         let rounded = nbytes.div_ceil(4096).max(1) * 4096;
-        self.alloc_data_space(dev, rounded, crate::ndarray::ALLOC_ALIGNMENT, type_hint)
+        self.alloc_data_space(
+            dev,
+            rounded,
+            crate::packed_func::tensor::ALLOC_ALIGNMENT,
+            type_hint,
+        )
     }
 
     unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {

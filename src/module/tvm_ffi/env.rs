@@ -353,7 +353,7 @@ unsafe extern "C" fn handle_init_once(
 }
 
 /// Fills a tvm-ffi library's context variables and records it as ours.
-pub fn init_context(lib: &dyn Library, probe: *mut c_void) {
+pub fn init_context(lib: &dyn Library, probe: *mut c_void) -> Result<()> {
     let table: [(&str, *mut c_void); 5] = [
         ("__TVMFFIFunctionCall", function_call as *mut c_void),
         ("__TVMFFIEnvModLookupFromImports", env_lookup as *mut c_void),
@@ -372,7 +372,7 @@ pub fn init_context(lib: &dyn Library, probe: *mut c_void) {
         }
     }
     // The workspace and parallel entries are the classic ones, filled the classic way.
-    crate::module::library::init_context_functions(lib);
+    crate::module::library::init_context_functions(lib)?;
     if let Some(base) = base_of(probe) {
         OUR_LIBRARIES
             .lock()
@@ -380,6 +380,7 @@ pub fn init_context(lib: &dyn Library, probe: *mut c_void) {
             .get_or_insert_with(HashSet::new)
             .insert(base);
     }
+    Ok(())
 }
 
 /// Points the library's `__tvm_ffi__library_ctx` at the module its kernels resolve through.

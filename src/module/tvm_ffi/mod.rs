@@ -137,11 +137,11 @@ impl ModuleNode for FfiLibraryModule {
             Some(o) => Owner::Object(o.clone()),
             None => Owner::Shared(Arc::new(self.lib.clone())),
         };
-        Ok(Some(Function::from_backend(
-            call::kernel_trampoline,
-            kernel as *mut c_void,
-            Some(owner),
-        )))
+        // SAFETY: the trampoline has the compiled-function signature and takes this kernel's
+        // address as its resource; `owner` keeps the kernel's library loaded.
+        Ok(Some(unsafe {
+            Function::from_backend(call::kernel_trampoline, kernel as *mut c_void, Some(owner))
+        }))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -167,7 +167,7 @@ pub fn load(lib: Arc<dyn Library>, path: &str) -> Result<Module> {
     } else {
         probe
     };
-    env::init_context(&*lib, first_kernel);
+    env::init_context(&*lib, first_kernel)?;
     let bin = lib.symbol(LIBRARY_BIN);
     let root = if bin.is_null() {
         lib_module.clone()

@@ -1,6 +1,6 @@
 //! AnyList: the register file the Relax VM hands compiled code (`TVMBackendAnyList*`): an
 //! array of cells, each a value and its type code in the layout of TVM's `TVMRetValue`. It sits
-//! in this room because compiled code reaches it through the module environment; the
+//! with the executors (it is the Relax VM's, and moves into that room when it lands); the
 //! `extern "C"` entries in `c_api/backend.rs` only convert and call the functions here.
 
 use crate::object::Object;
