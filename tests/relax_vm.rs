@@ -209,7 +209,7 @@ fn calls_nested_frames_branches_and_closures() {
     // Wrong argument count.
     let e = call(&vm, "main", &[ArgValue::Int(3)]).unwrap_err();
     assert!(
-        e.message.contains("expects 2 arguments (x, y), but 1"),
+        e.message.contains("Invoking function main requires 2 inputs but only 1 inputs are provided. (parameters: x, y)"),
         "{}",
         e.message
     );
@@ -815,11 +815,8 @@ fn wrong_inputs_get_the_reference_wording() {
     );
     args.pop();
     let e = vm.call(&f, &args).unwrap_err();
-    assert!(
-        e.message.contains("arguments were provided"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("inputs are provided"), "{}", e.message);
+    assert_eq!(e.kind, tvm_runtime::ErrorKind::InternalError);
 }
 
 #[test]
@@ -857,6 +854,31 @@ fn profiler_reports_every_kernel_call() {
         assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() >= 0.0);
     }
     assert_eq!(j["configuration"]["Executor"]["string"], "VM");
+    // Python reads it back through runtime.profiling.FromJSON and prints a table.
+    let cj = std::ffi::CString::new(json.clone()).unwrap();
+    let rep = tvm_runtime::Function::get_global("runtime.profiling.FromJSON")
+        .unwrap()
+        .call(&[ArgValue::Str(&cj)])
+        .unwrap()
+        .into_object()
+        .unwrap();
+    assert_eq!(rep.type_key(), "runtime.profiling.Report");
+    // SAFETY: `rep` is alive for the call.
+    let rarg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(rep.as_ptr()) });
+    let table = match tvm_runtime::Function::get_global("runtime.profiling.AsTable")
+        .unwrap()
+        .call(&[rarg, ArgValue::Int(1), ArgValue::Int(1), ArgValue::Int(1)])
+        .unwrap()
+    {
+        RetValue::Str(s) => s,
+        o => panic!("{o:?}"),
+    };
+    let first = calls[0]["Name"]["string"].as_str().unwrap();
+    assert!(
+        table.starts_with("Name") && table.contains(first) && table.contains("\nSum "),
+        "{table}"
+    );
     // The plain VM has no profile function.
     assert!(vm
         .module()
@@ -951,4 +973,141 @@ fn contrib_sort_externs() {
         "{}",
         e.message
     );
+}
+
+#[test]
+fn reference_saved_executables_load_from_file_and_save_back_identically() {
+    // Module.save output of executables built by the reference compiler (also the
+    // relax fuzz target's seeds).
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/relax");
+    let load = tvm_runtime::Function::get_global("relax.ExecutableLoadFromFile").unwrap();
+    let by_key =
+        tvm_runtime::Function::get_global("runtime.module.loadfile_relax.VMExecutable").unwrap();
+    for name in ["mlp", "dyn", "branch", "clo", "sorts"] {
+        let p = dir.join(format!("{name}.bin"));
+        let want = std::fs::read(&p).unwrap();
+        let c = std::ffi::CString::new(p.to_str().unwrap()).unwrap();
+        for f in [&load, &by_key] {
+            let m =
+                Module::from_object(f.call(&[ArgValue::Str(&c)]).unwrap().into_object().unwrap())
+                    .unwrap();
+            assert_eq!(m.node().save_to_binary().unwrap(), want, "{name}");
+        }
+        let m = Module::from_object(
+            by_key
+                .call(&[ArgValue::Str(&c)])
+                .unwrap()
+                .into_object()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(m.type_key(), "relax.VMExecutable");
+        let stats = match m.function("stats").unwrap().call(&[]).unwrap() {
+            RetValue::Str(s) => s,
+            o => panic!("{o:?}"),
+        };
+        assert!(
+            stats.starts_with("Relax VM executable statistics:\n  Constant pool (# "),
+            "{stats}"
+        );
+    }
+    let e = load
+        .call(&[ArgValue::Str(c"/nonexistent/x.bin")])
+        .unwrap_err();
+    assert!(e.message.contains("/nonexistent/x.bin"), "{}", e.message);
+}
+
+#[test]
+fn python_registered_set_operators_are_native() {
+    let f = |n: &str| tvm_runtime::Function::get_global(n).unwrap();
+    let x = NDArray::from_slice(&[3i32, 1, 3, 0, 1, 7], &[2, 3]).unwrap();
+    let get = |r: RetValue| NDArray::from_object(r.into_object().unwrap()).unwrap();
+    let u = get(f("relax.run.unique")
+        .call(&[
+            (&x).into(),
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+        ])
+        .unwrap());
+    assert_eq!(u.to_vec::<i32>().unwrap(), vec![0, 1, 3, 7]);
+    // Unsorted: values at their first occurrences (0, 1, 3, 5), latest first.
+    let u = get(f("relax.run.unique")
+        .call(&[
+            (&x).into(),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+            ArgValue::Int(0),
+        ])
+        .unwrap());
+    assert_eq!(u.to_vec::<i32>().unwrap(), vec![7, 0, 1, 3]);
+    let nz = get(f("relax.run.nonzero").call(&[(&x).into()]).unwrap());
+    assert_eq!(nz.shape(), &[2, 5]);
+    assert_eq!(
+        nz.to_vec::<i64>().unwrap(),
+        vec![0, 0, 0, 1, 1, 0, 1, 2, 1, 2]
+    );
+    let s = tvm_runtime::object::containers::ShapeTupleObj::new_ref(&[4, 5]);
+    // SAFETY: `s` is alive for the call.
+    let sarg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(s.as_ptr()) });
+    let t = get(f("relax.run.shape_to_tensor").call(&[sarg]).unwrap());
+    assert_eq!(t.to_vec::<i64>().unwrap(), vec![4, 5]);
+    let e = f("relax.run.assert_op")
+        .call(&[ArgValue::Int(0), ArgValue::Str(c"bad {}"), ArgValue::Int(3)])
+        .unwrap_err();
+    assert!(e.message.contains("bad 3"), "{}", e.message);
+}
+
+/// A module whose `get_params` returns 40 (stands in for a parameter pack).
+struct Params;
+
+impl tvm_runtime::module::ModuleNode for Params {
+    fn type_key(&self) -> &str {
+        "params"
+    }
+    fn get_function(
+        &self,
+        name: &str,
+        _this: Option<&tvm_runtime::object::ObjectRef>,
+    ) -> tvm_runtime::Result<Option<tvm_runtime::Function>> {
+        Ok((name == "get_params").then(|| {
+            tvm_runtime::Function::from_rust(|_, rv| {
+                *rv = RetValue::Int(40);
+                Ok(())
+            })
+        }))
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+#[test]
+fn set_input_with_param_module_calls_get_params() {
+    setup();
+    let vm = vm_of(&program());
+    let p = Module::new(Box::new(Params));
+    let po = p.as_object().clone();
+    // SAFETY: `po` is alive for the call.
+    let parg =
+        ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(po.as_ptr()) });
+    call(
+        &vm,
+        "set_input_with_param_module",
+        &[ArgValue::Str(c"main"), ArgValue::Int(1), parg],
+    )
+    .unwrap();
+    call(&vm, "invoke_stateful", &[ArgValue::Str(c"main")]).unwrap();
+    assert_eq!(
+        call(&vm, "get_output", &[ArgValue::Str(c"main")])
+            .unwrap()
+            .as_i64()
+            .unwrap(),
+        42
+    );
+    let e = call(&vm, "invoke_stateful", &[ArgValue::Str(c"pick")]).unwrap_err();
+    assert!(e.message.contains("set_input"), "{}", e.message);
 }

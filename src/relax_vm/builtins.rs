@@ -233,10 +233,10 @@ pub(crate) fn register(r: &mut Registrar) {
         let shape = shape_arg(&a, 0)?;
         let heap = heap_arg(&a, 1)?;
         let size = a.i64(2)?;
-        if size < 0 || (3 + 2 * size) as u64 > a.len() as u64 {
+        if size < 0 || size > a.len() as i64 || (3 + 2 * size) as u64 > a.len() as u64 {
             return Err(value_err(format!(
                 "vm.builtin.match_shape: {size} dimensions need {} arguments, got {}",
-                3 + 2 * size.max(0),
+                size.max(0).saturating_mul(2).saturating_add(3),
                 a.len()
             )));
         }
@@ -284,7 +284,7 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.make_shape", |a, rv| {
         let heap = heap_arg(&a, 0)?;
         let size = a.i64(1)?;
-        if size < 0 || (2 + 2 * size) as u64 > a.len() as u64 {
+        if size < 0 || size > a.len() as i64 || (2 + 2 * size) as u64 > a.len() as u64 {
             return Err(value_err(format!(
                 "vm.builtin.make_shape: {size} dimensions but {} arguments",
                 a.len()
@@ -335,7 +335,8 @@ pub(crate) fn register(r: &mut Registrar) {
             )));
         }
         if let Some(d) = dtype {
-            if !(d.code == 0 && d.bits == 0) && t.dtype() != d {
+            // DataType::Void() (bits 0) means "any dtype".
+            if d.bits != 0 && t.dtype() != d {
                 return Err(value_err(format!(
                     "{ctx} expect Tensor with dtype {} but get {}",
                     dtype_to_string(d),
@@ -517,6 +518,7 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("vm.builtin.copy", |a, rv| {
+        a.expect_len(1, "vm.builtin.copy")?;
         // SAFETY: the argument is valid during the call.
         *rv = unsafe { RetValue::from_c_copy(a.values[0], a.codes[0])? };
         Ok(())

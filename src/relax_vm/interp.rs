@@ -465,10 +465,12 @@ impl VmCore {
             let names = if f.param_names.is_empty() {
                 String::new()
             } else {
-                format!(" ({})", f.param_names.join(", "))
+                format!(" (parameters: {})", f.param_names.join(", "))
             };
-            return Err(Error::value(format!(
-                "Invoking function {} expects {} arguments{names}, but {} arguments were provided.",
+            // An InternalError with the reference's words (its check is an ICHECK).
+            return Err(Error::internal(format!(
+                "ValueError: Invoking function {} requires {} inputs but only {} inputs are \
+                 provided.{names}",
                 f.name,
                 f.num_args,
                 args.len()

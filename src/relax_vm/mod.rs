@@ -7,6 +7,7 @@
 //! - [`vm_module`]: the executable and VM modules and their loaders;
 //! - [`builtins`]: the `vm.builtin.*` functions executables call;
 //! - [`memory`]: `vm.Storage` and the naive and pooled allocators;
+//! - [`report`]: `runtime.profiling.Report` (from the profilers' JSON, as tables);
 //! - `sort`: the `tvm.contrib.sort.*` externs compiled CPU kernels call;
 //! - [`api`]: the safe Rust face, [`VirtualMachine`].
 
@@ -16,6 +17,7 @@ pub mod bytecode;
 pub mod exec;
 pub mod interp;
 pub mod memory;
+pub mod report;
 mod sort;
 pub mod vm_module;
 
@@ -27,6 +29,11 @@ use crate::packed_func::value::RetValue;
 
 /// Registers the loaders, builtins and helpers of the Relax VM.
 pub(crate) fn register(r: &mut Registrar) {
+    // Type keys known from the start, so that frontends resolve them when they import.
+    use crate::object::ObjectType;
+    interp::ClosureObj::type_index();
+    memory::StorageObj::type_index();
+    report::ReportObj::type_index();
     for key in ["relax.Executable", "relax.VMExecutable"] {
         r.add(&format!("runtime.module.loadbinary_{key}"), move |a, rv| {
             *rv = RetValue::Object(vm_module::load_binary(a, key)?.into_object());
@@ -48,4 +55,5 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     builtins::register(r);
     sort::register(r);
+    report::register(r);
 }

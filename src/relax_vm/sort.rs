@@ -192,8 +192,94 @@ fn same_shape(a: &DLTensor, b: &DLTensor, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Registers `tvm.contrib.sort.{sort,argsort,argsort_nms,topk}`.
+/// A new CPU tensor of `shape` and `dtype`.
+fn new_tensor(shape: &[i64], dtype: DLDataType) -> Result<crate::ndarray::NDArray> {
+    crate::ndarray::NDArray::empty(shape, dtype, crate::packed_func::types::DLDevice::CPU)
+}
+
+/// Registers `tvm.contrib.sort.{sort,argsort,argsort_nms,topk}` and the set operators the
+/// reference registers from Python (`relax.run.unique`, `relax.run.nonzero`).
 pub(crate) fn register(r: &mut Registrar) {
+    // numpy.unique of the flattened tensor: sorted, or (as the reference's Python) the values
+    // at their first occurrences, latest first.
+    r.add_weak("relax.run.unique", |a, rv| {
+        const W: &str = "relax.run.unique";
+        let x = tensor(&a, 0, W)?;
+        check_type(x.dtype, W)?;
+        let sorted = a.i64(1)? != 0;
+        for i in 2..a.len().min(5) {
+            if a.i64(i).unwrap_or(0) != 0 {
+                return Err(Error::value(format!(
+                    "{W}: missing support return_inverse or return_counts set to true"
+                )));
+            }
+        }
+        let n = elems(x);
+        let ord = order(x, 0, 1, n, n, true);
+        // First occurrence of each distinct value, in value order.
+        let mut firsts: Vec<usize> = Vec::new();
+        for &k in &ord {
+            match firsts.last() {
+                Some(&p) if read(x, p).cmp(&read(x, k)) == Ordering::Equal => {}
+                _ => firsts.push(k),
+            }
+        }
+        let picks: Vec<usize> = if sorted {
+            firsts
+        } else {
+            let mut v = firsts;
+            v.sort_unstable_by(|p, q| q.cmp(p));
+            v
+        };
+        let out = new_tensor(&[picks.len() as i64], x.dtype)?;
+        for (d, &src) in picks.iter().enumerate() {
+            copy_elem(x, src, out.dltensor(), d);
+        }
+        *rv = crate::packed_func::value::RetValue::Object(out.into_object());
+        Ok(())
+    });
+    // numpy.nonzero of atleast_1d(x), stacked: int64 of shape (ndim, count).
+    r.add_weak("relax.run.nonzero", |a, rv| {
+        const W: &str = "relax.run.nonzero";
+        let x = tensor(&a, 0, W)?;
+        let dt = x.dtype;
+        let bool_like =
+            dt.code == crate::packed_func::types::DL_BOOL || (dt.code == DL_UINT && dt.bits == 1);
+        if !bool_like {
+            check_type(dt, W)?;
+        }
+        let dims: Vec<usize> = if shape(x).is_empty() {
+            vec![1]
+        } else {
+            shape(x).iter().map(|&d| d.max(0) as usize).collect()
+        };
+        let n: usize = dims.iter().product();
+        let nonzero = |i: usize| -> bool {
+            if bool_like {
+                // SAFETY: i < n elements of one byte each.
+                unsafe { *base(x).add(i) != 0 }
+            } else {
+                match read(x, i) {
+                    Num::F(f) => f != 0.0,
+                    Num::I(v) => v != 0,
+                    Num::U(v) => v != 0,
+                }
+            }
+        };
+        let hits: Vec<usize> = (0..n).filter(|&i| nonzero(i)).collect();
+        let nd = dims.len();
+        let mut coords = vec![0i64; nd * hits.len()];
+        for (h, &flat) in hits.iter().enumerate() {
+            let mut rem = flat;
+            for d in (0..nd).rev() {
+                coords[d * hits.len() + h] = (rem % dims[d].max(1)) as i64;
+                rem /= dims[d].max(1);
+            }
+        }
+        let out = crate::ndarray::NDArray::from_slice(&coords, &[nd as i64, hits.len() as i64])?;
+        *rv = crate::packed_func::value::RetValue::Object(out.into_object());
+        Ok(())
+    });
     r.add("tvm.contrib.sort.argsort", |a, _| {
         const W: &str = "tvm.contrib.sort.argsort";
         let (x, out) = (tensor(&a, 0, W)?, tensor(&a, 1, W)?);

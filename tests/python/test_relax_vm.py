@@ -104,7 +104,6 @@ def test_relax_save_function_and_time_evaluator():
     assert len(res.results) == 2 and all(t > 0 for t in res.results)
 
 
-@H.xfail_ours("no runtime.profiling.FromJSON, which Report.from_json needs to read the report")
 def test_relax_profiler_report_lists_the_kernel_calls():
     entry, lib, e = relax_fixture("relax_chain")
     vm = relax_vm.VirtualMachine(lib, tvm.cpu(), profile=True)
@@ -129,7 +128,6 @@ def test_relax_missing_function_and_bad_input_are_errors():
     run_calls("relax_mlp", entry, vm, e)
 
 
-@H.xfail_ours("a wrong argument count raises ValueError, the reference an InternalError")
 def test_relax_wrong_argument_count_is_an_internal_error_as_in_the_reference():
     entry, lib, e = relax_fixture("relax_mlp")
     vm = relax_vm.VirtualMachine(lib, tvm.cpu())
