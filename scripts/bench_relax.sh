@@ -132,7 +132,7 @@ fmt = lambda v: f"{v:,.0f}" if v >= 1000 else f"{v:.3g}"
 table = [hdr] + [(a, b, c, fmt(d), fmt(e), f"{f:.3f}", g, h) for a, b, c, d, e, f, g, h in rows]
 w = [max(len(str(r[i])) for r in table) for i in range(len(hdr))]
 print(f"\ndate {meta['date']}  commit {meta['commit']}  host {meta['host']}")
-print(f"TVM_NUM_THREADS={meta['threads']}; {meta['rounds']} (alternating processes per runtime)")
+print(f"TVM_NUM_THREADS={meta['threads']}; rounds {meta['rounds']} (alternating processes per runtime)")
 print(f"loadavg before {meta['loadavg_before']}, after {meta['loadavg_after']}\n")
 for i, r in enumerate(table):
     print("  ".join(str(c).ljust(w[j]) if j < 3 or j > 5 else str(c).rjust(w[j])

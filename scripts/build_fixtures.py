@@ -11,7 +11,9 @@ tree. DIR/stamp records this script's SHA-256 and the groups built ("core", and 
 for a missing group builds only that group. The stamp is written last, after the verification
 passed, so an interrupted or failed build is redone by the next run.
 
-  --models / --all  also build resnet18.so and mobilenet.so (about 20 s each, 47 and 17 MB)
+  --models / --all  also build resnet18.so and mobilenet.so (about 20 s each, 47 and 17 MB),
+                    and the same two models as Relax VM executables through
+                    relay_translator.from_relay (relax_resnet18.so, relax_mobilenet.so)
   --force           rebuild the requested groups even when the stamp matches
   --verify          build nothing: check the fixtures listed in DIR/manifest.json on whatever
                     runtime `import tvm` loads in this process. A build runs this mode in a
@@ -21,7 +23,9 @@ passed, so an interrupted or failed build is redone by the next run.
 
 Every library is written with export_library (a .so) except the system-lib object
 (syslib_add.o). NAME.npz holds the inputs and the expected outputs: computed with numpy for the
-kernels, produced by the reference graph executor for the relay models. manifest.json describes
+kernels, produced by the reference graph executor for the relay models and by the reference
+Relax VM for the relax_* executables (relax.build; also saved as NAME/KEY.npy, compared bit for
+bit). manifest.json describes
 every fixture: file, functions, argument names/dtypes/shapes, the calls that check it (npz keys
 in argument order), tolerances and the TVM symbols the file defines or imports.
 scripts/fixtures.md documents the fixtures and the calling conventions.

@@ -3,6 +3,7 @@
 # headers, runs every call of every relax_* fixture (scripts/build_fixtures.py) on the
 # reference libtvm_runtime.so and on ours, each output compared byte for byte with the
 # reference outputs saved beside the fixture; the two runs' printed outputs must be identical.
+# Then (ours) the safe-Rust example examples/rust/relax.rs runs relax_mlp.
 #
 #   scripts/test_relax.sh [ref|ours|both]     (default both; ours = target/release)
 #
@@ -79,5 +80,11 @@ while read -r what a b rest; do
   fi
   echo "ok   $name.$func (${runtimes[*]}): $(grep -c '^output' "$out.${runtimes[-1]}.out") outputs equal to the reference's"
 done < "$B/calls.txt"
+if [ "$which" != ref ] && [ -f "$FX/relax_mlp.so" ]; then
+  echo "--- the safe Rust API (examples/rust/relax.rs) on relax_mlp"
+  ex=target/release/examples/relax_api
+  [ -x "$ex" ] || cargo build --release --example relax_api --quiet
+  "$ex" "$FX/relax_mlp.so" || { echo "FAIL relax_api example"; failed=1; }
+fi
 [ "$failed" = 0 ] || { echo "test_relax: FAILED"; exit 1; }
 echo "test_relax: all relax fixtures equal the reference from C"
