@@ -10,6 +10,7 @@
 //! - [`threading`]: the CPU thread pool and workspace pools;
 //! - [`module`]: modules and loaders;
 //! - [`executor`]: the graph executor, params, the time evaluator;
+//! - [`rpc`]: TVM's RPC protocol, server and client;
 //! - [`c_api`]: the `extern "C"` surface, which converts and delegates.
 //!
 //! Each room registers its own global functions beside their code; [`register_all`] is the
@@ -22,6 +23,7 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod packed_func;
+pub mod rpc;
 pub mod threading;
 
 pub use module::Module;
@@ -39,4 +41,5 @@ pub(crate) fn register_all(r: &mut packed_func::registry::Registrar) {
     threading::register(r);
     module::register(r);
     executor::register(r);
+    rpc::register(r);
 }

@@ -1,0 +1,1 @@
+//! The standalone RPC server (what `tvmrt rpc-server` runs).

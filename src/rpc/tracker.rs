@@ -1,0 +1,1 @@
+//! The tracker client: registers a server with TVM's tracker.
