@@ -541,6 +541,8 @@ pub fn with_space<R>(p: *const c_void, f: impl FnOnce(&RemoteSpace) -> R) -> Res
     Ok(r)
 }
 
+/// `managed` must stay first: the holder is handed out as its `DLManagedTensor`.
+#[repr(C)]
 struct RemoteArrayHolder {
     managed: DLManagedTensor,
     shape: Vec<i64>,

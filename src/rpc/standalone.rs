@@ -267,7 +267,8 @@ fn wait_readable(l: &TcpListener, wait: Duration) -> bool {
     r > 0
 }
 
-fn bind(cfg: &ServerConfig) -> Result<TcpListener> {
+/// Binds the first free port of the configured range.
+pub fn bind(cfg: &ServerConfig) -> Result<TcpListener> {
     let end = cfg.port_end.max(cfg.port);
     let mut last = None;
     for p in cfg.port..=end {
@@ -339,7 +340,11 @@ fn serve_session(cfg: &ServerConfig, stream: TcpStream, timeout: Option<f64>, di
 
 /// Runs the server until its lifetime or session count is reached (or forever).
 pub fn run(cfg: &ServerConfig) -> Result<()> {
-    let listener = bind(cfg)?;
+    serve(bind(cfg)?, cfg)
+}
+
+/// Serves on a bound listener until its lifetime or session count is reached (or forever).
+pub fn serve(listener: TcpListener, cfg: &ServerConfig) -> Result<()> {
     let port = listener
         .local_addr()
         .map_err(|e| Error::tvm(format!("RPC server: {e}")))?
