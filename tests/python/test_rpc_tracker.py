@@ -55,10 +55,11 @@ def test_tracker_summary_and_spread(fleet):
     assert sorted(s["addr"][1] for s in infos) == sorted(s.port for s in servers)
     # Sessions held at once go to different servers.
     sessions = [client.request(KEY, session_timeout=60) for _ in range(N_SERVERS)]
-    for s in sessions:
-        assert s.get_function("runtime.GetDeviceAttr")(1, 0, 0) == 1
+    for sess in sessions:
+        assert sess.get_function("runtime.GetDeviceAttr")(1, 0, 0) == 1
     assert free_count(client) == 0
-    del sessions
+    for sess in sessions:
+        sess._sess.get_function("CloseRPCConnection")()
     # Each server offers itself again after its session.
     assert wait_for(lambda: free_count(client) == N_SERVERS), client.text_summary()
 
