@@ -869,7 +869,8 @@ pub fn connect(host: &str, port: i64, key: &str, ctor: &[WireValue]) -> Result<A
     let mut rk = vec![0u8; n as usize];
     s.read_exact(&mut rk).map_err(io)?;
     s.set_read_timeout(None).map_err(io)?;
-    let sess = ClientSession::create(Endpoint::new(Box::new(s), None), false)?;
+    let chan = super::endpoint::BufferedStream::new(s).map_err(io)?;
+    let sess = ClientSession::create(Endpoint::new(Box::new(chan), None), false)?;
     init_session(&sess, ctor)?;
     Ok(sess)
 }

@@ -38,6 +38,40 @@ impl Channel for std::net::TcpStream {
     }
 }
 
+/// A socket with a read buffer: a packet's length, code and small body come in one system call.
+pub struct BufferedStream {
+    reader: std::io::BufReader<std::net::TcpStream>,
+    writer: std::net::TcpStream,
+}
+
+impl BufferedStream {
+    /// Wraps a connected socket.
+    pub fn new(s: std::net::TcpStream) -> std::io::Result<Self> {
+        let _ = s.set_nodelay(true);
+        Ok(BufferedStream {
+            writer: s.try_clone()?,
+            reader: std::io::BufReader::with_capacity(64 << 10, s),
+        })
+    }
+}
+
+impl Channel for BufferedStream {
+    fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
+        self.writer.write_all(data)
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        loop {
+            match self.reader.read(buf) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => return r,
+            }
+        }
+    }
+    fn close(&mut self) {
+        let _ = self.writer.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// A channel over two PackedFuncs: `fsend(bytes) -> int` (bytes sent) and
 /// `frecv(size) -> bytes` (what `rpc.ServerLoop(fsend, frecv)` gets).
 pub struct CallbackChannel {

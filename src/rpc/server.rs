@@ -2,7 +2,9 @@
 //! and the server environment (`tvm.rpc.server.*`).
 
 use super::codec;
-use super::endpoint::{handle_request, CallbackChannel, Channel, Endpoint, Flow, Serving};
+use super::endpoint::{
+    handle_request, BufferedStream, CallbackChannel, Channel, Endpoint, Flow, Serving,
+};
 use super::local::LocalSession;
 use crate::module::Module;
 use crate::packed_func::error::{Error, Result};
@@ -188,8 +190,10 @@ pub(crate) fn register(r: &mut Registrar) {
                 // SAFETY: the caller hands its connected socket to the loop, which closes it
                 // at the end (as the reference does).
                 let s = unsafe { std::net::TcpStream::from_raw_fd(fd) };
-                let _ = s.set_nodelay(true);
-                Box::new(s)
+                Box::new(
+                    BufferedStream::new(s)
+                        .map_err(|e| Error::tvm(format!("rpc.ServerLoop: {e}")))?,
+                )
             }
             2 => {
                 let f = |i: usize| -> Result<Function> {

@@ -301,7 +301,10 @@ fn serve_session(cfg: &ServerConfig, stream: TcpStream, timeout: Option<f64>, di
     let worker = std::thread::Builder::new()
         .name("rpc-session".into())
         .spawn(move || {
-            let r = serve_channel(Box::new(stream), max_packet);
+            let r = match super::endpoint::BufferedStream::new(stream) {
+                Ok(b) => serve_channel(Box::new(b), max_packet),
+                Err(e) => Err(Error::tvm(format!("RPC server: {e}"))),
+            };
             let _ = tx.send(r);
         });
     if let Err(e) = worker {
