@@ -21,7 +21,7 @@
 //! 5. [`threading`]: the CPU thread pool and workspace pools;
 //! 6. [`executor`]: the graph executor, params, the time evaluator, AnyList;
 //! 7. [`relax_vm`]: the Relax virtual machine;
-//! 8. `rpc`: the RPC runtime (when it lands);
+//! 8. [`rpc`]: TVM's RPC protocol, server and client;
 //! 9. [`c_api`]: the `extern "C"` surface, which converts and delegates inside one boundary.
 //!
 //! Each room registers its own global functions beside their code; [`register_all`] is the
@@ -37,6 +37,7 @@ pub mod ndarray;
 pub mod object;
 pub mod packed_func;
 pub mod relax_vm;
+pub mod rpc;
 pub mod threading;
 
 pub use module::Module;
@@ -55,5 +56,6 @@ pub(crate) fn register_all(r: &mut packed_func::registry::Registrar) {
     module::register(r);
     executor::register(r);
     relax_vm::register(r);
+    rpc::register(r);
     c_api::register(r);
 }

@@ -1,5 +1,7 @@
 //! `tvmrt`: run TVM-compiled models and inspect modules and devices from the command line.
 
+mod rpc_server;
+
 use clap::{Parser, Subcommand};
 use npyz::WriterBuilder;
 use std::process::ExitCode;
@@ -61,6 +63,8 @@ enum Command {
         #[arg(long)]
         target: bool,
     },
+    /// Serve this runtime over TVM's RPC protocol (as TVM's `tvm_rpc server`).
+    RpcServer(rpc_server::RpcServerArgs),
 }
 
 fn parse_device(s: &str) -> tvm_runtime::Result<DLDevice> {
@@ -491,6 +495,7 @@ fn main() -> ExitCode {
         ),
         Command::Info { model, disasm } => info(&model, disasm),
         Command::Devices { target } => devices(target),
+        Command::RpcServer(a) => rpc_server::run(a),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,
