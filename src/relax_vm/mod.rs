@@ -15,6 +15,7 @@ mod builtins;
 pub mod bytecode;
 pub mod exec;
 pub mod interp;
+pub mod llm;
 pub mod memory;
 mod sort;
 pub mod vm_module;
@@ -48,4 +49,5 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     builtins::register(r);
     sort::register(r);
+    llm::register(r);
 }

@@ -1,0 +1,190 @@
+"""Language-model builtins of the Relax VM runtime, on both runtimes: the parameter cache
+(vm.builtin.ndarray_cache.* over files written by tvm.contrib.tvmjs.dump_ndarray_cache), the
+classic KV cache (vm.builtin.attention_kv_cache_*) and host sampling (vm.builtin.sample_*,
+vm.builtin.apply_*). Results are compared with numpy; functions the reference (TVM 0.16) does not
+register are checked on ours only, and skip on the reference."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import tvm
+from tvm.contrib import tvmjs
+
+import tvmrt_helpers as H
+
+
+def gf(name):
+    f = tvm.get_global_func(name, allow_missing=True)
+    if f is None:
+        if H.IS_OURS:
+            pytest.fail(f"{name} is not registered on ours")
+        pytest.skip(f"skipped: {name} is not registered by the reference runtime")
+    return f
+
+
+def bf16_round_trip(x):
+    """What f32-to-bf16 keeps of a float32 array (TVM's own encoder, then the << 16 decode)."""
+    return (tvmjs._convert_f32_to_bf16(x).astype(np.uint32) << 16).view(np.float32)
+
+
+@pytest.fixture
+def cache():
+    """The cache functions, cleared before and after the test."""
+    fns = {k: gf(f"vm.builtin.ndarray_cache.{k}") for k in ("load", "get", "update", "remove", "clear")}
+    fns["clear"]()
+    yield fns
+    fns["clear"]()
+
+
+def params(seed=0):
+    rng = np.random.default_rng(seed)
+    return {
+        "param_0": rng.standard_normal((4, 8)).astype("float32"),
+        "param_1": rng.integers(-100, 100, size=(3, 5)).astype("int32"),
+        "param_2": rng.standard_normal((1000,)).astype("float16"),
+        "param_3": np.zeros((0, 4), "int32"),
+        "embed.weight": rng.standard_normal((16, 2)).astype("float32"),
+    }
+
+
+def dump(tmp_path, p, fmt="raw", shard_mb=1):
+    d = str(tmp_path / f"cache_{fmt}")
+    tvmjs.dump_ndarray_cache(p, d, encode_format=fmt, shard_cap_mb=shard_mb)
+    return d
+
+
+@pytest.mark.parametrize("fmt", ["raw", "f32-to-bf16"])
+def test_load_dump_ndarray_cache(cache, tmp_path, fmt):
+    p = params()
+    d = dump(tmp_path, p, fmt)
+    cache["load"](d, 1, 0)
+    for name, v in p.items():
+        got = cache["get"](name)
+        assert got is not None, name
+        assert got.dtype == str(v.dtype) and tuple(got.shape) == v.shape, name
+        want = bf16_round_trip(v) if (fmt == "f32-to-bf16" and v.dtype == np.float32) else v
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
+    assert cache["get"]("not_there") is None
+
+
+def test_many_shards(cache, tmp_path):
+    rng = np.random.default_rng(1)
+    p = {f"w_{i}": rng.standard_normal((300, 300)).astype("float32") for i in range(6)}
+    d = dump(tmp_path, p, shard_mb=1)
+    meta = json.load(open(os.path.join(d, "ndarray-cache.json")))
+    assert len(meta["records"]) > 1
+    cache["load"](d, 1, 0)
+    arr = gf("vm.builtin.param_array_from_cache")("w", -1)
+    assert len(arr) == 6
+    for i, a in enumerate(arr):
+        np.testing.assert_array_equal(a.numpy(), p[f"w_{i}"])
+
+
+def test_param_functions(cache, tmp_path):
+    p = params()
+    cache["load"](dump(tmp_path, p), 1, 0)
+    arr = gf("vm.builtin.param_array_from_cache")("param", 3)
+    assert len(arr) == 3
+    np.testing.assert_array_equal(arr[1].numpy(), p["param_1"])
+    assert len(gf("vm.builtin.param_array_from_cache")("param", -1)) == 4
+    with pytest.raises((tvm.TVMError, ValueError), match="param_4"):
+        gf("vm.builtin.param_array_from_cache")("param", 8)
+    names = ["embed.weight", "param_2"]
+    by_name = gf("vm.builtin.param_array_from_cache_by_name")(names)
+    np.testing.assert_array_equal(by_name[0].numpy(), p["embed.weight"])
+    np.testing.assert_array_equal(by_name[1].numpy(), p["param_2"])
+    unpacked = gf("vm.builtin.param_array_from_cache_by_name_unpacked")(*names)
+    np.testing.assert_array_equal(unpacked[1].numpy(), p["param_2"])
+    with pytest.raises((tvm.TVMError, ValueError), match="nope"):
+        gf("vm.builtin.param_array_from_cache_by_name")(["param_0", "nope"])
+    mod = gf("vm.builtin.param_module_from_cache")("param", 2)
+    got = mod["get_params"]()
+    np.testing.assert_array_equal(got[0].numpy(), p["param_0"])
+    mod = gf("vm.builtin.param_module_from_cache_by_name")(["param_1"])
+    np.testing.assert_array_equal(mod["get_params"]()[0].numpy(), p["param_1"])
+
+
+def test_update_remove_clear(cache):
+    a = tvm.nd.array(np.arange(5, dtype="float32"))
+    cache["update"]("x", a, False)
+    np.testing.assert_array_equal(cache["get"]("x").numpy(), a.numpy())
+    with pytest.raises((tvm.TVMError, ValueError), match="already exists"):
+        cache["update"]("x", a, False)
+    if H.IS_OURS:  # v0.20 makes override optional; 0.16 needs all three arguments
+        with pytest.raises((tvm.TVMError, ValueError), match="already exists"):
+            cache["update"]("x", a)
+    b = tvm.nd.array(np.arange(3, dtype="int64"))
+    cache["update"]("x", b, True)
+    np.testing.assert_array_equal(cache["get"]("x").numpy(), b.numpy())
+    cache["remove"]("x")
+    assert cache["get"]("x") is None
+    cache["remove"]("x")
+    cache["update"]("y", a, False)
+    cache["clear"]()
+    assert cache["get"]("y") is None
+
+
+def test_tensor_cache_aliases(cache, tmp_path):
+    if not H.IS_OURS:
+        pytest.skip("skipped: vm.builtin.tensor_cache.* are TVM v0.22+ names (reference is 0.16)")
+    p = params()
+    gf("vm.builtin.tensor_cache.load")(dump(tmp_path, p), 1, 0)
+    np.testing.assert_array_equal(cache["get"]("param_0").numpy(), p["param_0"])
+    gf("vm.builtin.tensor_cache.clear")()
+    assert cache["get"]("param_0") is None
+
+
+def corrupt(tmp_path, how):
+    """A small cache, spoilt in one way; returns its directory."""
+    p = {"a": np.arange(6, dtype="float32"), "b": np.arange(4, dtype="int32")}
+    d = dump(tmp_path, p)
+    meta_path = os.path.join(d, "ndarray-cache.json")
+    meta = json.load(open(meta_path))
+    shard = os.path.join(d, meta["records"][0]["dataPath"])
+    recs = meta["records"][0]["records"]
+    if how == "missing_shard":
+        os.remove(shard)
+    elif how == "truncated_shard":
+        with open(shard, "r+b") as f:
+            f.truncate(os.path.getsize(shard) - 4)
+    elif how == "size_disagrees":
+        recs[1]["nbytes"] = 8
+    elif how == "dtype_disagrees":
+        recs[0]["dtype"] = "float64"
+    elif how == "outside_shard":
+        recs[1]["byteOffset"] = 100
+    elif how == "bad_json":
+        open(meta_path, "w").write("{not json")
+        return d
+    elif how == "missing_json":
+        os.remove(meta_path)
+        return d
+    json.dump(meta, open(meta_path, "w"))
+    return d
+
+
+BAD = {
+    "missing_shard": "shard|No such file|open",
+    "truncated_shard": "corrupt|bytes",
+    "size_disagrees": "nbytes|disagree|b",
+    "dtype_disagrees": "nbytes|disagree|a",
+    "outside_shard": "outside|shard",
+    "bad_json": "JSON|json",
+    "missing_json": "ndarray-cache.json|No such file",
+}
+
+
+@pytest.mark.parametrize("how", sorted(BAD))
+def test_bad_cache_is_an_error_and_loads_nothing(cache, tmp_path, how):
+    d = corrupt(tmp_path, how)
+    if not H.IS_OURS and how in ("size_disagrees", "dtype_disagrees", "outside_shard"):
+        pytest.skip("skipped: the reference does not check record sizes (it reads out of bounds)")
+    with pytest.raises((tvm.TVMError, ValueError)) as e:
+        cache["load"](d, 1, 0)
+    if H.IS_OURS:
+        assert any(w in str(e.value) for w in BAD[how].split("|")), str(e.value)
+        # all or nothing: the good record was not published
+        assert cache["get"]("a") is None and cache["get"]("b") is None
