@@ -188,3 +188,93 @@ def test_bad_cache_is_an_error_and_loads_nothing(cache, tmp_path, how):
         assert any(w in str(e.value) for w in BAD[how].split("|")), str(e.value)
         # all or nothing: the good record was not published
         assert cache["get"]("a") is None and cache["get"]("b") is None
+
+
+# ---------------------------------------------------------------------------------------------
+# The classic KV cache (vm.builtin.attention_kv_cache_*).
+
+
+def kv(name):
+    return gf(f"vm.builtin.attention_kv_cache_{name}")
+
+
+def rows(rng, n, cols=3, dtype="float32"):
+    return rng.standard_normal((n, cols)).astype(dtype)
+
+
+def test_kv_cache_append_view_popn_clear():
+    rng = np.random.default_rng(2)
+    init = rows(rng, 2)
+    c = kv("create")(tvm.nd.array(init), tvm.runtime.ShapeTuple([2, 3]), -1)
+    want = [init]
+    for n in (1, 3, 0, 5):
+        v = rows(rng, n)
+        c = kv("append")(c, tvm.nd.array(v))
+        want.append(v)
+    want = np.concatenate(want)
+    np.testing.assert_array_equal(kv("view")(c).numpy(), want)
+    np.testing.assert_array_equal(kv("view")(c, tvm.runtime.ShapeTuple([11, 3])).numpy(), want)
+    with pytest.raises((tvm.TVMError, ValueError)):
+        kv("view")(c, tvm.runtime.ShapeTuple([10, 3]))
+    c2 = kv("create")(tvm.nd.array(init), tvm.runtime.ShapeTuple([4, 3]), -1)
+    kv("array_popn")([c, c2], 2)
+    np.testing.assert_array_equal(kv("view")(c).numpy(), want[:9])
+    assert kv("view")(c2).shape[0] == 0
+    if H.IS_OURS:  # the reference ICHECKs (an abort-style fatal error)
+        with pytest.raises((tvm.TVMError, ValueError), match="cannot pop"):
+            kv("array_popn")([c, c2], 1)
+        # nothing was popped from any cache
+        assert kv("view")(c).shape[0] == 9
+    # appending after a pop overwrites the popped rows
+    v = rows(rng, 1)
+    c = kv("append")(c, tvm.nd.array(v))
+    np.testing.assert_array_equal(kv("view")(c).numpy(), np.concatenate([want[:9], v]))
+    kv("array_clear")([c, c2])
+    assert kv("view")(c).shape[0] == 0
+
+
+def test_kv_cache_update_and_fill_count():
+    rng = np.random.default_rng(3)
+    init = rows(rng, 3, dtype="float16")
+    c = kv("create")(tvm.nd.array(init), tvm.runtime.ShapeTuple([8, 3]), 2)
+    np.testing.assert_array_equal(kv("view")(c).numpy(), init[:2])
+    v = rows(rng, 2, dtype="float16")
+    c = kv("update")(c, tvm.nd.array(v))
+    np.testing.assert_array_equal(kv("view")(c).numpy(), v)
+    with pytest.raises((tvm.TVMError, ValueError)):
+        kv("append")(c, tvm.nd.array(rows(rng, 1)))  # float32 into a float16 cache
+
+
+def window_model(chunks, max_size, sinks):
+    """The rows a sliding-window cache with attention sinks holds, in storage order."""
+    store, fill, pos = [], 0, 0
+    for v in chunks:
+        n = len(v)
+        first = min(n, max_size - pos)
+        for i in range(first):
+            if pos + i < len(store):
+                store[pos + i] = v[i]
+            else:
+                store.append(v[i])
+        fill, pos = min(fill + n, max_size), min(pos + n, max_size)
+        if first < n:
+            for i in range(n - first):
+                store[sinks + i] = v[first + i]
+            pos = n - first + sinks
+    return np.array(store[:fill])
+
+
+@pytest.mark.parametrize("sinks", [0, 2])
+def test_kv_cache_window_override(sinks):
+    rng = np.random.default_rng(4 + sinks)
+    max_size = 7
+    c = kv("create")(tvm.nd.array(rows(rng, 0)), tvm.runtime.ShapeTuple([2, 3]), -1)
+    chunks = []
+    for n in (3, 2, 4, 1, 5, 3):
+        v = rows(rng, n)
+        chunks.append(v)
+        if sinks:
+            c = kv("window_override_with_sinks")(c, tvm.nd.array(v), max_size, sinks)
+        else:
+            c = kv("window_override")(c, tvm.nd.array(v), max_size)
+        np.testing.assert_array_equal(kv("view")(c).numpy(), window_model(chunks, max_size, sinks))

@@ -3,6 +3,7 @@
 //! (`vm.builtin.attention_kv_cache_*`) and sampling on the host (`vm.builtin.sample_*`,
 //! `vm.builtin.apply_*`).
 
+pub mod kv_cache;
 pub mod ndarray_cache;
 
 use crate::packed_func::registry::Registrar;
@@ -10,4 +11,5 @@ use crate::packed_func::registry::Registrar;
 /// Registers the language-model builtins.
 pub(crate) fn register(r: &mut Registrar) {
     ndarray_cache::register(r);
+    kv_cache::register(r);
 }
