@@ -278,3 +278,164 @@ def test_kv_cache_window_override(sinks):
         else:
             c = kv("window_override")(c, tvm.nd.array(v), max_size)
         np.testing.assert_array_equal(kv("view")(c).numpy(), window_model(chunks, max_size, sinks))
+
+
+# ---------------------------------------------------------------------------------------------
+# Sampling on the host. A float32 numpy model of each function gives the expected token; the
+# same assertions run on both runtimes, so both pick the same token for the same sample.
+
+
+def np_top_p_from_logits(logits, temperature, top_p, u):
+    order = np.argsort(-logits, kind="stable")
+    if temperature < 1e-6:
+        return int(order[0])
+    s = logits[order]
+    e = np.exp((s - s[0]) * np.float32(1.0 / temperature)).astype(np.float32)
+    total = np.float32(0)
+    for x in e:
+        total = np.float32(total + x)
+    cum, top_sum, cums = np.float32(0), np.float32(0), []
+    for x in e:
+        p = np.float32(x / total)
+        if cum < top_p:
+            top_sum = np.float32(top_sum + p)
+        cum = np.float32(cum + p)
+        cums.append(cum)
+    for c, i in zip(cums, order):
+        if u < np.float32(c / top_sum):
+            return int(i)
+    return int(order[0])
+
+
+def np_top_p_from_prob(prob, top_p, u):
+    def with_cutoff(cutoff):
+        idx = [i for i in range(len(prob)) if prob[i] >= cutoff]
+        if not idx:
+            return None
+        idx.sort(key=lambda i: -prob[i])
+        if u < prob[idx[0]] / top_p:
+            return idx[0]
+        cum, top_sum, cums = np.float32(0), np.float32(0), []
+        for i in idx:
+            if cum < top_p:
+                top_sum = np.float32(top_sum + prob[i])
+            else:
+                break
+            cum = np.float32(cum + prob[i])
+            cums.append(cum)
+        if cum < top_p and cutoff != 0:
+            return None
+        for c, i in zip(cums, idx):
+            if u < np.float32(c / top_sum):
+                return i
+        return idx[len(idx) - 1]
+
+    if top_p < 1:
+        r = with_cutoff(np.float32(top_p / 1024))
+        if r is not None:
+            return r
+    return with_cutoff(np.float32(0))
+
+
+def distinct_logits(rng, n):
+    # distinct values: the order of ties is unspecified in the reference (std::sort)
+    return (rng.permutation(n).astype(np.float32) * np.float32(0.37) - 5).astype(np.float32)
+
+
+@pytest.mark.parametrize("temperature,top_p", [(0.0, 0.9), (0.7, 0.9), (1.0, 1.0), (1.3, 0.5)])
+def test_sample_top_p_from_logits(temperature, top_p):
+    rng = np.random.default_rng(5)
+    f = gf("vm.builtin.sample_top_p_from_logits")
+    for trial in range(20):
+        logits = distinct_logits(rng, 50)
+        u = float(rng.random())
+        got = f(tvm.nd.array(logits.reshape(1, 1, 50)), temperature, top_p, u)
+        assert got == np_top_p_from_logits(logits, temperature, top_p, u), (trial, u)
+
+
+@pytest.mark.parametrize("top_p", [1.0, 0.9, 0.3])
+def test_sample_top_p_from_prob(top_p):
+    rng = np.random.default_rng(6)
+    f = gf("vm.builtin.sample_top_p_from_prob")
+    for trial in range(20):
+        x = np.exp(distinct_logits(rng, 40) / 2)
+        prob = (x / x.sum()).astype(np.float32)
+        u = float(rng.random())
+        got = f(tvm.nd.array(prob.reshape(1, 40)), top_p, u)
+        assert got == np_top_p_from_prob(prob, top_p, u), (trial, u)
+
+
+def test_same_uniform_same_token():
+    """Sweeping the uniform sample walks through the tokens in order of probability."""
+    logits = np.array([[0.0, 3.0, 1.0, 2.0]], np.float32)
+    f = gf("vm.builtin.sample_top_p_from_logits")
+    picks = [f(tvm.nd.array(logits), 1.0, 1.0, u) for u in np.linspace(0, 0.999, 200)]
+    firsts = list(dict.fromkeys(picks))
+    assert firsts == [1, 3, 2, 0]
+    assert picks == sorted(picks, key=firsts.index)
+
+
+def test_multinomial_from_uniform():
+    rng = np.random.default_rng(7)
+    f = gf("vm.builtin.multinomial_from_uniform")
+    prob = rng.random((5, 30)).astype(np.float32)
+    prob /= prob.sum(axis=1, keepdims=True)
+    u = rng.random(5).astype(np.float32)
+    got = f(tvm.nd.array(prob), tvm.nd.array(u)).numpy()
+    assert got.shape == (5, 1) and got.dtype == np.int64
+    cum = np.cumsum(prob, axis=1, dtype=np.float32)
+    want = [min(int(np.argmax(cum[i] > u[i])) if (cum[i] > u[i]).any() else 29, 29) for i in range(5)]
+    assert got[:, 0].tolist() == want
+
+
+def test_apply_repetition_penalty():
+    rng = np.random.default_rng(8)
+    logits = rng.standard_normal(20).astype(np.float32)
+    ids = np.array([1, 4, 7, 19], np.int32)
+    nd = tvm.nd.array(logits)
+    gf("vm.builtin.apply_repetition_penalty")(nd, tvm.nd.array(ids), 1.3)
+    want = logits.copy()
+    for i in ids:
+        want[i] = want[i] * 1.3 if want[i] <= 0 else want[i] / 1.3
+    np.testing.assert_array_equal(nd.numpy(), want.astype(np.float32))
+    if H.IS_OURS:
+        with pytest.raises((tvm.TVMError, ValueError), match="outside the vocabulary"):
+            gf("vm.builtin.apply_repetition_penalty")(nd, tvm.nd.array(np.array([20], np.int32)), 1.3)
+
+
+def test_apply_presence_and_frequency_penalty():
+    rng = np.random.default_rng(9)
+    logits = rng.standard_normal(20).astype(np.float32)
+    ids = np.array([0, 3, 11], np.int32)
+    freqs = np.array([1, 4, 2], np.int32)
+    nd = tvm.nd.array(logits)
+    gf("vm.builtin.apply_presence_and_frequency_penalty")(
+        nd, tvm.nd.array(ids), tvm.nd.array(freqs), 0.5, 0.25
+    )
+    want = logits.astype(np.float64)
+    want[ids] -= freqs * 0.25 + 0.5
+    np.testing.assert_array_equal(nd.numpy(), want.astype(np.float32))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.5, 2.0])
+def test_apply_softmax_with_temperature(temperature):
+    rng = np.random.default_rng(10)
+    logits = (rng.standard_normal(100) * 4).astype(np.float32)
+    nd = tvm.nd.array(logits.reshape(1, 100))
+    gf("vm.builtin.apply_softmax_with_temperature")(nd, temperature)
+    x = logits.astype(np.float64) / temperature
+    want = np.exp(x - x.max()) / np.exp(x - x.max()).sum()
+    np.testing.assert_allclose(nd.numpy()[0], want, rtol=1e-5, atol=1e-7)
+
+
+def test_sampling_bad_input():
+    f = gf("vm.builtin.sample_top_p_from_logits")
+    with pytest.raises((tvm.TVMError, ValueError)):
+        f(tvm.nd.array(np.zeros((2, 4), np.float32)), 1.0, 1.0, 0.5)  # two rows
+    if H.IS_OURS:  # the reference aborts on these through ICHECK
+        with pytest.raises((tvm.TVMError, ValueError), match="float32"):
+            f(tvm.nd.array(np.zeros((1, 4), np.float16)), 1.0, 1.0, 0.5)
+        with pytest.raises((tvm.TVMError, ValueError), match="temperature"):
+            gf("vm.builtin.apply_softmax_with_temperature")(
+                tvm.nd.array(np.zeros(4, np.float32)), 0.0
+            )

@@ -5,6 +5,7 @@
 
 pub mod kv_cache;
 pub mod ndarray_cache;
+pub mod sampling;
 
 use crate::packed_func::registry::Registrar;
 
@@ -12,4 +13,5 @@ use crate::packed_func::registry::Registrar;
 pub(crate) fn register(r: &mut Registrar) {
     ndarray_cache::register(r);
     kv_cache::register(r);
+    sampling::register(r);
 }
