@@ -4,8 +4,8 @@
 //!
 //! Loading checks everything before it publishes anything: each shard's size against the
 //! JSON, each record's extent against its shard and its byte count against its shape and
-//! type. A failed load leaves the cache as it was. Shards are memory-mapped and copied once,
-//! straight into the arrays.
+//! type. A failed load leaves the cache as it was. Each shard is read once, in record order,
+//! straight into the arrays on the CPU (no staging copy).
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -180,133 +180,97 @@ fn check_record(rec: &ParamRecord, file: &FileRecord) -> Result<()> {
     Ok(())
 }
 
-/// A read-only memory map of a whole file (empty files are not mapped).
-struct Mapped {
-    ptr: *mut c_void,
-    len: usize,
+/// Opens a shard and checks its size against the metadata.
+fn open_shard(path: &Path, expect_len: u64) -> Result<std::fs::File> {
+    let f = std::fs::File::open(path).map_err(|e| {
+        Error::value(format!(
+            "cannot open parameter shard {}: {e}",
+            path.display()
+        ))
+    })?;
+    let len = f
+        .metadata()
+        .map_err(|e| Error::value(format!("cannot stat {}: {e}", path.display())))?
+        .len();
+    if len != expect_len {
+        return Err(Error::value(format!(
+            "parameter shard {} has {len} bytes but ndarray-cache.json says {expect_len}: \
+             it is corrupt or was not downloaded completely",
+            path.display()
+        )));
+    }
+    Ok(f)
 }
 
-impl Mapped {
-    fn open(path: &Path, expect_len: u64) -> Result<Mapped> {
-        use std::os::fd::AsRawFd;
-        let f = std::fs::File::open(path).map_err(|e| {
-            Error::value(format!(
-                "cannot open parameter shard {}: {e}",
-                path.display()
-            ))
-        })?;
-        let len = f
-            .metadata()
-            .map_err(|e| Error::value(format!("cannot stat {}: {e}", path.display())))?
-            .len();
-        if len != expect_len {
-            return Err(Error::value(format!(
-                "parameter shard {} has {len} bytes but ndarray-cache.json says {expect_len}: \
-                 it is corrupt or was not downloaded completely",
-                path.display()
-            )));
-        }
-        if len == 0 {
-            return Ok(Mapped {
-                ptr: std::ptr::null_mut(),
-                len: 0,
-            });
-        }
-        // SAFETY: mapping a regular file read-only and private; the result is checked.
-        let ptr = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len as usize,
-                libc::PROT_READ,
-                libc::MAP_PRIVATE,
-                f.as_raw_fd(),
-                0,
-            )
-        };
-        if ptr == libc::MAP_FAILED {
-            return Err(Error::value(format!(
-                "cannot map parameter shard {}: {}",
-                path.display(),
-                std::io::Error::last_os_error()
-            )));
-        }
-        // SAFETY: advice on the mapping just made; failure is harmless.
-        unsafe { libc::madvise(ptr, len as usize, libc::MADV_SEQUENTIAL) };
-        Ok(Mapped {
-            ptr,
-            len: len as usize,
-        })
-    }
-
-    /// The bytes `[off, off + n)`; the caller checked the range against the length.
-    fn range(&self, off: u64, n: u64) -> *const u8 {
-        debug_assert!(off + n <= self.len as u64);
-        if self.len == 0 {
-            return std::ptr::NonNull::<u8>::dangling().as_ptr();
-        }
-        // SAFETY: in bounds of the mapping (checked by check_record against the file length).
-        unsafe { (self.ptr as *const u8).add(off as usize) }
-    }
+/// Reads `buf.len()` bytes at `off`; a short file is an error.
+fn read_at(f: &std::fs::File, buf: &mut [u8], off: u64, path: &Path) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    f.read_exact_at(buf, off).map_err(|e| {
+        Error::value(format!(
+            "cannot read parameter shard {}: {e}",
+            path.display()
+        ))
+    })
 }
 
-impl Drop for Mapped {
-    fn drop(&mut self) {
-        if self.len > 0 {
-            // SAFETY: unmapping our own mapping once.
-            unsafe { libc::munmap(self.ptr, self.len) };
-        }
-    }
-}
-
-/// Makes one array from its bytes in the mapped shard.
-fn load_record(rec: &ParamRecord, map: &Mapped, dev: DLDevice) -> Result<NDArray> {
+/// Makes one array from its bytes in the shard. Raw records on the CPU are read straight
+/// into the array; the others go through one staging buffer.
+fn load_record(
+    rec: &ParamRecord,
+    f: &std::fs::File,
+    path: &Path,
+    dev: DLDevice,
+) -> Result<NDArray> {
     let arr = NDArray::empty(&rec.shape, rec.dtype, dev)?;
-    let src = map.range(rec.byte_offset, rec.nbytes);
     let n = rec.nbytes as usize;
+    if n == 0 {
+        return Ok(arr);
+    }
+    let t = arr.dltensor();
+    if dev.device_type == DL_CPU && !is_bf16_encoded(rec) {
+        // SAFETY: a fresh compact CPU array of exactly n bytes, not shared yet.
+        let dst = unsafe {
+            std::slice::from_raw_parts_mut((t.data as *mut u8).add(t.byte_offset as usize), n)
+        };
+        read_at(f, dst, rec.byte_offset, path)?;
+        return Ok(arr);
+    }
+    let mut raw = vec![0u8; n];
+    read_at(f, &mut raw, rec.byte_offset, path)?;
     if is_bf16_encoded(rec) {
-        let count = n / 2;
-        // SAFETY: `src` addresses n bytes of the live mapping; u16 reads may be unaligned.
-        let read = |i: usize| unsafe { (src.add(2 * i) as *const u16).read_unaligned() };
-        if dev.device_type == DL_CPU {
-            let t = arr.dltensor();
-            // SAFETY: a fresh compact CPU float32 array of `count` elements.
-            let out = unsafe {
-                std::slice::from_raw_parts_mut(
-                    (t.data as *mut u8).add(t.byte_offset as usize) as *mut u32,
-                    count,
-                )
-            };
-            for (i, o) in out.iter_mut().enumerate() {
-                *o = (read(i) as u32) << 16;
-            }
-        } else {
-            let decoded: Vec<u32> = (0..count).map(|i| (read(i) as u32) << 16).collect();
-            // SAFETY: the array is live and `decoded` holds exactly its nbytes bytes.
-            unsafe { copy_from_bytes(arr.dltensor(), decoded.as_ptr() as *const c_void, n * 2)? };
-        }
+        let decoded: Vec<u32> = raw
+            .chunks_exact(2)
+            .map(|c| (u16::from_le_bytes([c[0], c[1]]) as u32) << 16)
+            .collect();
+        // SAFETY: the array is live and `decoded` holds exactly its 2n bytes.
+        unsafe { copy_from_bytes(t, decoded.as_ptr() as *const c_void, n * 2)? };
     } else {
-        // SAFETY: the array is live; `src` addresses its n bytes in the mapping.
-        unsafe { copy_from_bytes(arr.dltensor(), src as *const c_void, n)? };
+        // SAFETY: the array is live and `raw` holds exactly its n bytes.
+        unsafe { copy_from_bytes(t, raw.as_ptr() as *const c_void, n)? };
     }
     Ok(arr)
 }
 
 /// Reads a cache directory's arrays onto a device, checking everything; publishes nothing.
+/// Every shard's size is checked before any array is allocated; then each shard is read in
+/// one pass, in record order (the order of the result).
 pub fn read_cache_dir(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>> {
     let dir_path = PathBuf::from(dir);
     let meta_path = dir_path.join("ndarray-cache.json");
     let text = std::fs::read_to_string(&meta_path)
         .map_err(|e| Error::value(format!("cannot read {}: {e}", meta_path.display())))?;
     let files = parse_metadata(&text).map_err(|e| e.context(meta_path.display()))?;
-    // Open (and size-check) every shard before allocating anything.
-    let maps = files
+    let shards = files
         .iter()
-        .map(|f| Mapped::open(&dir_path.join(&f.data_path), f.nbytes))
-        .collect::<Result<Vec<Mapped>>>()?;
+        .map(|f| {
+            let p = dir_path.join(&f.data_path);
+            open_shard(&p, f.nbytes).map(|h| (h, p))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
-    for (f, map) in files.iter().zip(&maps) {
+    for (f, (h, path)) in files.iter().zip(&shards) {
         for rec in &f.records {
-            let arr = load_record(rec, map, dev).map_err(|e| {
+            let arr = load_record(rec, h, path, dev).map_err(|e| {
                 e.context(format!(
                     "loading parameter {} from {}",
                     rec.name, f.data_path
