@@ -24,6 +24,7 @@ if [ -f scripts/build_fixtures.py ]; then
   # Builds with the full compiler (libtvm.so), in its own process, before runtime-only mode.
   env -u TVM_LIBRARY_PATH -u TVM_USE_RUNTIME_LIB "$TVMRT_PYTHON" scripts/build_fixtures.py
 fi
+[ -f scripts/build_llm_fixtures.py ] && env -u TVM_LIBRARY_PATH -u TVM_USE_RUNTIME_LIB "$TVMRT_PYTHON" scripts/build_llm_fixtures.py
 
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/tvmrt-pytest.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT

@@ -63,6 +63,7 @@ step "fixtures incl. resnet18 and mobilenet (cached)"
 "$TVMRT_PYTHON" scripts/build_fixtures.py --models
 step "tvm-ffi fixtures (compiled by TVM 0.27, cached)"
 "$TVMRT_FFI_PYTHON" scripts/build_ffi_fixtures.py
+step "LLM decoder fixture (cached)"; "$TVMRT_PYTHON" scripts/build_llm_fixtures.py
 # Tests that need fixtures fail instead of skipping from here on.
 export TVMRT_REQUIRE_FIXTURES=1 TVMRT_REQUIRE_MODELS=1
 # setup.sh installed lavapipe: the Vulkan tests must run on it, not skip.

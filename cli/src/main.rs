@@ -11,6 +11,7 @@ use tvm_runtime::executor::{GraphExecutor, TensorInfo};
 use tvm_runtime::packed_func::types::{device_name, DLDevice, DL_FLOAT, DL_INT, DL_UINT};
 use tvm_runtime::{dtype_to_string, DLDataType, Error, Module, NDArray, RetValue};
 
+mod generate;
 mod relax;
 
 #[derive(Parser)]
@@ -56,6 +57,29 @@ enum Command {
         /// Also print a Relax executable's disassembly.
         #[arg(long)]
         disasm: bool,
+    },
+    /// Generate tokens with a decoder built by tvm.relax.frontend.nn (prefill/decode).
+    Generate {
+        /// The model library.
+        model: String,
+        /// The weights: a directory with ndarray-cache.json (records in argument order).
+        #[arg(long)]
+        params: String,
+        /// The prompt's token ids, comma-separated.
+        #[arg(long)]
+        prompt_ids: String,
+        /// Tokens to generate.
+        #[arg(long, default_value_t = 16)]
+        max_new_tokens: usize,
+        /// Top-p sampling with this threshold (default: greedy).
+        #[arg(long)]
+        top_p: Option<f64>,
+        /// Softmax temperature for top-p sampling.
+        #[arg(long, default_value_t = 1.0)]
+        temperature: f64,
+        /// Seed of the uniform samples for top-p sampling.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
     },
     /// List devices and their attributes.
     Devices {
@@ -496,6 +520,22 @@ fn main() -> ExitCode {
         Command::Info { model, disasm } => info(&model, disasm),
         Command::Devices { target } => devices(target),
         Command::RpcServer(a) => rpc_server::run(a),
+        Command::Generate {
+            model,
+            params,
+            prompt_ids,
+            max_new_tokens,
+            top_p,
+            temperature,
+            seed,
+        } => generate::parse_ids(&prompt_ids).and_then(|ids| {
+            let s = generate::Sampler {
+                top_p,
+                temperature,
+                seed,
+            };
+            generate::generate(&model, &params, &ids, max_new_tokens, &s)
+        }),
     };
     match r {
         Ok(()) => ExitCode::SUCCESS,

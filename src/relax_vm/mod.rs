@@ -16,6 +16,7 @@ mod builtins;
 pub mod bytecode;
 pub mod exec;
 pub mod interp;
+pub mod llm;
 pub mod memory;
 pub mod report;
 mod sort;
@@ -56,4 +57,5 @@ pub(crate) fn register(r: &mut Registrar) {
     builtins::register(r);
     sort::register(r);
     report::register(r);
+    llm::register(r);
 }
