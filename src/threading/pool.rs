@@ -708,6 +708,9 @@ pub fn config_threadpool(_mode: i32, nthreads: i32, cpus: &[u32]) {
 }
 
 #[cfg(test)]
+// The tests drive the pool through the C-shaped launch entry points with test lambdas, as
+// compiled kernels do; each unsafe call passes a live environment and closure data.
+#[allow(clippy::undocumented_unsafe_blocks)]
 mod tests {
     use super::*;
     use std::sync::atomic::AtomicU64;

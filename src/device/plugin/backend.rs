@@ -138,8 +138,8 @@ impl DeviceApi for Plugin {
         match self.table.create_stream {
             Some(f) => {
                 let mut s = std::ptr::null_mut();
-                // SAFETY: plugin contract.
                 self.check(
+                    // SAFETY: plugin contract.
                     unsafe { f(self.table.self_, dev, &mut s) },
                     "create_stream",
                     dev,
@@ -213,7 +213,12 @@ impl DeviceApi for Plugin {
                 self.check(r, "alloc_workspace", dev)?;
                 Ok(p)
             }
-            None => self.alloc_data_space(dev, nbytes, crate::packed_func::tensor::ALLOC_ALIGNMENT, type_hint),
+            None => self.alloc_data_space(
+                dev,
+                nbytes,
+                crate::packed_func::tensor::ALLOC_ALIGNMENT,
+                type_hint,
+            ),
         }
     }
 

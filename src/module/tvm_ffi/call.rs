@@ -35,7 +35,7 @@ fn ptr_or_none(type_index: i32, p: *mut c_void) -> TVMFFIAny {
 /// # Safety
 /// `v` must be a valid value of type code `code`.
 unsafe fn to_ffi(v: TVMValue, code: i32, i: usize) -> Result<TVMFFIAny> {
-    // SAFETY (whole block): each arm reads the union field `code` selects, as the caller
+    // SAFETY: (whole block) each arm reads the union field `code` selects, as the caller
     // guarantees; object handles point at live objects.
     unsafe {
         Ok(match code {
@@ -87,7 +87,7 @@ unsafe fn to_ffi(v: TVMValue, code: i32, i: usize) -> Result<TVMFFIAny> {
 
 /// A kernel's result as a classic value. TIR kernels return None; plain values are passed on.
 fn from_ffi(r: &TVMFFIAny) -> Result<RetValue> {
-    // SAFETY (whole block): each arm reads the payload its type index selects.
+    // SAFETY: (whole block) each arm reads the payload its type index selects.
     unsafe {
         Ok(match r.type_index {
             ti::NONE => RetValue::Null,
@@ -332,7 +332,7 @@ unsafe fn to_classic(
     i: usize,
     strings: &mut Vec<[u8; 9]>,
 ) -> Result<(TVMValue, i32)> {
-    // SAFETY (whole block): each arm reads the payload its type index selects.
+    // SAFETY: (whole block) each arm reads the payload its type index selects.
     unsafe {
         Ok(match a.type_index {
             ti::NONE => (TVMValue::default(), tc::NULLPTR),
