@@ -191,8 +191,11 @@ pub unsafe extern "C" fn TVMStreamSync(
     device_id: c_int,
     stream: TVMStreamHandle,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { TVMSynchronize(device_type, device_id, stream) }
+    crate::c_boundary! {
+        let dev = DLDevice::new(device_type, device_id);
+        // SAFETY: the C contract: NULL or a live stream of this device.
+        unsafe { device::api(dev)?.stream_sync(dev, stream) }
+    }
 }
 
 /// Makes `dst` wait for `src` (`TVMStreamStreamSynchronize`).
