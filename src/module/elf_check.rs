@@ -211,17 +211,17 @@ impl Source for &[u8] {
 /// Checks the ELF file at `path` (see the module documentation).
 pub fn check_file(path: &str) -> Result<()> {
     let f = File::open(path)
-        .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?;
+        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
     let len = f
         .metadata()
-        .map_err(|e| Error::value(format!("cannot open module file {path}: {e}")))?
+        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?
         .len();
-    check_source(&(f, len)).map_err(|what| Error::value(format!("cannot load {path}: {what}")))
+    check_source(&(f, len)).map_err(|what| Error::internal(format!("cannot load {path}: {what}")))
 }
 
 /// Checks an ELF image held in memory; `name` is used in the error.
 pub fn check_bytes(name: &str, image: &[u8]) -> Result<()> {
-    check_source(&image).map_err(|what| Error::value(format!("cannot load {name}: {what}")))
+    check_source(&image).map_err(|what| Error::internal(format!("cannot load {name}: {what}")))
 }
 
 /// `offset + size` when the range lies inside a file of `len` bytes.
