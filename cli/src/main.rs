@@ -252,6 +252,24 @@ fn summary(a: &NDArray) -> String {
     values().map(stats).unwrap_or_else(|e| e.to_string())
 }
 
+/// Prints "latency {label}: median, min, max" of run times in milliseconds (sorts them).
+fn print_latency(label: &str, times: &mut [f64]) {
+    times.sort_by(|a, b| a.total_cmp(b));
+    let ms = |t: f64| {
+        if t < 1.0 {
+            format!("{:.1} us", t * 1e3)
+        } else {
+            format!("{t:.3} ms")
+        }
+    };
+    println!(
+        "latency {label}: median {}, min {}, max {}",
+        ms(percentile(times, 0.5)),
+        ms(times[0]),
+        ms(times[times.len() - 1])
+    );
+}
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() - 1) as f64 * p).round() as usize]
 }
@@ -332,21 +350,9 @@ fn run(
             println!("       written to {path}");
         }
     }
-    times.sort_by(|a, b| a.total_cmp(b));
-    let ms = |t: f64| {
-        if t < 1.0 {
-            format!("{:.1} us", t * 1e3)
-        } else {
-            format!("{t:.3} ms")
-        }
-    };
-    println!(
-        "latency over {} runs on {}: median {}, min {}, max {}",
-        times.len(),
-        device::describe(dev),
-        ms(percentile(&times, 0.5)),
-        ms(times[0]),
-        ms(times[times.len() - 1])
+    print_latency(
+        &format!("over {} runs on {}", times.len(), device::describe(dev)),
+        &mut times,
     );
     if profile {
         let create = lib.function("debug_create")?;

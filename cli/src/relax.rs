@@ -1,7 +1,7 @@
 //! `tvmrt run` and `tvmrt info` for Relax VM executables (libraries built by `relax.build` and
 //! exported with `export_library`).
 
-use crate::{io_err, percentile, random_input, summary, write_npy};
+use crate::{io_err, print_latency, random_input, summary, write_npy};
 use std::collections::HashMap;
 use std::time::Instant;
 use tvm_runtime::executor::TensorInfo;
@@ -385,20 +385,9 @@ pub fn run(
     for o in other {
         println!("output {o}");
     }
-    times.sort_by(|a, b| a.total_cmp(b));
-    let ms = |t: f64| {
-        if t < 1.0 {
-            format!("{:.1} us", t * 1e3)
-        } else {
-            format!("{t:.3} ms")
-        }
-    };
-    println!(
-        "latency of {function} over {} runs on {device}: median {}, min {}, max {}",
-        times.len(),
-        ms(percentile(&times, 0.5)),
-        ms(times[0]),
-        ms(times[times.len() - 1])
+    print_latency(
+        &format!("of {function} over {} runs on {device}", times.len()),
+        &mut times,
     );
     if profile {
         print_profile(lib, function, dev, &args)?;

@@ -31,7 +31,7 @@ impl Library for DsoLibrary {
 }
 
 /// Size of the ELF symbol at `addr`, when the dynamic linker knows it.
-pub(crate) fn symbol_size(addr: *mut c_void) -> Option<usize> {
+fn symbol_size(addr: *mut c_void) -> Option<usize> {
     const RTLD_DL_SYMENT: libc::c_int = 1;
     // SAFETY: Dl_info is plain data; all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
@@ -69,6 +69,33 @@ fn prefault(blob: &[u8]) {
     }
 }
 
+/// The bytes of a blob symbol laid out as a u64 little-endian length then the data (TVM's
+/// `__tvm_dev_mblob` and tvm-ffi's `__tvm_ffi__library_bin`), the length checked against the
+/// symbol's size where the dynamic linker knows it.
+///
+/// # Safety
+/// `sym` must be the address of such a symbol in a library that stays loaded for `'a`.
+pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> Result<&'a [u8]> {
+    // SAFETY: the caller's contract: at least the 8-byte length is there (an array of bytes,
+    // so no alignment is needed).
+    let nbytes = u64::from_le_bytes(unsafe { *(sym as *const [u8; 8]) });
+    if let Some(size) = symbol_size(sym) {
+        if nbytes.checked_add(8).is_none_or(|n| n > size as u64) {
+            return Err(Error::value(format!(
+                "{path}: the module blob is truncated or corrupted: it claims {nbytes} bytes \
+                 but the symbol holds {}",
+                size.saturating_sub(8)
+            )));
+        }
+    } else if nbytes > (1u64 << 34) {
+        return Err(Error::value(format!(
+            "{path}: the module blob is corrupted: it claims {nbytes} bytes"
+        )));
+    }
+    // SAFETY: the length was checked against the symbol's size.
+    Ok(unsafe { std::slice::from_raw_parts((sym as *const u8).add(8), nbytes as usize) })
+}
+
 /// Opens a TVM-exported library and builds its module tree.
 pub fn load(path: &str) -> Result<Module> {
     let meta = std::fs::metadata(path)
@@ -93,11 +120,10 @@ pub fn load(path: &str) -> Result<Module> {
     });
     let lib_dyn: Arc<dyn Library> = lib.clone();
     super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
-    if lib.symbol(symbol::TVM_MODULE_CTX).is_null()
-        && lib.symbol(symbol::TVM_DEV_MBLOB).is_null()
-        && super::tvm_ffi::is_tvm_ffi_library(&*lib_dyn, path)
-    {
-        return super::tvm_ffi::load(lib_dyn, path);
+    if lib.symbol(symbol::TVM_MODULE_CTX).is_null() && lib.symbol(symbol::TVM_DEV_MBLOB).is_null() {
+        if let Some(probe) = super::tvm_ffi::probe(&*lib_dyn, path) {
+            return super::tvm_ffi::load(lib_dyn, path, probe);
+        }
     }
     init_context_functions(&*lib_dyn)?;
     let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
@@ -122,24 +148,8 @@ pub fn load(path: &str) -> Result<Module> {
         let m = Module::new(Box::new(LibraryModule::new(lib_dyn)));
         (m.clone(), m)
     } else {
-        // SAFETY: TVM emits the blob as an 8-byte little-endian length then the stream.
-        let nbytes = u64::from_le_bytes(unsafe { *(blob_sym as *const [u8; 8]) });
-        if let Some(size) = symbol_size(blob_sym) {
-            if nbytes.checked_add(8).is_none_or(|n| n > size as u64) {
-                return Err(Error::value(format!(
-                    "{path}: the module blob is truncated or corrupted: it claims {nbytes} bytes \
-                     but the symbol holds {}",
-                    size.saturating_sub(8)
-                )));
-            }
-        } else if nbytes > (1u64 << 34) {
-            return Err(Error::value(format!(
-                "{path}: the module blob is corrupted: it claims {nbytes} bytes"
-            )));
-        }
-        // SAFETY: the length was checked against the symbol's size.
-        let blob =
-            unsafe { std::slice::from_raw_parts((blob_sym as *const u8).add(8), nbytes as usize) };
+        // SAFETY: `__tvm_dev_mblob` is a length-prefixed blob in the loaded library.
+        let blob = unsafe { length_prefixed_blob(blob_sym, path)? };
         prefault(blob);
         process_blob(blob, lib_dyn, path)?
     };

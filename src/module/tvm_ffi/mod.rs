@@ -60,23 +60,26 @@ pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
     }
 }
 
-/// Whether the loaded library was compiled for the tvm-ffi ABI. `file` is read for its
-/// dynamic symbols only when none of the marker variables is present.
-pub fn is_tvm_ffi_library(lib: &dyn Library, file: &str) -> bool {
-    MARKERS.iter().any(|s| !lib.symbol(s).is_null()) || exports_kernels(file)
-}
-
-/// Whether the file's dynamic symbol table defines a `__tvm_ffi_*` kernel.
-fn exports_kernels(file: &str) -> bool {
+/// When the loaded library was compiled for the tvm-ffi ABI: the address of one of its own
+/// symbols (a marker variable, else a `__tvm_ffi_*` kernel), by which calls from it are
+/// recognised. `file` is read for its dynamic symbols only when no marker is present.
+pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
+    if let Some(p) = MARKERS.iter().map(|s| lib.symbol(s)).find(|p| !p.is_null()) {
+        return Some(p);
+    }
     use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(file) else {
-        return false;
-    };
-    let Ok(obj) = object::File::parse(&*data) else {
-        return false;
-    };
-    obj.dynamic_symbols()
-        .any(|s| s.is_definition() && s.name().is_ok_and(|n| n.starts_with(KERNEL_PREFIX)))
+    let data = std::fs::read(file).ok()?;
+    let obj = object::File::parse(&*data).ok()?;
+    let kernel = obj
+        .dynamic_symbols()
+        .filter(|s| s.is_definition())
+        .find_map(|s| {
+            s.name()
+                .ok()
+                .filter(|n| n.starts_with(KERNEL_PREFIX))
+                .map(str::to_string)
+        })?;
+    Some(lib.symbol(&kernel)).filter(|p| !p.is_null())
 }
 
 /// A module whose functions are the `__tvm_ffi_<name>` kernels of a library.
@@ -153,63 +156,22 @@ impl ModuleNode for FfiLibraryModule {
     }
 }
 
-/// Builds the module tree of a loaded tvm-ffi library.
-pub fn load(lib: Arc<dyn Library>, path: &str) -> Result<Module> {
+/// Builds the module tree of a loaded tvm-ffi library; `probe` is what [`probe`] found.
+pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Module> {
     env::ensure_error_symbol().map_err(|e| e.context(path))?;
-    let probe = [MAIN, LIBRARY_BIN, LIBRARY_CTX]
-        .iter()
-        .map(|s| lib.symbol(s))
-        .find(|p| !p.is_null())
-        .unwrap_or(std::ptr::null_mut());
     let lib_module = Module::new(Box::new(FfiLibraryModule::new(lib.clone())));
-    let first_kernel = if probe.is_null() {
-        kernel_probe(&*lib, path)
-    } else {
-        probe
-    };
-    env::init_context(&*lib, first_kernel)?;
+    env::init_context(&*lib, probe)?;
     let bin = lib.symbol(LIBRARY_BIN);
     let root = if bin.is_null() {
         lib_module.clone()
     } else {
-        // SAFETY: the blob starts with its u64 length; it may be unaligned.
-        let nbytes = u64::from_le_bytes(unsafe { std::ptr::read_unaligned(bin as *const [u8; 8]) });
-        let size = super::dso::symbol_size(bin);
-        let fits = match size {
-            Some(s) => nbytes.checked_add(8).is_some_and(|n| n <= s as u64),
-            None => nbytes < (1u64 << 34),
-        };
-        if !fits {
-            return Err(Error::value(format!(
-                "{path}: the tvm-ffi library blob {LIBRARY_BIN} is truncated or corrupted: it \
-                 claims {nbytes} bytes"
-            )));
-        }
-        // SAFETY: the length was checked against the symbol's size.
-        let blob =
-            unsafe { std::slice::from_raw_parts((bin as *const u8).add(8), nbytes as usize) };
+        // SAFETY: `__tvm_ffi__library_bin` is a length-prefixed blob in the loaded library,
+        // which `lib` keeps loaded.
+        let blob = unsafe { super::dso::length_prefixed_blob(bin, path)? };
         process_library_bin(blob, &lib_module, path)?
     };
     env::set_library_ctx(&*lib, &lib_module);
     Ok(root)
-}
-
-/// Any kernel's address (to recognise calls from this library), found through the file's
-/// dynamic symbols.
-fn kernel_probe(lib: &dyn Library, path: &str) -> *mut c_void {
-    use object::{Object, ObjectSymbol};
-    let Ok(data) = std::fs::read(path) else {
-        return std::ptr::null_mut();
-    };
-    let Ok(obj) = object::File::parse(&*data) else {
-        return std::ptr::null_mut();
-    };
-    obj.dynamic_symbols()
-        .filter(|s| s.is_definition())
-        .filter_map(|s| s.name().ok().map(str::to_string))
-        .find(|n| n.starts_with(KERNEL_PREFIX))
-        .map(|n| lib.symbol(&n))
-        .unwrap_or(std::ptr::null_mut())
 }
 
 /// Reads `__tvm_ffi__library_bin`: `indptr` and `child_indices` (u64 vectors), then per
