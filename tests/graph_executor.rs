@@ -1279,3 +1279,108 @@ fn compiled_mlp_fixture_if_present() {
         }
     }
 }
+
+#[test]
+fn a_different_data_type_is_refused_not_reinterpreted() {
+    let ex = GraphExecutor::new(GRAPH, test_lib(), &[DLDevice::CPU]).unwrap();
+    // Same size in bytes as the float32 input: a bit-for-bit copy would "work".
+    let ints = NDArray::from_slice(&[1i32, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+    let check = |e: Error, call: &str, name: &str| {
+        let m = &e.message;
+        assert!(
+            m.contains(call)
+                && m.contains(name)
+                && m.contains("int32")
+                && m.contains("float32")
+                && m.matches("[2, 3]").count() == 2,
+            "{e}"
+        );
+    };
+    check(ex.set_input("x", &ints).unwrap_err(), "set_input", "'x'");
+    check(
+        ex.set_input_index(1, &ints).unwrap_err(),
+        "set_input",
+        "'y'",
+    );
+    check(
+        ex.set_input_zero_copy("w", &ints).unwrap_err(),
+        "set_input_zero_copy",
+        "'w'",
+    );
+    let ints32 = NDArray::from_slice(&[0i32; 6], &[3, 2]).unwrap();
+    let e = ex.set_output_zero_copy(0, &ints32).unwrap_err();
+    assert!(
+        e.message.contains("set_output_zero_copy 0 ('reshape')")
+            && e.message.contains("int32 (shape [3, 2])")
+            && e.message.contains("float32 (shape [3, 2])"),
+        "{e}"
+    );
+    // The input kept its value (nothing was copied).
+    ex.set_input("x", &arr(&X, &[2, 3])).unwrap();
+    assert!(ex.set_input("x", &ints).is_err());
+    assert_eq!(ex.input(0).unwrap().to_vec::<f32>().unwrap(), X.to_vec());
+    // Through the PackedFunc surface (what TVM's Python calls), with a bare DLTensor too.
+    let m = create_module(GRAPH, &test_lib());
+    let set = m.function("set_input").unwrap();
+    let e = set
+        .call(&[ArgValue::Str(&cs("x")), (&ints).into()])
+        .unwrap_err();
+    check(e, "set_input", "'x'");
+    let e = set
+        .call(&[ArgValue::Str(&cs("y")), ArgValue::DLTensor(ints.handle())])
+        .unwrap_err();
+    check(e, "set_input", "'y'");
+    let e = m
+        .function("set_input_zero_copy")
+        .unwrap()
+        .call(&[ArgValue::Int(2), (&ints).into()])
+        .unwrap_err();
+    check(e, "set_input_zero_copy", "'w'");
+}
+
+#[test]
+fn runs_with_data_on_the_null_device() {
+    use tvm_runtime::device::null::{self, NULL_DEVICE};
+    null::install();
+    // Every entry on the null device, whose memory the test library's kernels can read.
+    let graph = GRAPH.replace(
+        "[\"list_int\", [1, 1, 1, 1, 1, 1, 1]]",
+        &format!(
+            "[\"list_int\", [{0}, {0}, {0}, {0}, {0}, {0}, {0}]]",
+            null::DL_NULL
+        ),
+    );
+    assert_ne!(graph, GRAPH);
+    let ex = GraphExecutor::new(&graph, test_lib(), &[NULL_DEVICE]).unwrap();
+    // CPU arrays are copied onto the device; device arrays are used in place.
+    ex.set_input("x", &arr(&X, &[2, 3])).unwrap();
+    let mut y = NDArray::empty(&[2, 3], arr(&Y, &[6]).dtype(), NULL_DEVICE).unwrap();
+    y.copy_from_slice(&Y).unwrap();
+    ex.set_input_zero_copy("y", &y).unwrap();
+    ex.set_input("w", &arr(&W, &[2, 3])).unwrap();
+    ex.run().unwrap();
+    let (t, r) = expected(&X, &Y, &W);
+    let out0 = ex.output(0).unwrap();
+    assert_eq!(out0.device(), NULL_DEVICE);
+    assert_eq!(out0.to_vec::<f32>().unwrap(), t);
+    assert_eq!(ex.output(1).unwrap().to_vec::<f32>().unwrap(), r);
+    let mut host = NDArray::empty(&[3, 2], out0.dtype(), DLDevice::CPU).unwrap();
+    ex.copy_output_to(0, &mut host).unwrap();
+    assert_eq!(host.to_vec::<f32>().unwrap(), t);
+    // A CPU array handed over zero-copy is refused: the graph expects the null device.
+    let e = ex.set_input_zero_copy("x", &arr(&X, &[2, 3])).unwrap_err();
+    assert!(e.message.contains("null(0)"), "{e}");
+}
+
+#[test]
+fn executor_is_found_behind_its_module() {
+    let ex = GraphExecutor::new(GRAPH, test_lib(), &[DLDevice::CPU]).unwrap();
+    let again = GraphExecutor::from_module(ex.module()).unwrap();
+    again.set_input("x", &arr(&X, &[2, 3])).unwrap();
+    assert_eq!(ex.input(0).unwrap().to_vec::<f32>().unwrap(), X.to_vec());
+    // Through the global function Python uses, then back.
+    let m = create_module(GRAPH, &test_lib());
+    assert!(GraphExecutor::from_module(&m).is_ok());
+    let e = GraphExecutor::from_module(&test_lib()).unwrap_err();
+    assert!(e.message.contains("test_lib"), "{e}");
+}

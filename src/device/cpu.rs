@@ -304,9 +304,6 @@ impl DeviceApi for CpuDeviceApi {
         host_alloc(nbytes, alignment)
     }
 
-    // The trait's contract (memory from `alloc_data_space`) makes this sound; the trait method
-    // cannot be `unsafe` because backends receive opaque device pointers.
-    #[allow(clippy::not_unsafe_ptr_arg_deref)]
     unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         // SAFETY: the C contract: ptr came from alloc_data_space.
         unsafe { host_free(ptr) };

@@ -2,12 +2,14 @@
 //!
 //! The contract follows TVM's DeviceAPI (see the seeds): attributes, set device, data space
 //! with and without memory scope, workspace, copies, streams and synchronisation. Backends
-//! register under their type code; the CPU is built in.
+//! register under their type code; the CPU is built in. The null backend ([`null`]) is a
+//! complete implementation over host memory that tests install.
 
 pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod functions;
+pub mod null;
 pub mod plugin;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
@@ -283,6 +285,7 @@ static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::
 /// The name of a device type: TVM's names for built-in codes, plugin names for plugins.
 pub fn type_name(device_type: i32) -> Option<String> {
     match device_name(device_type) {
+        "unknown" if device_type == null::DL_NULL => Some("null".into()),
         "unknown" => plugin::name_of(device_type),
         n => Some(n.to_string()),
     }
@@ -294,6 +297,7 @@ pub fn builtin_type_from_name(name: &str) -> Option<i32> {
     match name {
         "cpu" | "llvm" | "c" | "stackvm" => Some(DL_CPU),
         "gpu" => Some(crate::packed_func::types::DL_CUDA),
+        "null" => Some(null::DL_NULL),
         _ => (1..=16).find(|&t| device_name(t) == name),
     }
 }

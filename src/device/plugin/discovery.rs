@@ -111,3 +111,68 @@ pub(crate) fn register_discovery(r: &mut Registrar) {
 pub fn discover() {
     registry::start();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packed_func::types::DLDevice;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn device_api_functions_are_adopted_when_registered_and_only_then() {
+        static CALLS: AtomicUsize = AtomicUsize::new(0);
+        // Not a plugin (no handle): called once, at registration, and left alone.
+        let f = Function::from_rust(|_a, rv| {
+            CALLS.fetch_add(1, Ordering::SeqCst);
+            *rv = RetValue::Int(7);
+            Ok(())
+        });
+        registry::register("device_api.discovery_test_int", f, true).unwrap();
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+        // Lookups and messages never call out.
+        let dev = DLDevice::new(47, 0);
+        assert!(crate::device::describe(dev).contains("47"));
+        assert!(crate::device::type_from_name("discovery_test_int").is_none());
+        assert!(crate::device::api(dev).is_err());
+        assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+
+        // A handle that is not a valid table: the registration reports it, naming the function.
+        let bad = Box::leak(Box::new(TVMDevicePlugin {
+            abi_version: 999,
+            struct_size: 0,
+            name: std::ptr::null(),
+            device_type: 0,
+            self_: std::ptr::null_mut(),
+            get_attr: None,
+            set_device: None,
+            alloc_data_space: None,
+            free_data_space: None,
+            copy_data: None,
+            stream_sync: None,
+            alloc_workspace: None,
+            free_workspace: None,
+            create_stream: None,
+            free_stream: None,
+            set_stream: None,
+            sync_stream_from_to: None,
+            module_format: std::ptr::null(),
+            load_module: None,
+            module_get_function: None,
+            module_free: None,
+            release: None,
+        })) as *mut TVMDevicePlugin as usize;
+        let f = Function::from_rust(move |_a, rv| {
+            *rv = RetValue::Handle(bad as *mut std::ffi::c_void);
+            Ok(())
+        });
+        let e = registry::register("device_api.discovery_test_bad", f, true).unwrap_err();
+        assert!(
+            e.message.contains("device_api.discovery_test_bad") && e.message.contains("999"),
+            "{e}"
+        );
+        // Names of built-in devices are not plugins and are not called.
+        let f = Function::from_rust(|_a, _rv| panic!("a built-in device_api is not adopted"));
+        registry::register("device_api.opencl", f, true).unwrap();
+        assert!(registry::remove("device_api.opencl"));
+    }
+}

@@ -64,9 +64,35 @@ impl TensorArg {
 }
 
 impl Executor {
-    /// Copies `src` into input `index`.
+    /// Refuses a tensor whose data type differs from the one entry `eid` declares (no silent
+    /// reinterpretation of the bits): the error names `what` (the call and the entry), both
+    /// data types and both shapes.
+    fn check_dtype(&self, t: &DLTensor, eid: usize, what: &str) -> Result<()> {
+        if t.dtype == self.graph.dltype[eid] {
+            return Ok(());
+        }
+        // SAFETY: a live tensor holds `ndim` shape entries.
+        let shape = unsafe { crate::ndarray::shape_of(t) };
+        Err(Error::type_error(format!(
+            "{what}: the array's data type {} (shape {shape:?}) differs from the declared {} \
+             (shape {:?}); the runtime does not reinterpret data: convert the array first",
+            dtype_to_string(t.dtype),
+            self.graph.dltype_names[eid],
+            self.graph.shape[eid]
+        )))
+    }
+
+    /// Copies `src` into input `index` (same data type and size).
     pub(crate) fn set_input(&self, index: usize, src: &DLTensor) -> Result<()> {
         let eid = self.check_input(index)?;
+        self.check_dtype(
+            src,
+            eid,
+            &format!(
+                "set_input '{}'",
+                self.graph.nodes[self.graph.input_nodes[index] as usize].name
+            ),
+        )?;
         let mut st = self.state.lock()?;
         if st.borrowed[eid] {
             // The entry shows a factory's parameter: give it storage of its own first, so
@@ -88,19 +114,13 @@ impl Executor {
 
     fn check_external(&self, st: &State, t: &DLTensor, eid: usize, what: &str) -> Result<()> {
         let internal = st.data_entry[eid].dltensor();
+        self.check_dtype(t, eid, what)?;
         let want_shape = &self.graph.shape[eid];
         // SAFETY: a live tensor holds `ndim` shape entries.
         let shape = unsafe { crate::ndarray::shape_of(t) };
         if shape != want_shape.as_slice() {
             return Err(Error::value(format!(
                 "{what}: shape {shape:?} does not match the graph's {want_shape:?}"
-            )));
-        }
-        if t.dtype != self.graph.dltype[eid] {
-            return Err(Error::value(format!(
-                "{what}: data type {} does not match the graph's {}",
-                dtype_to_string(t.dtype),
-                self.graph.dltype_names[eid]
             )));
         }
         if t.device != internal.device {
