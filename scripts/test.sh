@@ -23,7 +23,7 @@ fi
 bash scripts/setup.sh
 source scripts/env.sh
 
-step() { printf '\n==> %s\n' "$*"; }
+step() { printf '\n==> %s  [at %d s]\n' "$*" "$SECONDS"; }
 
 mkdir -p build
 export TVMRT_SKIP_LOG="$PWD/build/skipped-tests.txt"
