@@ -10,7 +10,7 @@
 
 use super::bytecode::{Arg, Instr, Reg};
 use super::exec::{Constant, Executable, FuncKind};
-use super::memory::{self, Allocator};
+use super::memory::{self, Allocator, StorageObj};
 use crate::module::Module;
 use crate::ndarray::{NDArray, NDArrayObj};
 use crate::object::containers::{ArrayObj, ShapeTupleObj, StringObj};
@@ -61,6 +61,23 @@ pub(crate) enum PoolEntry {
     Vm { index: usize, closure: ObjectRef },
 }
 
+/// A builtin the interpreter runs on its registers directly (no argument conversion), for
+/// the common case only: any other case (unexpected argument kinds, a failing check) goes
+/// through the registered function, so results and errors are the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fast {
+    /// `vm.builtin.null_value`.
+    NullValue,
+    /// `vm.builtin.alloc_tensor`.
+    AllocTensor,
+    /// `vm.builtin.alloc_storage`.
+    AllocStorage,
+    /// `vm.builtin.check_tensor_info`.
+    CheckTensorInfo,
+    /// `vm.builtin.match_shape`.
+    MatchShape,
+}
+
 /// What `vm_initialization` sets up.
 pub struct VmState {
     /// Devices; the host is the last.
@@ -69,6 +86,8 @@ pub struct VmState {
     pub allocators: Vec<Arc<dyn Allocator>>,
     pub(crate) consts: SharedValues,
     pub(crate) funcs: Vec<PoolEntry>,
+    /// Per function-pool entry: the builtin the interpreter runs itself, if any.
+    pub(crate) fast: Vec<Option<Fast>>,
 }
 
 /// Register values shared read-only between threads (constants, bound arguments).
@@ -307,6 +326,7 @@ impl VmCore {
         }
         let imports = self.exec_module.imports();
         let mut funcs = Vec::with_capacity(self.exec.funcs.len());
+        let mut fast = Vec::with_capacity(self.exec.funcs.len());
         let mut missing = Vec::new();
         for (i, f) in self.exec.funcs.iter().enumerate() {
             match f.kind {
@@ -318,18 +338,30 @@ impl VmCore {
                             break;
                         }
                     }
+                    let from_registry = found.is_none();
                     match found.or_else(|| registry::get(&f.name)) {
-                        Some(g) => funcs.push(PoolEntry::Packed(g)),
+                        Some(g) => {
+                            fast.push(if from_registry {
+                                super::builtins::fast_kind(&g)
+                            } else {
+                                None
+                            });
+                            funcs.push(PoolEntry::Packed(g));
+                        }
                         None => {
                             missing.push(f.name.clone());
+                            fast.push(None);
                             funcs.push(PoolEntry::Packed(Function::from_rust(|_, _| Ok(()))));
                         }
                     }
                 }
-                FuncKind::VmFunc => funcs.push(PoolEntry::Vm {
-                    index: i,
-                    closure: self.vm_closure(i),
-                }),
+                FuncKind::VmFunc => {
+                    fast.push(None);
+                    funcs.push(PoolEntry::Vm {
+                        index: i,
+                        closure: self.vm_closure(i),
+                    });
+                }
                 FuncKind::VmTirFunc => {
                     return Err(Error::value(format!(
                         "function {} is a VM TIR function (exec_mode=\"compiled\"), which this \
@@ -351,6 +383,7 @@ impl VmCore {
             allocators,
             consts: SharedValues(consts),
             funcs,
+            fast,
         }));
         Ok(())
     }
@@ -501,8 +534,8 @@ impl VmCore {
         regs.resize(nreg, RetValue::Null);
         let mut frame = Frame {
             regs,
-            values: Vec::new(),
-            codes: Vec::new(),
+            values: Vec::with_capacity(8),
+            codes: Vec::with_capacity(8),
         };
         self.run(st, index, &mut frame)
             .map_err(|e| e.context(format!("in Relax VM function {}", f.name)))
@@ -584,6 +617,13 @@ impl VmCore {
         nargs: u32,
     ) -> Result<RetValue> {
         let args = &self.exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
+        if let Some(kind) = st.fast[func] {
+            if !self.hooks.load(Ordering::Acquire) {
+                if let Some(r) = self.fast_call(st, frame, kind, args) {
+                    return r;
+                }
+            }
+        }
         frame.values.clear();
         frame.codes.clear();
         for a in args {
@@ -644,6 +684,105 @@ impl VmCore {
             }
         }
         Ok(ret)
+    }
+
+    /// Runs a fast builtin on the registers, or `None` when this call is not its common case
+    /// (then the registered function runs, with its own checks and messages).
+    fn fast_call(
+        &self,
+        st: &VmState,
+        frame: &Frame,
+        kind: Fast,
+        args: &[Arg],
+    ) -> Option<Result<RetValue>> {
+        let value = |a: &Arg| -> Option<&RetValue> {
+            match *a {
+                Arg::Reg(Reg::R(i)) => frame.regs.get(i as usize),
+                Arg::Const(k) => st.consts.0.get(k as usize),
+                _ => None,
+            }
+        };
+        let obj = |a: &Arg| match value(a) {
+            Some(RetValue::Object(o)) => Some(o),
+            _ => None,
+        };
+        let int = |a: &Arg| match *a {
+            Arg::Imm(i) => Some(i),
+            _ => match value(a) {
+                Some(RetValue::Int(i)) => Some(*i),
+                _ => None,
+            },
+        };
+        let dtype = |a: &Arg| match value(a) {
+            Some(RetValue::DataType(t)) => Some(*t),
+            _ => None,
+        };
+        let shape = |a: &Arg| obj(a)?.downcast_ref::<ShapeTupleObj>().map(|s| s.dims());
+        match kind {
+            Fast::NullValue => args.is_empty().then_some(Ok(RetValue::Null)),
+            Fast::AllocTensor => {
+                let [s, off, shp, dt] = args else { return None };
+                let storage = obj(s).filter(|o| o.downcast_ref::<StorageObj>().is_some())?;
+                let (off, dims, dt) = (int(off)?, shape(shp)?, dtype(dt)?);
+                Some(StorageObj::alloc_tensor(storage, off, dims, dt).map(RetValue::Object))
+            }
+            Fast::AllocStorage => {
+                let [Arg::Reg(Reg::Vm), shp, dev, hint, _scope] = args else {
+                    return None;
+                };
+                let (dims, dev, hint) = (shape(shp)?, int(dev)?, dtype(hint)?);
+                let n = st.devices.len() as i64;
+                if dev < -1 || dev >= n {
+                    return None;
+                }
+                let i = if dev == -1 { n - 1 } else { dev } as usize;
+                Some(memory::shape_nbytes(dims, hint).and_then(|nbytes| {
+                    StorageObj::allocate(st.allocators[i].clone(), st.devices[i], nbytes, hint)
+                        .map(RetValue::Object)
+                }))
+            }
+            Fast::CheckTensorInfo => {
+                let (t, ndim, want) = match args {
+                    [t, ndim, _ctx] => (t, ndim, None),
+                    [t, ndim, dt, _ctx] => (t, ndim, Some(dtype(dt)?)),
+                    _ => return None,
+                };
+                let t = obj(t)?.downcast_ref::<NDArrayObj>()?;
+                let ndim = int(ndim)?;
+                let ok = (ndim == -1 || t.shape().len() as i64 == ndim)
+                    && want.is_none_or(|d| d.bits == 0 || t.dtype() == d);
+                ok.then_some(Ok(RetValue::Null))
+            }
+            Fast::MatchShape => {
+                let [src, heap, size, rest @ ..] = args else {
+                    return None;
+                };
+                let o = obj(src)?;
+                let dims = match o.downcast_ref::<ShapeTupleObj>() {
+                    Some(s) => s.dims(),
+                    None => o.downcast_ref::<NDArrayObj>()?.shape(),
+                };
+                let heap_is_null = match heap {
+                    Arg::Reg(Reg::Void) => true,
+                    a => matches!(value(a), Some(RetValue::Null)),
+                };
+                let size = int(size)?;
+                if !heap_is_null || size < 0 || dims.len() as i64 != size {
+                    return None;
+                }
+                let pairs = rest.get(..2 * dims.len())?;
+                for (pair, &dim) in pairs.chunks_exact(2).zip(dims) {
+                    // Code 0 (equal to a constant) and 2 (no check); the heap codes and any
+                    // mismatch go the registered way.
+                    match (int(&pair[0])?, int(&pair[1])?) {
+                        (0, v) if v == dim => {}
+                        (2, _) => {}
+                        _ => return None,
+                    }
+                }
+                Some(Ok(RetValue::Null))
+            }
+        }
     }
 
     #[inline]
