@@ -308,7 +308,7 @@ pub(crate) fn register(r: &mut Registrar) {
         });
         Ok(())
     });
-    r.add("vm.builtin.make_shape", |a, rv| {
+    add_fast(r, "vm.builtin.make_shape", Fast::MakeShape, |a, rv| {
         let heap = heap_arg(&a, 0)?;
         let size = a.i64(1)?;
         if size < 0 || size > a.len() as i64 || (2 + 2 * size) as u64 > a.len() as u64 {
@@ -626,8 +626,9 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.tuple_reset_item", |a, _| {
         let t = a.downcast::<ArrayObj>(0)?;
         let i = a.index(1, t.items.len(), "vm.builtin.tuple_reset_item")?;
-        // Arrays are immutable from outside; the reference resets in place, which only
-        // releases memory early. Keep the tuple unchanged (a value-preserving no-op).
+        // TVM's `Array::Set` on the builtin's own reference: the caller (a register, or the
+        // frontend) still holds the tuple, so the set copies on write and the caller's tuple
+        // keeps its item. Nothing observable happens but the index check.
         let _ = i;
         Ok(())
     });

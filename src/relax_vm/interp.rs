@@ -18,7 +18,7 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, ErrorKind, Result};
 use crate::packed_func::function::{Function, PackedFuncObj};
 use crate::packed_func::registry;
-use crate::packed_func::types::{type_code as tc, DLDevice, TVMValue};
+use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
 use crate::packed_func::value::{object_to_c, Args, RetValue};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -76,6 +76,8 @@ pub(crate) enum Fast {
     CheckTensorInfo,
     /// `vm.builtin.match_shape`.
     MatchShape,
+    /// `vm.builtin.make_shape`.
+    MakeShape,
 }
 
 /// What `vm_initialization` sets up.
@@ -718,6 +720,28 @@ impl VmCore {
             _ => None,
         };
         let shape = |a: &Arg| obj(a)?.downcast_ref::<ShapeTupleObj>().map(|s| s.dims());
+        // The shape heap: `Some(None)` for null, `Some(Some((p, n)))` for an int64 CPU tensor
+        // of n values (aligned), `None` otherwise.
+        let heap_of = |a: &Arg| -> Option<Option<(*mut i64, usize)>> {
+            if matches!(a, Arg::Reg(Reg::Void)) || matches!(value(a), Some(RetValue::Null)) {
+                return Some(None);
+            }
+            let t = obj(a)?.downcast_ref::<NDArrayObj>()?.dltensor();
+            if t.dtype != DLDataType::new(DL_INT, 64, 1) || t.device.device_type != DL_CPU {
+                return None;
+            }
+            // SAFETY: a live array's shape holds ndim values.
+            let n: i64 = unsafe { crate::ndarray::shape_of(t) }.iter().product();
+            let p = (t.data as usize).checked_add(t.byte_offset as usize)?;
+            (p % std::mem::align_of::<i64>() == 0)
+                .then_some(Some((p as *mut i64, n.max(0) as usize)))
+        };
+        let slot = |heap: Option<(*mut i64, usize)>, r: i64| -> Option<*mut i64> {
+            let (p, n) = heap?;
+            let r = usize::try_from(r).ok().filter(|&r| r < n)?;
+            // SAFETY: in bounds of the heap tensor.
+            Some(unsafe { p.add(r) })
+        };
         match kind {
             Fast::NullValue => args.is_empty().then_some(Ok(RetValue::Null)),
             Fast::AllocTensor => {
@@ -762,25 +786,44 @@ impl VmCore {
                     Some(s) => s.dims(),
                     None => o.downcast_ref::<NDArrayObj>()?.shape(),
                 };
-                let heap_is_null = match heap {
-                    Arg::Reg(Reg::Void) => true,
-                    a => matches!(value(a), Some(RetValue::Null)),
-                };
+                let heap = heap_of(heap)?;
                 let size = int(size)?;
-                if !heap_is_null || size < 0 || dims.len() as i64 != size {
+                if size < 0 || dims.len() as i64 != size {
                     return None;
                 }
                 let pairs = rest.get(..2 * dims.len())?;
                 for (pair, &dim) in pairs.chunks_exact(2).zip(dims) {
-                    // Code 0 (equal to a constant) and 2 (no check); the heap codes and any
-                    // mismatch go the registered way.
+                    // A mismatch or anything unusual goes the registered way, which redoes
+                    // the same stores (so the heap ends the same) and reports the error.
                     match (int(&pair[0])?, int(&pair[1])?) {
                         (0, v) if v == dim => {}
+                        // SAFETY: `slot` checked the index against the live heap tensor.
+                        (1, r) => unsafe { *slot(heap, r)? = dim },
                         (2, _) => {}
+                        // SAFETY: as above.
+                        (3, r) if unsafe { *slot(heap, r)? } == dim => {}
                         _ => return None,
                     }
                 }
                 Some(Ok(RetValue::Null))
+            }
+            Fast::MakeShape => {
+                let [heap, size, rest @ ..] = args else {
+                    return None;
+                };
+                let heap = heap_of(heap)?;
+                let size = usize::try_from(int(size)?).ok()?;
+                let pairs = rest.get(..size.checked_mul(2)?)?;
+                let mut dims = Vec::with_capacity(size);
+                for pair in pairs.chunks_exact(2) {
+                    dims.push(match (int(&pair[0])?, int(&pair[1])?) {
+                        (0, v) => v,
+                        // SAFETY: `slot` checked the index against the live heap tensor.
+                        (1, r) => unsafe { *slot(heap, r)? },
+                        _ => return None,
+                    });
+                }
+                Some(Ok(RetValue::Object(ShapeTupleObj::new_ref(&dims))))
             }
         }
     }
