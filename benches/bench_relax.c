@@ -5,10 +5,12 @@
  * TVM's reference libtvm_runtime.so and on ours (LD_LIBRARY_PATH) and joins the results.
  *
  *   bench_relax LIB.so FUNCTION [INPUT.npy ...] [--runs N] [--batch-ms T] [--calls N]
+ *               [--load-only]
  *
  * --calls N runs exactly N untimed calls after the first (no batches): for counting
  * instructions under `valgrind --tool=callgrind --instr-atstart=no`, where the phases are
  * dumped separately (load+init, first call, the N calls) when callgrind.h is available.
+ * --load-only stops after load+init (no call).
  *
  * Output lines:
  *   LOAD_INIT_MS x   TVMModLoadFromFile + vm_load_executable + vm_initialization + the
@@ -155,12 +157,14 @@ int main(int argc, char** argv) {
   }
   int runs = 10, nin = 0;
   long calls = -1;
+  int load_only = 0;
   double batch_ms = 20;
   const char* inputs[MAX_ARGS];
   for (int i = 3; i < argc; i++) {
     if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--batch-ms") && i + 1 < argc) batch_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--load-only")) load_only = 1;
     else if (nin < MAX_ARGS) inputs[nin++] = argv[i];
   }
   TVMValue args[MAX_ARGS], rv;
@@ -194,6 +198,7 @@ int main(int argc, char** argv) {
   }
   printf("LOAD_INIT_MS %.4f\n", now_ms() - t0);
   CALLGRIND_DUMP_STATS_AT("load_init");
+  if (load_only) return 0;
 
   t0 = now_ms();
   CHECK(TVMFuncCall(f, args, codes, nin, &rv, &rc));
