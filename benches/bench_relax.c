@@ -4,7 +4,13 @@
  * prints machine-readable lines. scripts/bench_relax.sh runs this same binary alternately on
  * TVM's reference libtvm_runtime.so and on ours (LD_LIBRARY_PATH) and joins the results.
  *
- *   bench_relax LIB.so FUNCTION [INPUT.npy ...] [--runs N] [--batch-ms T]
+ *   bench_relax LIB.so FUNCTION [INPUT.npy ...] [--runs N] [--batch-ms T] [--calls N]
+ *               [--load-only]
+ *
+ * --calls N runs exactly N untimed calls after the first (no batches): for counting
+ * instructions under `valgrind --tool=callgrind --instr-atstart=no`, where the phases are
+ * dumped separately (load+init, first call, the N calls) when callgrind.h is available.
+ * --load-only stops after load+init (no call).
  *
  * Output lines:
  *   LOAD_INIT_MS x   TVMModLoadFromFile + vm_load_executable + vm_initialization + the
@@ -25,6 +31,15 @@
 #include <sys/resource.h>
 #include <time.h>
 #include <tvm/runtime/c_runtime_api.h>
+#if defined(__has_include)
+#if __has_include(<valgrind/callgrind.h>)
+#include <valgrind/callgrind.h>
+#endif
+#endif
+#ifndef CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_START_INSTRUMENTATION
+#define CALLGRIND_DUMP_STATS_AT(x)
+#endif
 
 #define MAX_ARGS 8
 #define CHECK(call)                                                                \
@@ -141,11 +156,15 @@ int main(int argc, char** argv) {
     return 2;
   }
   int runs = 10, nin = 0;
+  long calls = -1;
+  int load_only = 0;
   double batch_ms = 20;
   const char* inputs[MAX_ARGS];
   for (int i = 3; i < argc; i++) {
     if (!strcmp(argv[i], "--runs") && i + 1 < argc) runs = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--batch-ms") && i + 1 < argc) batch_ms = atof(argv[++i]);
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc) calls = atol(argv[++i]);
+    else if (!strcmp(argv[i], "--load-only")) load_only = 1;
     else if (nin < MAX_ARGS) inputs[nin++] = argv[i];
   }
   TVMValue args[MAX_ARGS], rv;
@@ -155,6 +174,11 @@ int main(int argc, char** argv) {
     codes[i] = kTVMNDArrayHandle;
   }
 
+  /* Process start-up stays out of the timing: the reference builds its global function
+   * registry in static constructors when the library is loaded, ours on the first lookup. */
+  TVMFunctionHandle warm;
+  CHECK(TVMFuncGetGlobal("runtime.ModuleLoadFromFile", &warm));
+  CALLGRIND_START_INSTRUMENTATION;
   double t0 = now_ms();
   TVMModuleHandle exec, vm;
   TVMFunctionHandle load, init, f;
@@ -173,6 +197,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   printf("LOAD_INIT_MS %.4f\n", now_ms() - t0);
+  CALLGRIND_DUMP_STATS_AT("load_init");
+  if (load_only) return 0;
 
   t0 = now_ms();
   CHECK(TVMFuncCall(f, args, codes, nin, &rv, &rc));
@@ -180,6 +206,17 @@ int main(int argc, char** argv) {
   printf("FIRST_CALL_MS %.4f\n", first);
   uint32_t h = 2166136261u;
   consume(rv, rc, &h);
+  CALLGRIND_DUMP_STATS_AT("first_call");
+  if (calls >= 0) {
+    for (long i = 0; i < calls; i++) {
+      CHECK(TVMFuncCall(f, args, codes, nin, &rv, &rc));
+      consume(rv, rc, NULL);
+    }
+    CALLGRIND_DUMP_STATS_AT("calls");
+    printf("CALLS %ld\n", calls);
+    printf("CHECK %08x\n", h);
+    return 0;
+  }
 
   /* calibrate the batch size on a few calls (unless one call already fills a batch) */
   long batch = 1;

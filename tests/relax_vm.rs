@@ -1113,3 +1113,37 @@ fn set_input_with_param_module_calls_get_params() {
     let e = call(&vm, "invoke_stateful", &[ArgValue::Str(c"pick")]).unwrap_err();
     assert!(e.message.contains("set_input"), "{}", e.message);
 }
+
+/// `vm.builtin.tuple_reset_item` has TVM's semantics: `Array::Set` on the builtin's own
+/// reference, which copies on write because the caller still holds the tuple, so the caller's
+/// tuple keeps its item; a bad index is an error.
+#[test]
+fn tuple_reset_item_copies_on_write_like_tvm() {
+    let f = |n: &str| tvm_runtime::Function::get_global(n).unwrap();
+    let a = NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+    let b = NDArray::from_slice(&[3.0f32], &[1]).unwrap();
+    let t = f("vm.builtin.make_tuple")
+        .call(&[(&a).into(), (&b).into()])
+        .unwrap()
+        .into_object()
+        .unwrap();
+    // SAFETY: `t` outlives the calls that borrow it.
+    let targ =
+        || ArgValue::Object(unsafe { tvm_runtime::packed_func::value::ObjArg::new(t.as_ptr()) });
+    f("vm.builtin.tuple_reset_item")
+        .call(&[targ(), ArgValue::Int(0)])
+        .unwrap();
+    let item = |i: i64| {
+        f("vm.builtin.tuple_getitem")
+            .call(&[targ(), ArgValue::Int(i)])
+            .unwrap()
+            .into_object()
+            .unwrap()
+    };
+    assert!(item(0).same_as(a.as_object()));
+    assert!(item(1).same_as(b.as_object()));
+    let err = f("vm.builtin.tuple_reset_item")
+        .call(&[targ(), ArgValue::Int(2)])
+        .unwrap_err();
+    assert!(err.message.contains("tuple_reset_item"), "{}", err.message);
+}

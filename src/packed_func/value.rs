@@ -560,6 +560,7 @@ impl RetValue {
         // SAFETY: forwarded contract.
         unsafe {
             match code {
+                tc::NULLPTR => Ok(RetValue::Null),
                 tc::OBJECT_HANDLE | tc::MODULE_HANDLE | tc::PACKED_FUNC_HANDLE => {
                     Ok(match ObjectRef::from_raw(v.v_handle as *mut Object) {
                         Some(o) => RetValue::Object(o),

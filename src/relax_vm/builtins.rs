@@ -2,7 +2,7 @@
 //! storage and tensor allocation, tuples, closures, branches), plus the functions the
 //! reference registers from Python (`vm.builtin.debug_print`, `relax.run.*`).
 
-use super::interp::{with_ctx, ClosureObj};
+use super::interp::{with_ctx, ClosureObj, Fast};
 use super::memory::{self, StorageObj};
 use crate::ndarray::{create_view, NDArray, NDArrayObj};
 use crate::object::containers::{ArrayObj, ShapeTupleObj, StringObj};
@@ -16,6 +16,7 @@ use crate::packed_func::types::{
     DL_UINT,
 };
 use crate::packed_func::value::{ArgValue, Args, RetValue};
+use std::sync::Mutex;
 
 fn type_err(m: String) -> Error {
     Error::new(ErrorKind::TypeError, m)
@@ -169,6 +170,32 @@ fn call_with(f: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result
     Ok(rv)
 }
 
+/// Builtins the interpreter may run itself (`super::interp::Fast`), as registered here: the
+/// function objects, so that a pool entry is recognised by identity (a function registered
+/// later under the same name, or found in a kernel library, is called as any other).
+static FAST: Mutex<Vec<(ObjectRef, Fast)>> = Mutex::new(Vec::new());
+
+/// Which fast builtin `f` is, if it is one of ours.
+pub(crate) fn fast_kind(f: &Function) -> Option<Fast> {
+    FAST.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(o, _)| o.same_as(f.as_object()))
+        .map(|&(_, k)| k)
+}
+
+/// Registers `f` under `name` and remembers it as the fast builtin `kind`.
+fn add_fast<F>(r: &mut Registrar, name: &str, kind: Fast, f: F)
+where
+    F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
+{
+    let func = Function::from_rust(f);
+    FAST.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push((func.as_object().clone(), kind));
+    r.add_function(name, func);
+}
+
 /// Registers the builtins.
 pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.alloc_shape_heap", |a, rv| {
@@ -224,7 +251,7 @@ pub(crate) fn register(r: &mut Registrar) {
             c => Err(value_err(format!("Unknown match shape code: {c}"))),
         }
     });
-    r.add("vm.builtin.match_shape", |a, _| {
+    add_fast(r, "vm.builtin.match_shape", Fast::MatchShape, |a, _| {
         if a.len() < 3 {
             return Err(value_err(
                 "vm.builtin.match_shape: too few arguments".into(),
@@ -281,7 +308,7 @@ pub(crate) fn register(r: &mut Registrar) {
         });
         Ok(())
     });
-    r.add("vm.builtin.make_shape", |a, rv| {
+    add_fast(r, "vm.builtin.make_shape", Fast::MakeShape, |a, rv| {
         let heap = heap_arg(&a, 0)?;
         let size = a.i64(1)?;
         if size < 0 || size > a.len() as i64 || (2 + 2 * size) as u64 > a.len() as u64 {
@@ -304,48 +331,53 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
         Ok(())
     });
-    r.add("vm.builtin.check_tensor_info", |a, _| {
-        if a.len() != 3 && a.len() != 4 {
-            return Err(value_err(format!(
-                "vm.builtin.check_tensor_info expects 3 or 4 arguments, got {}",
-                a.len()
-            )));
-        }
-        let ndim = a.i64(1)?;
-        let (dtype, ctx) = if a.len() == 3 {
-            (None, err_ctx(&a, 2))
-        } else {
-            (Some(a.dtype(2)?), err_ctx(&a, 3))
-        };
-        let arg = a.get(0)?;
-        let t = match arg {
-            ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
-            _ => None,
-        }
-        .ok_or_else(|| {
-            type_err(format!(
-                "{ctx} expect a Tensor but get {}",
-                type_key_of(&arg)
-            ))
-        })?;
-        if ndim != -1 && t.shape().len() as i64 != ndim {
-            return Err(value_err(format!(
-                "{ctx} expect Tensor with ndim {ndim} but get {}",
-                t.shape().len()
-            )));
-        }
-        if let Some(d) = dtype {
-            // DataType::Void() (bits 0) means "any dtype".
-            if d.bits != 0 && t.dtype() != d {
+    add_fast(
+        r,
+        "vm.builtin.check_tensor_info",
+        Fast::CheckTensorInfo,
+        |a, _| {
+            if a.len() != 3 && a.len() != 4 {
                 return Err(value_err(format!(
-                    "{ctx} expect Tensor with dtype {} but get {}",
-                    dtype_to_string(d),
-                    dtype_to_string(t.dtype())
+                    "vm.builtin.check_tensor_info expects 3 or 4 arguments, got {}",
+                    a.len()
                 )));
             }
-        }
-        Ok(())
-    });
+            let ndim = a.i64(1)?;
+            let (dtype, ctx) = if a.len() == 3 {
+                (None, err_ctx(&a, 2))
+            } else {
+                (Some(a.dtype(2)?), err_ctx(&a, 3))
+            };
+            let arg = a.get(0)?;
+            let t = match arg {
+                ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
+                _ => None,
+            }
+            .ok_or_else(|| {
+                type_err(format!(
+                    "{ctx} expect a Tensor but get {}",
+                    type_key_of(&arg)
+                ))
+            })?;
+            if ndim != -1 && t.shape().len() as i64 != ndim {
+                return Err(value_err(format!(
+                    "{ctx} expect Tensor with ndim {ndim} but get {}",
+                    t.shape().len()
+                )));
+            }
+            if let Some(d) = dtype {
+                // DataType::Void() (bits 0) means "any dtype".
+                if d.bits != 0 && t.dtype() != d {
+                    return Err(value_err(format!(
+                        "{ctx} expect Tensor with dtype {} but get {}",
+                        dtype_to_string(d),
+                        dtype_to_string(t.dtype())
+                    )));
+                }
+            }
+            Ok(())
+        },
+    );
     r.add("vm.builtin.check_shape_info", |a, _| {
         let ndim = a.i64(1)?;
         let ctx = err_ctx(&a, 2);
@@ -431,31 +463,36 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         Ok(())
     });
-    r.add("vm.builtin.alloc_storage", |a, rv| {
-        a.expect_len(5, "vm.builtin.alloc_storage")?;
-        let shape = shape_arg(&a, 1)?;
-        let dev_index = a.i64(2)?;
-        let hint = a.dtype(3)?;
-        with_ctx(a.handle(0)?, |vm| {
-            let st = vm.state()?;
-            let n = st.devices.len() as i64;
-            if dev_index < -1 || dev_index >= n {
-                return Err(value_err(format!(
-                    "The device index {dev_index} is out of VM physical devices list ({n})"
-                )));
-            }
-            let i = if dev_index == -1 { n - 1 } else { dev_index } as usize;
-            let nbytes = memory::shape_nbytes(&shape, hint)?;
-            *rv = RetValue::Object(StorageObj::allocate(
-                st.allocators[i].clone(),
-                st.devices[i],
-                nbytes,
-                hint,
-            )?);
-            Ok(())
-        })
-    });
-    r.add("vm.builtin.alloc_tensor", |a, rv| {
+    add_fast(
+        r,
+        "vm.builtin.alloc_storage",
+        Fast::AllocStorage,
+        |a, rv| {
+            a.expect_len(5, "vm.builtin.alloc_storage")?;
+            let shape = shape_arg(&a, 1)?;
+            let dev_index = a.i64(2)?;
+            let hint = a.dtype(3)?;
+            with_ctx(a.handle(0)?, |vm| {
+                let st = vm.state()?;
+                let n = st.devices.len() as i64;
+                if dev_index < -1 || dev_index >= n {
+                    return Err(value_err(format!(
+                        "The device index {dev_index} is out of VM physical devices list ({n})"
+                    )));
+                }
+                let i = if dev_index == -1 { n - 1 } else { dev_index } as usize;
+                let nbytes = memory::shape_nbytes(&shape, hint)?;
+                *rv = RetValue::Object(StorageObj::allocate(
+                    st.allocators[i].clone(),
+                    st.devices[i],
+                    nbytes,
+                    hint,
+                )?);
+                Ok(())
+            })
+        },
+    );
+    add_fast(r, "vm.builtin.alloc_tensor", Fast::AllocTensor, |a, rv| {
         a.expect_len(4, "vm.builtin.alloc_tensor")?;
         let st = a.object_ref::<StorageObj>(0)?;
         let offset = a.i64(1)?;
@@ -530,7 +567,7 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = RetValue::Object(create_view(&base, &shape, dt, 0)?);
         Ok(())
     });
-    r.add("vm.builtin.null_value", |a, rv| {
+    add_fast(r, "vm.builtin.null_value", Fast::NullValue, |a, rv| {
         a.expect_len(0, "vm.builtin.null_value")?;
         *rv = RetValue::Null;
         Ok(())
@@ -589,8 +626,9 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.tuple_reset_item", |a, _| {
         let t = a.downcast::<ArrayObj>(0)?;
         let i = a.index(1, t.items.len(), "vm.builtin.tuple_reset_item")?;
-        // Arrays are immutable from outside; the reference resets in place, which only
-        // releases memory early. Keep the tuple unchanged (a value-preserving no-op).
+        // TVM's `Array::Set` on the builtin's own reference: the caller (a register, or the
+        // frontend) still holds the tuple, so the set copies on write and the caller's tuple
+        // keeps its item. Nothing observable happens but the index check.
         let _ = i;
         Ok(())
     });

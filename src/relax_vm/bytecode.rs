@@ -67,6 +67,7 @@ fn bad(msg: String) -> Error {
     Error::value(format!("invalid Relax VM executable: {msg}"))
 }
 
+#[inline]
 fn reg(raw: i64, at: usize) -> Result<Reg> {
     match raw {
         VOID_REG => Ok(Reg::Void),
@@ -79,7 +80,8 @@ fn reg(raw: i64, at: usize) -> Result<Reg> {
 /// Decodes every instruction (structure only; indices are checked by [`validate`]).
 pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
     let mut code = Vec::with_capacity(offsets.len());
-    let mut args = Vec::new();
+    // Every call argument takes one word of `data`.
+    let mut args = Vec::with_capacity(data.len());
     for (i, &off) in offsets.iter().enumerate() {
         let word = |k: i64| -> Result<i64> {
             off.checked_add(k)
@@ -108,8 +110,14 @@ pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
                     )));
                 }
                 let begin = args.len();
-                for k in 0..nargs {
-                    let w = word(4 + k)?;
+                let words = if nargs == 0 {
+                    &[][..]
+                } else {
+                    // The last argument's word exists (checked), so all of them do.
+                    word(3 + nargs)?;
+                    &data[(off + 4) as usize..(off + 4 + nargs) as usize]
+                };
+                for (k, &w) in words.iter().enumerate() {
                     let kind = (w as u64) >> 56;
                     let value = (w << 8) >> 8;
                     let a = match kind {

@@ -162,7 +162,10 @@ impl<'a> Reader<'a> {
     }
     fn i64_vec(&mut self, section: &str, what: &str) -> Result<Vec<i64>> {
         let n = self.count(8, section, what)?;
-        (0..n).map(|_| self.i64(section, what)).collect()
+        let b = self.take(n * 8, section, what)?;
+        Ok(b.chunks_exact(8)
+            .map(|w| i64::from_le_bytes(w.try_into().expect("8")))
+            .collect())
     }
 }
 

@@ -10,7 +10,7 @@
 
 use super::bytecode::{Arg, Instr, Reg};
 use super::exec::{Constant, Executable, FuncKind};
-use super::memory::{self, Allocator};
+use super::memory::{self, Allocator, StorageObj};
 use crate::module::Module;
 use crate::ndarray::{NDArray, NDArrayObj};
 use crate::object::containers::{ArrayObj, ShapeTupleObj, StringObj};
@@ -18,7 +18,7 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, ErrorKind, Result};
 use crate::packed_func::function::{Function, PackedFuncObj};
 use crate::packed_func::registry;
-use crate::packed_func::types::{type_code as tc, DLDevice, TVMValue};
+use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
 use crate::packed_func::value::{object_to_c, Args, RetValue};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -61,6 +61,25 @@ pub(crate) enum PoolEntry {
     Vm { index: usize, closure: ObjectRef },
 }
 
+/// A builtin the interpreter runs on its registers directly (no argument conversion), for
+/// the common case only: any other case (unexpected argument kinds, a failing check) goes
+/// through the registered function, so results and errors are the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fast {
+    /// `vm.builtin.null_value`.
+    NullValue,
+    /// `vm.builtin.alloc_tensor`.
+    AllocTensor,
+    /// `vm.builtin.alloc_storage`.
+    AllocStorage,
+    /// `vm.builtin.check_tensor_info`.
+    CheckTensorInfo,
+    /// `vm.builtin.match_shape`.
+    MatchShape,
+    /// `vm.builtin.make_shape`.
+    MakeShape,
+}
+
 /// What `vm_initialization` sets up.
 pub struct VmState {
     /// Devices; the host is the last.
@@ -69,6 +88,8 @@ pub struct VmState {
     pub allocators: Vec<Arc<dyn Allocator>>,
     pub(crate) consts: SharedValues,
     pub(crate) funcs: Vec<PoolEntry>,
+    /// Per function-pool entry: the builtin the interpreter runs itself, if any.
+    pub(crate) fast: Vec<Option<Fast>>,
 }
 
 /// Register values shared read-only between threads (constants, bound arguments).
@@ -307,6 +328,7 @@ impl VmCore {
         }
         let imports = self.exec_module.imports();
         let mut funcs = Vec::with_capacity(self.exec.funcs.len());
+        let mut fast = Vec::with_capacity(self.exec.funcs.len());
         let mut missing = Vec::new();
         for (i, f) in self.exec.funcs.iter().enumerate() {
             match f.kind {
@@ -318,18 +340,30 @@ impl VmCore {
                             break;
                         }
                     }
+                    let from_registry = found.is_none();
                     match found.or_else(|| registry::get(&f.name)) {
-                        Some(g) => funcs.push(PoolEntry::Packed(g)),
+                        Some(g) => {
+                            fast.push(if from_registry {
+                                super::builtins::fast_kind(&g)
+                            } else {
+                                None
+                            });
+                            funcs.push(PoolEntry::Packed(g));
+                        }
                         None => {
                             missing.push(f.name.clone());
+                            fast.push(None);
                             funcs.push(PoolEntry::Packed(Function::from_rust(|_, _| Ok(()))));
                         }
                     }
                 }
-                FuncKind::VmFunc => funcs.push(PoolEntry::Vm {
-                    index: i,
-                    closure: self.vm_closure(i),
-                }),
+                FuncKind::VmFunc => {
+                    fast.push(None);
+                    funcs.push(PoolEntry::Vm {
+                        index: i,
+                        closure: self.vm_closure(i),
+                    });
+                }
                 FuncKind::VmTirFunc => {
                     return Err(Error::value(format!(
                         "function {} is a VM TIR function (exec_mode=\"compiled\"), which this \
@@ -351,6 +385,7 @@ impl VmCore {
             allocators,
             consts: SharedValues(consts),
             funcs,
+            fast,
         }));
         Ok(())
     }
@@ -501,8 +536,8 @@ impl VmCore {
         regs.resize(nreg, RetValue::Null);
         let mut frame = Frame {
             regs,
-            values: Vec::new(),
-            codes: Vec::new(),
+            values: Vec::with_capacity(8),
+            codes: Vec::with_capacity(8),
         };
         self.run(st, index, &mut frame)
             .map_err(|e| e.context(format!("in Relax VM function {}", f.name)))
@@ -584,6 +619,13 @@ impl VmCore {
         nargs: u32,
     ) -> Result<RetValue> {
         let args = &self.exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
+        if let Some(kind) = st.fast[func] {
+            if !self.hooks.load(Ordering::Acquire) {
+                if let Some(r) = self.fast_call(st, frame, kind, args) {
+                    return r;
+                }
+            }
+        }
         frame.values.clear();
         frame.codes.clear();
         for a in args {
@@ -644,6 +686,146 @@ impl VmCore {
             }
         }
         Ok(ret)
+    }
+
+    /// Runs a fast builtin on the registers, or `None` when this call is not its common case
+    /// (then the registered function runs, with its own checks and messages).
+    fn fast_call(
+        &self,
+        st: &VmState,
+        frame: &Frame,
+        kind: Fast,
+        args: &[Arg],
+    ) -> Option<Result<RetValue>> {
+        let value = |a: &Arg| -> Option<&RetValue> {
+            match *a {
+                Arg::Reg(Reg::R(i)) => frame.regs.get(i as usize),
+                Arg::Const(k) => st.consts.0.get(k as usize),
+                _ => None,
+            }
+        };
+        let obj = |a: &Arg| match value(a) {
+            Some(RetValue::Object(o)) => Some(o),
+            _ => None,
+        };
+        let int = |a: &Arg| match *a {
+            Arg::Imm(i) => Some(i),
+            _ => match value(a) {
+                Some(RetValue::Int(i)) => Some(*i),
+                _ => None,
+            },
+        };
+        let dtype = |a: &Arg| match value(a) {
+            Some(RetValue::DataType(t)) => Some(*t),
+            _ => None,
+        };
+        let shape = |a: &Arg| obj(a)?.downcast_ref::<ShapeTupleObj>().map(|s| s.dims());
+        // The shape heap: `Some(None)` for null, `Some(Some((p, n)))` for an int64 CPU tensor
+        // of n values (aligned), `None` otherwise.
+        let heap_of = |a: &Arg| -> Option<Option<(*mut i64, usize)>> {
+            if matches!(a, Arg::Reg(Reg::Void)) || matches!(value(a), Some(RetValue::Null)) {
+                return Some(None);
+            }
+            let t = obj(a)?.downcast_ref::<NDArrayObj>()?.dltensor();
+            if t.dtype != DLDataType::new(DL_INT, 64, 1) || t.device.device_type != DL_CPU {
+                return None;
+            }
+            // SAFETY: a live array's shape holds ndim values.
+            let n: i64 = unsafe { crate::ndarray::shape_of(t) }.iter().product();
+            let p = (t.data as usize).checked_add(t.byte_offset as usize)?;
+            (p % std::mem::align_of::<i64>() == 0)
+                .then_some(Some((p as *mut i64, n.max(0) as usize)))
+        };
+        let slot = |heap: Option<(*mut i64, usize)>, r: i64| -> Option<*mut i64> {
+            let (p, n) = heap?;
+            let r = usize::try_from(r).ok().filter(|&r| r < n)?;
+            // SAFETY: in bounds of the heap tensor.
+            Some(unsafe { p.add(r) })
+        };
+        match kind {
+            Fast::NullValue => args.is_empty().then_some(Ok(RetValue::Null)),
+            Fast::AllocTensor => {
+                let [s, off, shp, dt] = args else { return None };
+                let storage = obj(s).filter(|o| o.downcast_ref::<StorageObj>().is_some())?;
+                let (off, dims, dt) = (int(off)?, shape(shp)?, dtype(dt)?);
+                Some(StorageObj::alloc_tensor(storage, off, dims, dt).map(RetValue::Object))
+            }
+            Fast::AllocStorage => {
+                let [Arg::Reg(Reg::Vm), shp, dev, hint, _scope] = args else {
+                    return None;
+                };
+                let (dims, dev, hint) = (shape(shp)?, int(dev)?, dtype(hint)?);
+                let n = st.devices.len() as i64;
+                if dev < -1 || dev >= n {
+                    return None;
+                }
+                let i = if dev == -1 { n - 1 } else { dev } as usize;
+                Some(memory::shape_nbytes(dims, hint).and_then(|nbytes| {
+                    StorageObj::allocate(st.allocators[i].clone(), st.devices[i], nbytes, hint)
+                        .map(RetValue::Object)
+                }))
+            }
+            Fast::CheckTensorInfo => {
+                let (t, ndim, want) = match args {
+                    [t, ndim, _ctx] => (t, ndim, None),
+                    [t, ndim, dt, _ctx] => (t, ndim, Some(dtype(dt)?)),
+                    _ => return None,
+                };
+                let t = obj(t)?.downcast_ref::<NDArrayObj>()?;
+                let ndim = int(ndim)?;
+                let ok = (ndim == -1 || t.shape().len() as i64 == ndim)
+                    && want.is_none_or(|d| d.bits == 0 || t.dtype() == d);
+                ok.then_some(Ok(RetValue::Null))
+            }
+            Fast::MatchShape => {
+                let [src, heap, size, rest @ ..] = args else {
+                    return None;
+                };
+                let o = obj(src)?;
+                let dims = match o.downcast_ref::<ShapeTupleObj>() {
+                    Some(s) => s.dims(),
+                    None => o.downcast_ref::<NDArrayObj>()?.shape(),
+                };
+                let heap = heap_of(heap)?;
+                let size = int(size)?;
+                if size < 0 || dims.len() as i64 != size {
+                    return None;
+                }
+                let pairs = rest.get(..2 * dims.len())?;
+                for (pair, &dim) in pairs.chunks_exact(2).zip(dims) {
+                    // A mismatch or anything unusual goes the registered way, which redoes
+                    // the same stores (so the heap ends the same) and reports the error.
+                    match (int(&pair[0])?, int(&pair[1])?) {
+                        (0, v) if v == dim => {}
+                        // SAFETY: `slot` checked the index against the live heap tensor.
+                        (1, r) => unsafe { *slot(heap, r)? = dim },
+                        (2, _) => {}
+                        // SAFETY: as above.
+                        (3, r) if unsafe { *slot(heap, r)? } == dim => {}
+                        _ => return None,
+                    }
+                }
+                Some(Ok(RetValue::Null))
+            }
+            Fast::MakeShape => {
+                let [heap, size, rest @ ..] = args else {
+                    return None;
+                };
+                let heap = heap_of(heap)?;
+                let size = usize::try_from(int(size)?).ok()?;
+                let pairs = rest.get(..size.checked_mul(2)?)?;
+                let mut dims = Vec::with_capacity(size);
+                for pair in pairs.chunks_exact(2) {
+                    dims.push(match (int(&pair[0])?, int(&pair[1])?) {
+                        (0, v) => v,
+                        // SAFETY: `slot` checked the index against the live heap tensor.
+                        (1, r) => unsafe { *slot(heap, r)? },
+                        _ => return None,
+                    });
+                }
+                Some(Ok(RetValue::Object(ShapeTupleObj::new_ref(&dims))))
+            }
+        }
     }
 
     #[inline]
