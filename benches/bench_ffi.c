@@ -7,6 +7,11 @@
  *
  * Both functions compute C = A + B over float32[N] (default N = 1, so the call dominates).
  * Prints, for each, the median over 15 repetitions of the mean ns per call, alternating the two.
+ *
+ * With BENCH_FFI_CALLS=K in the environment it makes K calls of each instead, once, through
+ * two functions of their own (calls_classic, calls_ffi) and prints nothing else: the form to
+ * run under `valgrind --tool=callgrind`, whose inclusive instruction counts of the two
+ * functions divided by K are the instructions per call (scripts/bench_ffi.sh does this).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -58,6 +63,17 @@ static double time_calls(kernel* k, long iters) {
   return (now_ns() - t0) / iters;
 }
 
+/* Kept out of line and apart (noipa: not merged as identical) so that callgrind reports each
+ * kernel's calls as a function of its own. */
+__attribute__((noipa)) static void calls_classic(kernel* k, long iters) {
+  time_calls(k, iters);
+  __asm__ volatile("" ::: "memory"); /* no tail call: the function stays in the profile */
+}
+__attribute__((noipa)) static void calls_ffi(kernel* k, long iters) {
+  time_calls(k, iters);
+  __asm__ volatile("" ::: "memory");
+}
+
 int main(int argc, char** argv) {
   if (argc < 5) {
     fprintf(stderr, "usage: bench_ffi CLASSIC.so CLASSIC_FUNC FFI.so FFI_FUNC [N]\n");
@@ -71,6 +87,14 @@ int main(int argc, char** argv) {
   }
   kernel classic, ffi;
   if (load(&classic, argv[1], argv[2], t) || load(&ffi, argv[3], argv[4], t)) return 1;
+  const char* calls = getenv("BENCH_FFI_CALLS");
+  if (calls) {
+    long k = atol(calls);
+    calls_classic(&classic, k);
+    calls_ffi(&ffi, k);
+    printf("N=%lld calls %ld each\n", (long long)n, k);
+    return 0;
+  }
   enum { REPS = 15 };
   long iters = 200000;
   double a[REPS], b[REPS];
