@@ -242,8 +242,8 @@ pub fn is_none(result: &TVMFFIAny) -> bool {
 /// A tvm-ffi kernel in the classic compiled-function convention (`TVMBackendPackedCFunc`),
 /// with the kernel's address as the resource handle: the runtime's call paths treat it as
 /// any compiled function (and `TVMFuncCall` recognises it by its address to run
-/// [`call_plain`] in its own fast path). Failures set the classic last error and return -1; no panic
-/// leaves.
+/// [`call_plain`] in its own fast path). Failures set the classic last error and return -1;
+/// no panic leaves.
 ///
 /// # Safety
 /// `resource` must be a loaded tvm-ffi kernel; the arrays must hold `num_args` valid entries;
@@ -256,8 +256,8 @@ pub unsafe extern "C" fn kernel_trampoline(
     out_code: *mut i32,
     resource: *mut c_void,
 ) -> i32 {
-    // SAFETY: forwarded contract.
     let mut result = TVMFFIAny::NONE;
+    // SAFETY: forwarded contract.
     match unsafe { call_plain(values, codes, num_args, resource, &mut result) } {
         Some(0) if is_none(&result) => {
             // SAFETY: valid out slots by contract.
