@@ -3,9 +3,7 @@
 use super::{check_out, cstr};
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
 use crate::packed_func::error::Error;
-use crate::packed_func::function::{
-    BackendPackedCFunc, Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj,
-};
+use crate::packed_func::function::{Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
 use crate::packed_func::registry;
 use crate::packed_func::types::{type_code as tc, TVMByteArray, TVMValue};
 use crate::packed_func::types::{TVMFunctionHandle, TVMRetValueHandle};
@@ -103,7 +101,7 @@ unsafe fn call_fast(
     }
     // SAFETY: the type index says the payload is a PackedFuncObj.
     let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
-    use crate::packed_func::function::FuncImpl;
+    use crate::packed_func::function::{BackendPackedCFunc, FuncImpl};
     let ffi_trampoline: BackendPackedCFunc = crate::module::tvm_ffi::call::kernel_trampoline;
     match pf.imp() {
         FuncImpl::C { func, resource, .. } => {
