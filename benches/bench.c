@@ -20,6 +20,10 @@
  *   --reps N        measured repetitions per benchmark (default 7, or $BENCH_REPS)
  *   --rep-ms MS     target wall time of one repetition in ms (default 20, or $BENCH_REP_MS)
  *   --only LIST     run only the benchmarks whose name starts with one of the listed prefixes
+ *   --calls K       no timing: run each selected benchmark's body once with K operations (or
+ *                   $BENCH_CALLS), the form to run under `valgrind --tool=callgrind`, whose
+ *                   inclusive count of the body function (body_packed_call, ...) is then the
+ *                   instructions of K operations (scripts/bench_callgrind.sh)
  *
  * Method: per benchmark, calibrate an iteration count so that one repetition lasts about
  * --rep-ms (this doubles as warm-up), run one more warm-up repetition, then --reps timed
@@ -57,6 +61,7 @@ typedef int (*bench_fn)(void* ctx, uint64_t iters); /* runs iters ops; 0 on succ
 static int g_reps = 7;
 static double g_rep_ms = 20.0;
 static const char* g_only = NULL;
+static uint64_t g_calls = 0; /* --calls: one untimed run of K operations per benchmark */
 static int g_failed = 0;
 
 static volatile uint64_t g_sink; /* defeats dead-code elimination of results */
@@ -94,6 +99,15 @@ static void fail(const char* name, const char* what) {
 /* Times fn; prints RESULT name ns/op. Returns the ns/op (negative on failure). */
 static double run_bench(const char* name, bench_fn fn, void* ctx) {
   if (!selected(name)) return -1.0;
+  if (g_calls > 0) {
+    if (fn(ctx, g_calls) != 0) {
+      fail(name, "benchmark body");
+      return -1.0;
+    }
+    printf("CALLS %s %llu\n", name, (unsigned long long)g_calls);
+    fflush(stdout);
+    return 0.0;
+  }
   const double target_ns = g_rep_ms * 1e6;
   /* Calibration (and warm-up): double the batch until it takes >= 1/8 of a repetition.
    * Done twice, keeping the faster estimate, so that one-off costs of the first calls
@@ -436,7 +450,7 @@ static const char* base_name(const char* p) {
 static void usage(void) {
   fprintf(stderr,
           "usage: bench [--fixtures DIR] [--kernel PATH] [--dso PATH] [--reps N] "
-          "[--rep-ms MS] [--only NAME[,NAME...]]\n");
+          "[--rep-ms MS] [--only NAME[,NAME...]] [--calls K]\n");
   exit(2);
 }
 
@@ -447,6 +461,7 @@ int main(int argc, char** argv) {
   const char* env;
   if ((env = getenv("BENCH_REPS")) != NULL) g_reps = atoi(env);
   if ((env = getenv("BENCH_REP_MS")) != NULL) g_rep_ms = atof(env);
+  if ((env = getenv("BENCH_CALLS")) != NULL) g_calls = strtoull(env, NULL, 10);
   if ((env = getenv("TVMRT_CACHE")) != NULL && *env)
     snprintf(fixtures, sizeof fixtures, "%s/fixtures", env);
   else if ((env = getenv("HOME")) != NULL)
@@ -464,6 +479,8 @@ int main(int argc, char** argv) {
       g_rep_ms = atof(argv[++i]);
     else if (!strcmp(argv[i], "--only") && i + 1 < argc)
       g_only = argv[++i];
+    else if (!strcmp(argv[i], "--calls") && i + 1 < argc)
+      g_calls = strtoull(argv[++i], NULL, 10);
     else
       usage();
   }

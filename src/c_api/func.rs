@@ -101,7 +101,8 @@ unsafe fn call_fast(
     }
     // SAFETY: the type index says the payload is a PackedFuncObj.
     let pf = unsafe { &*payload_ptr::<PackedFuncObj>(obj) };
-    use crate::packed_func::function::FuncImpl;
+    use crate::packed_func::function::{BackendPackedCFunc, FuncImpl};
+    let ffi_trampoline: BackendPackedCFunc = crate::module::tvm_ffi::call::kernel_trampoline;
     match pf.imp() {
         FuncImpl::C { func, resource, .. } => {
             let mut rv = RetValue::Null;
@@ -127,6 +128,19 @@ unsafe fn call_fast(
             }
             Some(finish_call(r, rv, ret_val, ret_type_code))
         }
+        FuncImpl::Backend { func, resource, .. } if *func as usize == ffi_trampoline as usize => {
+            // SAFETY: the trampoline's resource is its kernel; forwarded contract.
+            Some(unsafe {
+                call_ffi_kernel(
+                    arg_values,
+                    type_codes,
+                    num_args,
+                    ret_val,
+                    ret_type_code,
+                    *resource,
+                )
+            })
+        }
         FuncImpl::Backend { func, resource, .. } => {
             let mut out = TVMValue::default();
             let mut code = tc::NULLPTR;
@@ -151,6 +165,120 @@ unsafe fn call_fast(
         }
         FuncImpl::Rust(_) => None,
     }
+}
+
+/// A compiled function's status and out slots passed on to `TVMFuncCall`'s caller, as the
+/// backend arm of `call_fast` does: a failure keeps the callee's error, a plain value is
+/// copied, an owning one moves out.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+fn backend_done(
+    r: c_int,
+    out: TVMValue,
+    code: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    if r != 0 {
+        return -1;
+    }
+    if RetValue::pod_from_c(out, code).is_some() {
+        // SAFETY: the caller checked the out slots non-null.
+        unsafe {
+            *ret_val = out;
+            *ret_type_code = code;
+        }
+        return 0;
+    }
+    take_backend_ret(out, code, ret_val, ret_type_code)
+}
+
+/// `TVMFuncCall`'s fast path for a tvm-ffi kernel (a compiled function whose code is the
+/// tvm-ffi trampoline): plain arguments are converted and the kernel called here, one
+/// indirect call and frame less than through the trampoline, and a None result (what TIR
+/// kernels return) is written straight to the caller's slots. Anything else takes the
+/// trampoline's own paths, with the same results and errors.
+///
+/// # Safety
+/// As `TVMFuncCall`, with non-null out slots; `resource` is a loaded tvm-ffi kernel.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[inline(never)]
+unsafe fn call_ffi_kernel(
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+    resource: *mut c_void,
+) -> c_int {
+    use crate::module::tvm_ffi::call as ffi;
+    let mut result = crate::module::tvm_ffi::abi::TVMFFIAny::NONE;
+    // SAFETY: forwarded contract.
+    match unsafe { ffi::call_plain(arg_values, type_codes, num_args, resource, &mut result) } {
+        Some(0) if ffi::is_none(&result) => {
+            // SAFETY: checked non-null out slots.
+            unsafe {
+                *ret_val = TVMValue::default();
+                *ret_type_code = tc::NULLPTR;
+            }
+            0
+        }
+        Some(rc) => ffi_kernel_finish(rc, &result, ret_val, ret_type_code),
+        // SAFETY: forwarded contract.
+        None => unsafe {
+            ffi_kernel_general(
+                arg_values,
+                type_codes,
+                num_args,
+                ret_val,
+                ret_type_code,
+                resource,
+            )
+        },
+    }
+}
+
+/// [`call_ffi_kernel`] after a failure or a result other than None: the trampoline's result
+/// conversion, then the caller's slots as for any compiled function.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cold]
+#[inline(never)]
+fn ffi_kernel_finish(
+    rc: c_int,
+    result: &crate::module::tvm_ffi::abi::TVMFFIAny,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    let mut out = TVMValue::default();
+    let mut code = tc::NULLPTR;
+    // SAFETY: valid local out slots.
+    let r = unsafe { crate::module::tvm_ffi::call::finish(rc, result, &mut out, &mut code) };
+    backend_done(r, out, code, ret_val, ret_type_code)
+}
+
+/// [`call_ffi_kernel`] with arguments that are not plain: the whole trampoline.
+///
+/// # Safety
+/// As [`call_ffi_kernel`].
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cold]
+#[inline(never)]
+unsafe fn ffi_kernel_general(
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+    resource: *mut c_void,
+) -> c_int {
+    let mut out = TVMValue::default();
+    let mut code = tc::NULLPTR;
+    // SAFETY: forwarded contract; valid local out slots.
+    let r = unsafe {
+        crate::module::tvm_ffi::call::kernel_trampoline(
+            arg_values, type_codes, num_args, &mut out, &mut code, resource,
+        )
+    };
+    backend_done(r, out, code, ret_val, ret_type_code)
 }
 
 /// Moves an owning value returned by compiled code out to the caller.

@@ -13,6 +13,7 @@ use std::ffi::{c_void, CStr};
 /// Arguments converted on the stack up to this count; more spill to the heap.
 const INLINE_ARGS: usize = 16;
 
+#[inline(always)]
 fn any(type_index: i32, value: TVMFFIAnyValue) -> TVMFFIAny {
     TVMFFIAny {
         type_index,
@@ -144,42 +145,105 @@ pub unsafe fn call_kernel(
     from_ffi(&result)
 }
 
-/// tvm-ffi type index by classic type code, for the codes whose 8-byte payload is passed on
-/// bit for bit (integers, floats, booleans, pointers, tensors); 0 for the others.
-const PLAIN: [i32; 16] = {
-    let mut t = [0i32; 16];
-    t[tc::INT as usize] = ti::INT;
-    t[tc::FLOAT as usize] = ti::FLOAT;
-    t[tc::OPAQUE_HANDLE as usize] = ti::OPAQUE_PTR;
-    t[tc::DLTENSOR_HANDLE as usize] = ti::DLTENSOR_PTR;
-    t[tc::NDARRAY_HANDLE as usize] = ti::DLTENSOR_PTR;
-    t[tc::BOOL as usize] = ti::BOOL;
+/// Marks a classic type code that [`call_plain`] does not convert.
+const NOT_PLAIN: [u64; 2] = [u64::MAX, u64::MAX];
+
+/// For each classic type code below 16 whose 8-byte payload is passed on bit for bit
+/// (integers, floats, booleans, pointers, tensors): the first word of the `TVMFFIAny` (see
+/// [`head`]) of a value with a non-zero payload and of one with a zero payload (a NULL
+/// pointer is None in tvm-ffi; a zero number stays a number). [`NOT_PLAIN`] for the other
+/// codes (objects, strings, data types, devices), which the general path converts or refuses.
+const PLAIN: [[u64; 2]; 16] = {
+    let mut t = [NOT_PLAIN; 16];
+    t[tc::INT as usize] = [head(ti::INT), head(ti::INT)];
+    t[tc::FLOAT as usize] = [head(ti::FLOAT), head(ti::FLOAT)];
+    t[tc::BOOL as usize] = [head(ti::BOOL), head(ti::BOOL)];
+    t[tc::OPAQUE_HANDLE as usize] = [head(ti::OPAQUE_PTR), head(ti::NONE)];
+    t[tc::DLTENSOR_HANDLE as usize] = [head(ti::DLTENSOR_PTR), head(ti::NONE)];
+    t[tc::NDARRAY_HANDLE as usize] = [head(ti::DLTENSOR_PTR), head(ti::NONE)];
     t
 };
 
-/// The common argument kinds as tvm-ffi values, without checks that could fail: `None` for
-/// anything else (objects, strings, unknown codes), which the general path converts or refuses.
+/// The first 8 bytes of a `TVMFFIAny` (type index, then zero padding) as one word.
+const fn head(type_index: i32) -> u64 {
+    let t = type_index.to_ne_bytes();
+    u64::from_ne_bytes([t[0], t[1], t[2], t[3], 0, 0, 0, 0])
+}
+
+const _: () = assert!(
+    std::mem::size_of::<TVMFFIAny>() == 16 && std::mem::align_of::<TVMFFIAny>() == 8,
+    "TVMFFIAny is two 8-byte words"
+);
+
+/// Calls a tvm-ffi kernel when every argument is a plain value ([`PLAIN`]): the arguments are
+/// converted in one pass into a stack buffer, with no allocation, no thread-local and no
+/// error state touched (a failure is read by the caller, through [`finish`]). Returns the
+/// kernel's status with its result in `result`, or `None`, having called nothing, when an
+/// argument is not plain or there are more than [`INLINE_ARGS`]. Kept inline so that
+/// `TVMFuncCall`'s fast path and [`kernel_trampoline`] run the same code.
+///
+/// # Safety
+/// `resource` must be a loaded tvm-ffi kernel; the arrays must hold `num_args` valid entries.
 #[inline(always)]
-fn plain_to_ffi(v: TVMValue, code: i32) -> Option<TVMFFIAny> {
-    let index = *PLAIN.get(code as u32 as usize)?;
-    if index == 0 {
+pub unsafe fn call_plain(
+    values: *mut TVMValue,
+    codes: *mut i32,
+    num_args: i32,
+    resource: *mut c_void,
+    result: &mut TVMFFIAny,
+) -> Option<i32> {
+    // A negative count is not plain either: the general path treats it as no arguments.
+    if num_args as u32 > INLINE_ARGS as u32 {
         return None;
     }
-    // SAFETY: every code in the table stores an 8-byte payload that is copied bit for bit (an
-    // integer, a double or a pointer): the union is read as raw bits, never interpreted.
-    let bits = unsafe { v.v_int64 };
-    // A NULL pointer is None in tvm-ffi.
-    let index = if bits == 0 && index >= ti::OPAQUE_PTR {
-        ti::NONE
-    } else {
-        index
+    let n = num_args as usize;
+    // Each argument as two words: `head(type index)` and the payload's bits.
+    let mut args = [std::mem::MaybeUninit::<[u64; 2]>::uninit(); INLINE_ARGS];
+    let mut i = 0;
+    while i < n {
+        // SAFETY: the caller's contract: `num_args` entries each.
+        let code = unsafe { *codes.add(i) } as u32;
+        if code >= PLAIN.len() as u32 {
+            return None;
+        }
+        let [nonzero, zero] = PLAIN[code as usize];
+        if nonzero == u64::MAX {
+            return None;
+        }
+        // SAFETY: every plain code stores an 8-byte payload that is copied bit for bit (an
+        // integer, a double or a pointer): the union is read as raw bits, never interpreted.
+        let bits = unsafe { (*values.add(i)).v_int64 } as u64;
+        args[i].write([if bits == 0 { zero } else { nonzero }, bits]);
+        i += 1;
+    }
+    *result = TVMFFIAny::NONE;
+    // SAFETY: `resource` is the kernel's address (set by the library module); the first `n`
+    // arguments were written above, each laid out as a `TVMFFIAny` (two words, the type index
+    // in the first's leading 4 bytes, zero padding after it); the reference passes a NULL
+    // handle and a None result, as here.
+    let rc = unsafe {
+        let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
+        kernel(
+            std::ptr::null_mut(),
+            args.as_ptr() as *const TVMFFIAny,
+            n as i32,
+            result,
+        )
     };
-    Some(any(index, TVMFFIAnyValue { v_int64: bits }))
+    Some(rc)
+}
+
+/// Whether a kernel's result is None (what TIR kernels return).
+#[inline(always)]
+pub fn is_none(result: &TVMFFIAny) -> bool {
+    result.type_index == ti::NONE
 }
 
 /// A tvm-ffi kernel in the classic compiled-function convention (`TVMBackendPackedCFunc`),
 /// with the kernel's address as the resource handle: the runtime's call paths treat it as
-/// any compiled function. Failures set the classic last error and return -1; no panic leaves.
+/// any compiled function (and `TVMFuncCall` recognises it by its address to run
+/// [`call_plain`] in its own fast path). Failures set the classic last error and return -1;
+/// no panic leaves.
 ///
 /// # Safety
 /// `resource` must be a loaded tvm-ffi kernel; the arrays must hold `num_args` valid entries;
@@ -192,58 +256,46 @@ pub unsafe extern "C" fn kernel_trampoline(
     out_code: *mut i32,
     resource: *mut c_void,
 ) -> i32 {
-    let n = num_args.max(0) as usize;
-    if n <= INLINE_ARGS {
-        let mut args = [std::mem::MaybeUninit::<TVMFFIAny>::uninit(); INLINE_ARGS];
-        let mut plain = true;
-        for (i, slot) in args.iter_mut().take(n).enumerate() {
-            // SAFETY: the caller's contract: `num_args` entries each.
-            let (v, c) = unsafe { (*values.add(i), *codes.add(i)) };
-            match plain_to_ffi(v, c) {
-                Some(a) => {
-                    slot.write(a);
-                }
-                None => {
-                    plain = false;
-                    break;
-                }
-            }
-        }
-        if plain {
-            let mut result = TVMFFIAny::NONE;
-            // SAFETY: `resource` is the kernel's address (set by the library module); the
-            // first `n` arguments were written above.
-            let rc = unsafe {
-                let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
-                kernel(
-                    std::ptr::null_mut(),
-                    args.as_ptr() as *const TVMFFIAny,
-                    n as i32,
-                    &mut result,
-                )
-            };
-            if rc == 0 && result.type_index == ti::NONE {
-                // SAFETY: valid out slots by contract.
-                unsafe {
-                    *out_value = TVMValue::default();
-                    *out_code = tc::NULLPTR;
-                }
-                return 0;
-            }
-            // SAFETY: forwarded contract.
-            return unsafe { finish(rc, &result, out_value, out_code) };
-        }
-    }
+    let mut result = TVMFFIAny::NONE;
     // SAFETY: forwarded contract.
-    unsafe { trampoline_general(values, codes, n, out_value, out_code, resource) }
+    match unsafe { call_plain(values, codes, num_args, resource, &mut result) } {
+        Some(0) if is_none(&result) => {
+            // SAFETY: valid out slots by contract.
+            unsafe {
+                *out_value = TVMValue::default();
+                *out_code = tc::NULLPTR;
+            }
+            0
+        }
+        // SAFETY: forwarded contract.
+        Some(rc) => unsafe { finish(rc, &result, out_value, out_code) },
+        // SAFETY: forwarded contract.
+        None => unsafe {
+            trampoline_general(
+                values,
+                codes,
+                num_args.max(0) as usize,
+                out_value,
+                out_code,
+                resource,
+            )
+        },
+    }
 }
 
-/// A failed call, or a result other than None.
+/// A kernel's failure or result other than None, in the classic convention: the error
+/// becomes the last error (-1), the result is written to the out slots (0).
 ///
 /// # Safety
 /// Valid out slots.
 #[cold]
-unsafe fn finish(rc: i32, result: &TVMFFIAny, out_value: *mut TVMValue, out_code: *mut i32) -> i32 {
+#[inline(never)]
+pub unsafe fn finish(
+    rc: i32,
+    result: &TVMFFIAny,
+    out_value: *mut TVMValue,
+    out_code: *mut i32,
+) -> i32 {
     let r = std::panic::catch_unwind(|| {
         if rc != 0 {
             return Err(super::env::take_raised());

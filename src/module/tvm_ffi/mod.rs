@@ -9,7 +9,7 @@
 //! converted (tensors by address, no copy) and errors come back as classic errors.
 
 pub mod abi;
-mod call;
+pub mod call;
 pub mod env;
 pub mod vm_exec;
 
