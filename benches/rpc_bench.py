@@ -1,14 +1,28 @@
-"""RPC benchmark on loopback: TVM's Python client on the reference runtime against the reference
-server (TVM's Python tvm.rpc.Server on the reference libtvm_runtime.so) and against ours
-(`tvmrt rpc-server`), side by side in one run. Prints a Markdown table of ratios.
+"""RPC benchmark on loopback: the reference server (TVM's Python tvm.rpc.Server on the reference
+libtvm_runtime.so, whose C++ `rpc.ServerLoop` serves each session) and ours (`tvmrt
+rpc-server`), side by side in one run, measured in alternating rounds (ABBA order) with the same
+clients:
+
+- TVM's Python client on the runtime this script runs on (`tvm.rpc.connect`), and
+- a minimal client written here on a raw socket (pre-encoded `kCallFunc` packets, one send and one
+  receive per call), so that the server's share of the round trip is not hidden by the client's.
+
+The call is `runtime.GetDeviceAttr(1, 0, 0)` (a native global on both servers). The copies are a
+float32 array of `--mib` MiB written with `copyfrom` and read back with `numpy()`. Prints a
+Markdown table of medians over the rounds and the ratios, and the load average.
 
     source scripts/env.sh
     TVM_LIBRARY_PATH=<dir with the reference libtvm_runtime.so> TVM_USE_RUNTIME_LIB=1 \
-        $TVMRT_PYTHON benches/rpc_bench.py [--calls N] [--mib M]
+        $TVMRT_PYTHON benches/rpc_bench.py [--calls N] [--rounds R] [--mib M]
+
+(`scripts/bench_rpc.sh` sets this up.)
 """
 
 import argparse
 import os
+import socket
+import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -20,54 +34,155 @@ import tvm.rpc
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "python"))
 import rpc_helpers as R  # noqa: E402
 
+RPC_MAGIC = 0xFF271
+FUNC = "runtime.GetDeviceAttr"
 
-def measure(port, calls, mib):
-    remote = tvm.rpc.connect(R.HOST, port)
-    f = remote.get_function("runtime.GetDeviceAttr")
-    for _ in range(200):
-        f(1, 0, 0)
-    best_rt = float("inf")
-    for _ in range(5):
+
+class RawClient:
+    """The smallest client that drives a session: handshake, kInitServer, one GetGlobalFunc,
+    then pre-encoded kCallFunc packets."""
+
+    def __init__(self, port):
+        s = socket.create_connection((R.HOST, port))
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        key = b"client:"
+        s.sendall(struct.pack("<ii", RPC_MAGIC, len(key)) + key)
+        assert struct.unpack("<i", self._exact(s, 4))[0] == RPC_MAGIC
+        self._exact(s, struct.unpack("<i", self._exact(s, 4))[0])
+        self.s = s
+        ver = b"0.8.0"
+        self._request(struct.pack("<iQ", 2, len(ver)) + ver + struct.pack("<i", 0))
+        name = FUNC.encode()
+        reply = self._request(struct.pack("<iiiQ", 9, 1, 11, len(name)) + name)
+        handle = struct.unpack("<Q", reply[-8:])[0]
+        assert handle != 0, f"the server has no {FUNC}"
+        body = struct.pack("<iQi", 3, handle, 3) + struct.pack("<iii", 0, 0, 0)
+        body += struct.pack("<qqq", 1, 0, 0)
+        self.call_packet = struct.pack("<Q", len(body)) + body
+        reply = self._request(body)
+        assert struct.unpack("<i", reply[:4])[0] == 4, "the call did not return"
+
+    @staticmethod
+    def _exact(s, n):
+        b = b""
+        while len(b) < n:
+            c = s.recv(n - len(b))
+            if not c:
+                raise ConnectionError("the server closed the connection")
+            b += c
+        return b
+
+    def _request(self, body):
+        self.s.sendall(struct.pack("<Q", len(body)) + body)
+        return self._exact(self.s, struct.unpack("<Q", self._exact(self.s, 8))[0])
+
+    def calls(self, n):
+        s, p = self.s, self.call_packet
         t0 = time.perf_counter()
-        for _ in range(calls):
+        for _ in range(n):
+            s.sendall(p)
+            # The 40-byte reply comes in one segment on loopback; check its size.
+            if len(s.recv(256)) != 40:
+                raise RuntimeError("unexpected reply size")
+        return (time.perf_counter() - t0) / n
+
+    def close(self):
+        self.s.sendall(struct.pack("<Qi", 4, 1))
+        self.s.close()
+
+
+class TvmClient:
+    """TVM's Python client (`tvm.rpc.connect`) on the runtime this process loaded."""
+
+    def __init__(self, port, mib):
+        self.remote = tvm.rpc.connect(R.HOST, port)
+        self.f = self.remote.get_function(FUNC)
+        self.data = np.random.rand(mib * (1 << 20) // 4).astype("float32")
+        self.arr = tvm.nd.empty(self.data.shape, "float32", self.remote.cpu(0))
+
+    def calls(self, n):
+        f = self.f
+        t0 = time.perf_counter()
+        for _ in range(n):
             f(1, 0, 0)
-        best_rt = min(best_rt, (time.perf_counter() - t0) / calls)
-    dev = remote.cpu(0)
-    data = np.random.rand(mib * (1 << 20) // 4).astype("float32")
-    arr = tvm.nd.empty(data.shape, "float32", dev)
-    up = down = float("inf")
-    for _ in range(3):
+        return (time.perf_counter() - t0) / n
+
+    def upload(self):
         t0 = time.perf_counter()
-        arr.copyfrom(data)
-        up = min(up, time.perf_counter() - t0)
+        self.arr.copyfrom(self.data)
+        return time.perf_counter() - t0
+
+    def download(self):
         t0 = time.perf_counter()
-        back = arr.numpy()
-        down = min(down, time.perf_counter() - t0)
-    assert (back == data).all()
-    remote._sess.get_function("CloseRPCConnection")()
-    return best_rt, mib / up, mib / down
+        back = self.arr.numpy()
+        t = time.perf_counter() - t0
+        assert (back == self.data).all()
+        return t
+
+    def close(self):
+        del self.arr
+        self.remote._sess.get_function("CloseRPCConnection")()
+
+
+def alternate(rounds, fns):
+    """Runs fns[0] and fns[1] in ABBA order for `rounds` rounds; returns the two lists."""
+    out = ([], [])
+    for r in range(rounds):
+        order = (0, 1) if r % 2 == 0 else (1, 0)
+        for i in order:
+            out[i].append(fns[i]())
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=10)
+    ap.add_argument("--copy-rounds", type=int, default=4)
     ap.add_argument("--mib", type=int, default=64)
     a = ap.parse_args()
     d = tempfile.mkdtemp()
     os.symlink(os.environ.get("TVMRT_REF_LIB"), os.path.join(d, "libtvm_runtime.so"))
+    load0 = os.getloadavg()
     ref = R.python_server(d, port=9400)
     ours = R.tvmrt_server(port=9600)
+    med = statistics.median
     try:
-        r = measure(ref.port, a.calls, a.mib)
-        o = measure(ours.port, a.calls, a.mib)
+        raw = [RawClient(ref.port), RawClient(ours.port)]
+        for c in raw:
+            c.calls(500)
+        raw_t = alternate(a.rounds, [lambda c=c: c.calls(a.calls) for c in raw])
+        for c in raw:
+            c.close()
+        tc = [TvmClient(ref.port, a.mib), TvmClient(ours.port, a.mib)]
+        for c in tc:
+            c.calls(200)
+        tvm_t = alternate(a.rounds, [lambda c=c: c.calls(a.calls) for c in tc])
+        up = alternate(a.copy_rounds, [c.upload for c in tc])
+        down = alternate(a.copy_rounds, [c.download for c in tc])
+        for c in tc:
+            c.close()
     finally:
         ref.close()
         ours.close()
-    print("| measure | reference server | ours | ratio |")
+    load1 = os.getloadavg()
+
+    def ratios(pair):
+        return [o / r for r, o in zip(*pair)]
+
+    print(f"Load average (1, 5, 15 min) at the start: {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}; "
+          f"at the end: {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}")
+    print()
+    print("| measure (median of the rounds) | reference server | ours | ours / reference, median of rounds (range) |")
     print("|---|---|---|---|")
-    print(f"| round trip of a minimal call (us) | {r[0]*1e6:.1f} | {o[0]*1e6:.1f} | {o[0]/r[0]:.2f}x time |")
-    print(f"| {a.mib} MiB upload (MiB/s) | {r[1]:.0f} | {o[1]:.0f} | {o[1]/r[1]:.2f}x bandwidth |")
-    print(f"| {a.mib} MiB download (MiB/s) | {r[2]:.0f} | {o[2]:.0f} | {o[2]/r[2]:.2f}x bandwidth |")
+    for name, pair in [("raw-socket client", raw_t), ("TVM's Python client", tvm_t)]:
+        rs = ratios(pair)
+        print(f"| round trip of an empty call, {name} (us) | {med(pair[0]) * 1e6:.1f} | "
+              f"{med(pair[1]) * 1e6:.1f} | {med(rs):.2f}x time ({min(rs):.2f}..{max(rs):.2f}) |")
+    for name, pair in [("upload", up), ("download", down)]:
+        rs = [r / o for r, o in zip(*pair)]
+        print(f"| {a.mib} MiB {name} (MiB/s) | {a.mib / med(pair[0]):.0f} | {a.mib / med(pair[1]):.0f} | "
+              f"{med(rs):.2f}x bandwidth ({min(rs):.2f}..{max(rs):.2f}) |")
 
 
 if __name__ == "__main__":

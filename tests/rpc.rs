@@ -232,6 +232,36 @@ fn unknown_codes_and_type_codes_get_clear_errors() {
     assert_serves(port);
 }
 
+/// Found by the `rpc` fuzz target: `DevAllocData` with a 4 GiB alignment made the server ask
+/// the allocator for 4 GiB of padding for a 64-byte block. Absurd or non-power-of-two
+/// alignments are refused; the session goes on and a sane request still works.
+#[test]
+fn absurd_alignments_are_refused() {
+    let port = server("", codec::DEFAULT_MAX_PACKET);
+    let mut s = raw(port);
+    let alloc = |s: &mut TcpStream, align: i64| {
+        let mut w = Writer::packet(code::DEV_ALLOC_DATA);
+        w.seq(&[
+            WireValue::Device(DLDevice::new(1, 0)),
+            WireValue::Int(64),
+            WireValue::Int(align),
+            WireValue::DataType(DLDataType::new(1, 8, 1)),
+        ]);
+        s.write_all(&w.finish()).unwrap();
+        read_packet(s)
+    };
+    for align in [1i64 << 32, 48, (1 << 20) + 64] {
+        let (c, body) = alloc(&mut s, align);
+        assert_eq!(c, code::EXCEPTION, "alignment {align} was accepted");
+        let msg = exception_text(&body);
+        assert!(msg.contains(&format!("alignment {align}")), "{msg}");
+    }
+    let (c, _) = alloc(&mut s, 1 << 20);
+    assert_eq!(c, code::RETURN);
+    let (c, _) = alloc(&mut s, 64);
+    assert_eq!(c, code::RETURN);
+}
+
 #[test]
 fn out_of_range_copies_are_refused() {
     let port = server("", codec::DEFAULT_MAX_PACKET);

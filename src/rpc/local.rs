@@ -35,6 +35,9 @@ enum Entry {
     },
 }
 
+/// Largest alignment a client may ask of `DevAllocData` (TVM's clients ask 64 bytes).
+pub const MAX_REMOTE_ALIGNMENT: i64 = 1 << 20;
+
 impl Entry {
     fn kind(&self) -> &'static str {
         match self {
@@ -615,6 +618,13 @@ impl LocalSession {
                 if n < 0 || align <= 0 {
                     return Err(Error::value(format!(
                         "RPC: {name}: bad size {n} or alignment {align}"
+                    )));
+                }
+                // An alignment costs up to its size in padding: keep it a sane power of two.
+                if align > MAX_REMOTE_ALIGNMENT || !(align as u64).is_power_of_two() {
+                    return Err(Error::value(format!(
+                        "RPC: {name}: alignment {align} must be a power of two of at most \
+                         {MAX_REMOTE_ALIGNMENT} bytes"
                     )));
                 }
                 let ptr = device::api(d)?.alloc_data_space(d, n as usize, align as usize, hint)?;
