@@ -119,8 +119,9 @@ pub fn load(path: &str) -> Result<Module> {
         path: path.to_string(),
     });
     let lib_dyn: Arc<dyn Library> = lib.clone();
-    super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
+    // Libraries of the other ABIs have neither classic symbol; classic ones skip the lookups.
     if lib.symbol(symbol::TVM_MODULE_CTX).is_null() && lib.symbol(symbol::TVM_DEV_MBLOB).is_null() {
+        super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
         if let Some(probe) = super::tvm_ffi::probe(&*lib_dyn, path) {
             return super::tvm_ffi::load(lib_dyn, path, probe);
         }

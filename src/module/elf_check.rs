@@ -186,14 +186,36 @@ trait Source {
     fn read(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>>;
 }
 
-impl Source for (File, u64) {
+/// How much of the file's start one read fetches: the ELF header and, in libraries as linkers
+/// write them, the program headers, so that the common case costs one system call.
+const HEAD: u64 = 4096;
+
+/// A file and its length, with the first [`HEAD`] bytes read once.
+struct FileSource {
+    file: File,
+    len: u64,
+    head: Vec<u8>,
+}
+
+impl FileSource {
+    fn new(file: File, len: u64) -> std::io::Result<Self> {
+        let mut head = vec![0u8; len.min(HEAD) as usize];
+        file.read_exact_at(&mut head, 0)?;
+        Ok(FileSource { file, len, head })
+    }
+}
+
+impl Source for FileSource {
     fn len(&self) -> u64 {
-        self.1
+        self.len
     }
 
     fn read(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
+        if let Some(end) = range_end(offset, len, self.head.len() as u64) {
+            return Ok(self.head[offset as usize..end as usize].to_vec());
+        }
         let mut v = vec![0u8; len as usize];
-        self.0.read_exact_at(&mut v, offset)?;
+        self.file.read_exact_at(&mut v, offset)?;
         Ok(v)
     }
 }
@@ -216,7 +238,9 @@ pub fn check_file(path: &str) -> Result<()> {
         .metadata()
         .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?
         .len();
-    check_source(&(f, len)).map_err(|what| Error::internal(format!("cannot load {path}: {what}")))
+    let src = FileSource::new(f, len)
+        .map_err(|e| Error::internal(format!("cannot load {path}: read error: {e}")))?;
+    check_source(&src).map_err(|what| Error::internal(format!("cannot load {path}: {what}")))
 }
 
 /// Checks an ELF image held in memory; `name` is used in the error.
