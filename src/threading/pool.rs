@@ -275,6 +275,9 @@ thread_local! {
 
 static POOL: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
 static POOL_INIT: Mutex<()> = Mutex::new(());
+/// Every pool ever started. Pools live as long as the process (a stopped one may still be
+/// referenced by a thread that loaded it), so they stay listed here: reachable, not leaked.
+static STARTED: Mutex<Vec<&'static Pool>> = Mutex::new(Vec::new());
 
 fn bind_to_core(core: usize) {
     // SAFETY: a zeroed cpu_set_t with one bit set, applied to the calling thread.
@@ -309,6 +312,7 @@ impl Pool {
             generation: AtomicU32::new(0),
             parked: AtomicU32::new(0),
         }));
+        STARTED.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
         let cores = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
@@ -868,22 +872,23 @@ mod tests {
     fn barrier_launch_waits_for_a_parked_worker_and_then_completes() {
         let pool = private_pool(3);
         pool.park(true);
-        let s: &'static Shared = Box::leak(Box::new(shared()));
+        let s = std::sync::Arc::new(shared());
         let (tx, rx) = mpsc::channel();
+        let launched = s.clone();
         std::thread::spawn(move || {
-            let r = unsafe { launch_on(pool, count, s as *const _ as *mut c_void, 3) };
+            let r = unsafe { launch_on(pool, count, &*launched as *const _ as *mut c_void, 3) };
             let _ = tx.send(r);
         });
         // The tasks need each other at the barrier, so the launch cannot finish without the
         // parked workers (and must not run them on the launcher's stack, which would deadlock).
         assert!(rx.recv_timeout(Duration::from_millis(200)).is_err());
-        assert_eq!(hits(s)[..3], [1, 0, 0]);
+        assert_eq!(hits(&s)[..3], [1, 0, 0]);
         pool.park(false);
         let r = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("the barrier launch did not finish after the workers were released");
         assert_eq!(r, 0);
-        assert_eq!(hits(s)[..4], [1, 1, 1, 0]);
+        assert_eq!(hits(&s)[..4], [1, 1, 1, 0]);
         assert!(!s.bad.load(Ordering::SeqCst));
         pool.stop();
     }
