@@ -2,24 +2,14 @@
 
 #[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/run.rs"]
+mod run;
 #[path = "../../tests/common/skip.rs"]
 mod skip;
 
 use fixture_dirs::models_dir;
 use npyz::WriterBuilder;
-use std::process::Command;
-
-fn tvmrt(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-        .args(args)
-        .output()
-        .expect("tvmrt runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use run::tvmrt;
 
 const MODEL: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/models/mlp.so");
 

@@ -3,23 +3,13 @@
 
 #[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;
+#[path = "common/run.rs"]
+mod run;
 #[path = "../../tests/common/skip.rs"]
 mod skip;
 
+use run::tvmrt;
 use std::path::PathBuf;
-use std::process::Command;
-
-fn tvmrt(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-        .args(args)
-        .output()
-        .expect("tvmrt runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// The fixture directory, or None (skipped) when it was not built.
 fn fixture() -> Option<PathBuf> {

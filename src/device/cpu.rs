@@ -7,6 +7,33 @@ use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::c_void;
 
+/// Copies `nbytes` of host memory between two byte offsets (memmove semantics), refusing
+/// NULL pointers: the copy of every backend whose memory is host memory.
+///
+/// # Safety
+/// `from + from_offset` and `to + to_offset` must address `nbytes` valid bytes.
+pub unsafe fn host_copy(
+    from: *const c_void,
+    from_offset: u64,
+    to: *mut c_void,
+    to_offset: u64,
+    nbytes: usize,
+) -> Result<()> {
+    if from.is_null() || to.is_null() {
+        return Err(Error::value("copy with a NULL data pointer"));
+    }
+    // SAFETY: caller contract: both ranges are valid; they may overlap only if the caller
+    // aliased them, so use memmove semantics.
+    unsafe {
+        std::ptr::copy(
+            (from as *const u8).add(from_offset as usize),
+            (to as *mut u8).add(to_offset as usize),
+            nbytes,
+        )
+    };
+    Ok(())
+}
+
 /// The CPU backend.
 pub struct CpuDeviceApi;
 
@@ -329,19 +356,8 @@ impl DeviceApi for CpuDeviceApi {
                 super::describe(dev_to)
             )));
         }
-        if from.is_null() || to.is_null() {
-            return Err(Error::value("copy with a NULL data pointer"));
-        }
-        // SAFETY: caller contract: both ranges are valid; they may overlap only if the caller
-        // aliased them, so use memmove semantics.
-        unsafe {
-            std::ptr::copy(
-                (from as *const u8).add(from_offset as usize),
-                (to as *mut u8).add(to_offset as usize),
-                nbytes,
-            )
-        };
-        Ok(())
+        // SAFETY: forwarded caller contract.
+        unsafe { host_copy(from, from_offset, to, to_offset, nbytes) }
     }
 
     unsafe fn stream_sync(&self, _dev: DLDevice, _stream: Stream) -> Result<()> {

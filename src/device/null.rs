@@ -174,19 +174,8 @@ impl DeviceApi for NullDeviceApi {
             }
         }
         self.check_stream(stream)?;
-        if from.is_null() || to.is_null() {
-            return Err(Error::value("null device: copy with a NULL data pointer"));
-        }
-        // SAFETY: the caller's contract: both ranges are valid host memory (the null device's
-        // memory is host memory); memmove semantics in case the caller aliased them.
-        unsafe {
-            std::ptr::copy(
-                (from as *const u8).add(from_offset as usize),
-                (to as *mut u8).add(to_offset as usize),
-                nbytes,
-            )
-        };
-        Ok(())
+        // SAFETY: the caller's contract; the null device's memory is host memory.
+        unsafe { super::cpu::host_copy(from, from_offset, to, to_offset, nbytes) }
     }
 
     fn create_stream(&self, dev: DLDevice) -> Result<Stream> {

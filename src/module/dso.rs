@@ -98,14 +98,8 @@ pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> R
 
 /// Opens a TVM-exported library and builds its module tree.
 pub fn load(path: &str) -> Result<Module> {
-    let meta = std::fs::metadata(path)
-        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
-    if !meta.is_file() {
-        return Err(Error::internal(format!(
-            "cannot open module file {path}: not a file"
-        )));
-    }
-    // The dynamic loader trusts the file (a truncated one kills the process with SIGBUS).
+    // The dynamic loader trusts the file (a truncated one kills the process with SIGBUS);
+    // the check also refuses a path that is missing or not a file.
     super::elf_check::check_file(path)?;
     // RTLD_LAZY | RTLD_LOCAL as the reference: binding on first call keeps loading cheap.
     // SAFETY: loading runs the library's initialisers; TVM output has only static

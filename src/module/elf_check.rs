@@ -230,14 +230,20 @@ impl Source for &[u8] {
     }
 }
 
-/// Checks the ELF file at `path` (see the module documentation).
+/// Checks the ELF file at `path` (see the module documentation); a missing path or one that
+/// is not a regular file is refused too.
 pub fn check_file(path: &str) -> Result<()> {
     let f = File::open(path)
         .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
-    let len = f
+    let meta = f
         .metadata()
-        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?
-        .len();
+        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
+    if !meta.is_file() {
+        return Err(Error::internal(format!(
+            "cannot open module file {path}: not a file"
+        )));
+    }
+    let len = meta.len();
     let src = FileSource::new(f, len)
         .map_err(|e| Error::internal(format!("cannot load {path}: read error: {e}")))?;
     check_source(&src).map_err(|what| Error::internal(format!("cannot load {path}: {what}")))

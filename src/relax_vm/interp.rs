@@ -55,8 +55,9 @@ impl ClosureObj {
 
 /// A function-pool entry.
 pub(crate) enum PoolEntry {
-    /// A PackedFunc from the kernel library or the registry.
-    Packed(Function),
+    /// A PackedFunc from the kernel library or the registry, and the builtin the interpreter
+    /// runs itself in its stead (common cases only), if it is one.
+    Packed(Function, Option<Fast>),
     /// A VM function (called directly), with its closure object for passing around.
     Vm { index: usize, closure: ObjectRef },
 }
@@ -88,8 +89,6 @@ pub struct VmState {
     pub allocators: Vec<Arc<dyn Allocator>>,
     pub(crate) consts: SharedValues,
     pub(crate) funcs: Vec<PoolEntry>,
-    /// Per function-pool entry: the builtin the interpreter runs itself, if any.
-    pub(crate) fast: Vec<Option<Fast>>,
 }
 
 /// Register values shared read-only between threads (constants, bound arguments).
@@ -328,7 +327,6 @@ impl VmCore {
         }
         let imports = self.exec_module.imports();
         let mut funcs = Vec::with_capacity(self.exec.funcs.len());
-        let mut fast = Vec::with_capacity(self.exec.funcs.len());
         let mut missing = Vec::new();
         for (i, f) in self.exec.funcs.iter().enumerate() {
             match f.kind {
@@ -340,25 +338,20 @@ impl VmCore {
                             break;
                         }
                     }
-                    let from_registry = found.is_none();
-                    match found.or_else(|| registry::get(&f.name)) {
-                        Some(g) => {
-                            fast.push(if from_registry {
-                                super::builtins::fast_kind(&g)
-                            } else {
-                                None
-                            });
-                            funcs.push(PoolEntry::Packed(g));
-                        }
-                        None => {
-                            missing.push(f.name.clone());
-                            fast.push(None);
-                            funcs.push(PoolEntry::Packed(Function::from_rust(|_, _| Ok(()))));
-                        }
+                    // Only the runtime's own registered builtins run on the registers.
+                    let entry = match found {
+                        Some(g) => Some(PoolEntry::Packed(g, None)),
+                        None => registry::get(&f.name).map(|g| {
+                            let fast = super::builtins::fast_kind(&g);
+                            PoolEntry::Packed(g, fast)
+                        }),
+                    };
+                    match entry {
+                        Some(e) => funcs.push(e),
+                        None => missing.push(f.name.clone()),
                     }
                 }
                 FuncKind::VmFunc => {
-                    fast.push(None);
                     funcs.push(PoolEntry::Vm {
                         index: i,
                         closure: self.vm_closure(i),
@@ -385,7 +378,6 @@ impl VmCore {
             allocators,
             consts: SharedValues(consts),
             funcs,
-            fast,
         }));
         Ok(())
     }
@@ -619,7 +611,7 @@ impl VmCore {
         nargs: u32,
     ) -> Result<RetValue> {
         let args = &self.exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
-        if let Some(kind) = st.fast[func] {
+        if let PoolEntry::Packed(_, Some(kind)) = st.funcs[func] {
             if !self.hooks.load(Ordering::Acquire) {
                 if let Some(r) = self.fast_call(st, frame, kind, args) {
                     return r;
@@ -647,7 +639,7 @@ impl VmCore {
                 Arg::Const(k) => reg_to_c(&st.consts.0[k as usize]),
                 Arg::Func(g) => {
                     let o = match &st.funcs[g as usize] {
-                        PoolEntry::Packed(p) => p.as_object(),
+                        PoolEntry::Packed(p, _) => p.as_object(),
                         PoolEntry::Vm { closure, .. } => closure,
                     };
                     // SAFETY: the pool holds a reference.
@@ -831,7 +823,7 @@ impl VmCore {
     #[inline]
     fn dispatch(&self, st: &VmState, frame: &mut Frame, func: usize) -> Result<RetValue> {
         match &st.funcs[func] {
-            PoolEntry::Packed(p) => {
+            PoolEntry::Packed(p, _) => {
                 let mut rv = RetValue::Null;
                 let n = frame.values.len() as i32;
                 // SAFETY: the arrays hold n values borrowed from registers, constants and the
@@ -863,7 +855,7 @@ impl VmCore {
         ret: &RetValue,
     ) -> Result<i64> {
         let fobj = match &st.funcs[func] {
-            PoolEntry::Packed(p) => p.as_object().clone(),
+            PoolEntry::Packed(p, _) => p.as_object().clone(),
             PoolEntry::Vm { closure, .. } => closure.clone(),
         };
         let name = StringObj::new_ref(&self.exec.funcs[func].name);
