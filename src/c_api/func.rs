@@ -142,6 +142,8 @@ unsafe fn call_fast(
             })
         }
         FuncImpl::Backend { func, resource, .. } => {
+            // The same steps as `backend_done`, written out: calling it here costs packed and
+            // kernel calls 5 instructions each (callgrind, scripts/bench_callgrind.sh).
             let mut out = TVMValue::default();
             let mut code = tc::NULLPTR;
             // SAFETY: forwarded contract; out slots are valid.
@@ -150,16 +152,27 @@ unsafe fn call_fast(
                     arg_values, type_codes, num_args, &mut out, &mut code, *resource,
                 )
             };
-            Some(backend_done(r, out, code, ret_val, ret_type_code))
+            if r != 0 {
+                return Some(-1);
+            }
+            if RetValue::pod_from_c(out, code).is_some() {
+                // SAFETY: checked non-null out slots.
+                unsafe {
+                    *ret_val = out;
+                    *ret_type_code = code;
+                }
+                return Some(0);
+            }
+            Some(take_backend_ret(out, code, ret_val, ret_type_code))
         }
         FuncImpl::Rust(_) => None,
     }
 }
 
-/// A compiled function's status and out slots passed on to `TVMFuncCall`'s caller: a failure
-/// keeps the callee's error, a plain value is copied, an owning one moves out.
+/// A compiled function's status and out slots passed on to `TVMFuncCall`'s caller, as the
+/// backend arm of `call_fast` does: a failure keeps the callee's error, a plain value is
+/// copied, an owning one moves out.
 #[cfg(not(feature = "bench-no-fast-paths"))]
-#[inline(always)]
 fn backend_done(
     r: c_int,
     out: TVMValue,
