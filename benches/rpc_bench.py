@@ -7,6 +7,11 @@ clients:
 - a minimal client written here on a raw socket (pre-encoded `kCallFunc` packets, one send and one
   receive per call), so that the server's share of the round trip is not hidden by the client's.
 
+The raw client also drives `benches/rpc_echo.c` (built here with `cc`), a server that answers
+every packet with 40 bytes and does nothing else: the floor of the round trip on this machine's
+loopback, below which no server can go; its row shows how far under the reference any server
+could be.
+
 The call is `runtime.GetDeviceAttr(1, 0, 0)` (a native global on both servers). The copies are a
 float32 array of `--mib` MiB written with `copyfrom` and read back with `numpy()`. Prints a
 Markdown table of medians over the rounds and the ratios, and the load average.
@@ -23,6 +28,7 @@ import os
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -91,6 +97,36 @@ class RawClient:
         self.s.close()
 
 
+class EchoClient(RawClient):
+    """The raw client's call loop against the do-nothing server of benches/rpc_echo.c."""
+
+    def __init__(self, port, call_packet):
+        for _ in range(100):
+            try:
+                s = socket.create_connection((R.HOST, port))
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.05)
+        else:
+            raise RuntimeError("the echo server did not start")
+        s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.s = s
+        self.call_packet = call_packet
+
+    def close(self):
+        self.s.close()
+
+
+def echo_server(workdir, port):
+    """Builds and starts benches/rpc_echo.c on `port`."""
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "rpc_echo.c")
+    exe = os.path.join(workdir, "rpc_echo")
+    subprocess.run([os.environ.get("CC", "cc"), "-O2", "-o", exe, src], check=True)
+    p = subprocess.Popen([exe, str(port)], stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline().strip() == "listening", "rpc_echo did not start"
+    return p
+
+
 class TvmClient:
     """TVM's Python client (`tvm.rpc.connect`) on the runtime this process loaded."""
 
@@ -125,10 +161,11 @@ class TvmClient:
 
 
 def alternate(rounds, fns):
-    """Runs fns[0] and fns[1] in ABBA order for `rounds` rounds; returns the two lists."""
-    out = ([], [])
+    """Runs the functions in turn for `rounds` rounds, the order reversed every other round
+    (ABBA); returns one list of results per function."""
+    out = tuple([] for _ in fns)
     for r in range(rounds):
-        order = (0, 1) if r % 2 == 0 else (1, 0)
+        order = range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))
         for i in order:
             out[i].append(fns[i]())
     return out
@@ -146,9 +183,11 @@ def main():
     load0 = os.getloadavg()
     ref = R.python_server(d, port=9400)
     ours = R.tvmrt_server(port=9600)
+    echo = echo_server(d, 9399)
     med = statistics.median
     try:
         raw = [RawClient(ref.port), RawClient(ours.port)]
+        raw.append(EchoClient(9399, raw[0].call_packet))
         for c in raw:
             c.calls(500)
         raw_t = alternate(a.rounds, [lambda c=c: c.calls(a.calls) for c in raw])
@@ -165,6 +204,8 @@ def main():
     finally:
         ref.close()
         ours.close()
+        echo.kill()
+        echo.wait()
     load1 = os.getloadavg()
 
     def ratios(pair):
@@ -175,10 +216,14 @@ def main():
     print()
     print("| measure (median of the rounds) | reference server | ours | ours / reference, median of rounds (range) |")
     print("|---|---|---|---|")
-    for name, pair in [("raw-socket client", raw_t), ("TVM's Python client", tvm_t)]:
+    for name, pair in [("raw-socket client", raw_t[:2]), ("TVM's Python client", tvm_t)]:
         rs = ratios(pair)
         print(f"| round trip of an empty call, {name} (us) | {med(pair[0]) * 1e6:.1f} | "
               f"{med(pair[1]) * 1e6:.1f} | {med(rs):.2f}x time ({min(rs):.2f}..{max(rs):.2f}) |")
+    rs = ratios((raw_t[0], raw_t[2]))
+    print(f"| floor: do-nothing echo server (rpc_echo.c), raw-socket client (us) | "
+          f"{med(raw_t[0]) * 1e6:.1f} | {med(raw_t[2]) * 1e6:.1f} (echo) | "
+          f"{med(rs):.2f}x time ({min(rs):.2f}..{max(rs):.2f}): the lowest ratio any server reaches |")
     for name, pair in [("upload", up), ("download", down)]:
         rs = [r / o for r, o in zip(*pair)]
         print(f"| {a.mib} MiB {name} (MiB/s) | {a.mib / med(pair[0]):.0f} | {a.mib / med(pair[1]):.0f} | "
