@@ -4,8 +4,17 @@
 //!
 //! Loading checks everything before it publishes anything: each shard's size against the
 //! JSON, each record's extent against its shard and its byte count against its shape and
-//! type. A failed load leaves the cache as it was. Each shard is read once, in record order,
-//! straight into the arrays on the CPU (no staging copy).
+//! type. A failed load leaves the cache as it was. Each shard is read once, in record order.
+//!
+//! On the CPU, `raw` records whose offset keeps the 64-byte data alignment kernels assume are
+//! not copied: the shard is mapped copy-on-write (`MAP_PRIVATE`, readable and writable, so a
+//! write into a parameter stays in the process and never reaches the file), its pages are
+//! faulted in up front (`MADV_POPULATE_READ`), and each such array is a view into the mapping,
+//! which lives as long as the last array viewing it. Like numpy's and safetensors' memory maps,
+//! this requires that the shard files are not truncated or rewritten while a model uses them
+//! (an access past a truncated file's end raises SIGBUS). Other records (misaligned,
+//! bfloat16-encoded, other devices), and every record where the kernel refuses to populate
+//! the mapping (Linux < 5.14), are read with `pread` into their own arrays.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -13,7 +22,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::module::{Module, ModuleNode};
-use crate::ndarray::{checked_nbytes, copy_from_bytes, NDArray, NDArrayObj};
+use crate::ndarray::{checked_nbytes, copy_from_bytes, NDArray, NDArrayObj, ALLOC_ALIGNMENT};
 use crate::object::containers::{ArrayObj, StringObj};
 use crate::object::ObjectRef;
 use crate::packed_func::dtype::{dtype_from_string, dtype_to_string};
@@ -213,14 +222,122 @@ fn read_at(f: &std::fs::File, buf: &mut [u8], off: u64, path: &Path) -> Result<(
     })
 }
 
-/// Makes one array from its bytes in the shard. Raw records on the CPU are read straight
-/// into the array; the others go through one staging buffer.
+/// A shard file mapped copy-on-write; unmapped when the last array viewing it (and the loader)
+/// let go of it.
+struct ShardMap {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is process memory; the object only hands out its address and unmaps
+// it once, on drop.
+unsafe impl Send for ShardMap {}
+// SAFETY: as above.
+unsafe impl Sync for ShardMap {}
+
+// SAFETY: `ShardMap` is the only payload stored under this key.
+unsafe impl crate::object::ObjectType for ShardMap {
+    crate::object_type!("relax.vm.ParamShardMapping", parent 0);
+}
+
+impl Drop for ShardMap {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are a mapping made by `map_shard`, unmapped once, here, after
+        // every array viewing it is gone (each holds a reference to this object).
+        unsafe { libc::munmap(self.base as *mut c_void, self.len) };
+    }
+}
+
+/// Maps a whole shard copy-on-write; `None` when it cannot be mapped (then it is read).
+fn map_shard(f: &std::fs::File, len: u64) -> Option<ObjectRef> {
+    use std::os::fd::AsRawFd;
+    let len = usize::try_from(len).ok().filter(|l| *l > 0)?;
+    // SAFETY: a fresh private mapping of an open file; no existing memory is affected.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE,
+            f.as_raw_fd(),
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then(|| {
+        ObjectRef::new(ShardMap {
+            base: p as *mut u8,
+            len,
+        })
+    })
+}
+
+/// Whether a record can be a view into its mapped shard: a raw record, not empty, whose data
+/// starts on an [`ALLOC_ALIGNMENT`] boundary (the mapping itself starts on a page).
+fn viewable(rec: &ParamRecord, dev: DLDevice) -> bool {
+    dev.device_type == DL_CPU
+        && rec.format == "raw"
+        && rec.nbytes > 0
+        && rec.byte_offset % ALLOC_ALIGNMENT as u64 == 0
+}
+
+/// A view of a record in the mapped shard, its pages faulted in; `None` when the kernel
+/// refuses to populate them (then the record is read instead).
+fn view_record(rec: &ParamRecord, map: &ObjectRef, dev: DLDevice) -> Result<Option<NDArray>> {
+    let m = map
+        .downcast_ref::<ShardMap>()
+        .ok_or_else(|| Error::internal("shard mapping of the wrong type"))?;
+    let (off, n) = (rec.byte_offset as usize, rec.nbytes as usize);
+    if off.checked_add(n).is_none_or(|e| e > m.len) {
+        return Err(Error::value(format!(
+            "bytes [{off}, +{n}) lie outside the mapped shard of {} bytes",
+            m.len
+        )));
+    }
+    // SAFETY: page size query, no memory involved.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let start = off / page * page;
+    // SAFETY: [start, off + n) lies inside the live mapping (checked above); populating only
+    // faults pages in (read-only, sharing the page cache until written).
+    let rc = unsafe {
+        libc::madvise(
+            m.base.add(start) as *mut c_void,
+            off + n - start,
+            libc::MADV_POPULATE_READ,
+        )
+    };
+    if rc != 0 {
+        return Ok(None);
+    }
+    // SAFETY: the n bytes at base + off are inside the mapping, which `map` (kept alive by the
+    // array and its views) keeps mapped; off is a multiple of ALLOC_ALIGNMENT and base of a
+    // page, so the data is aligned.
+    let arr = unsafe {
+        NDArray::from_external(
+            m.base.add(off) as *mut c_void,
+            &rec.shape,
+            rec.dtype,
+            dev,
+            Some(map.clone()),
+        )?
+    };
+    Ok(Some(arr))
+}
+
+/// Makes one array from its bytes in the shard: a view into the mapped shard where it can be
+/// one, else read from the file (raw records on the CPU straight into the array, the others
+/// through one staging buffer).
 fn load_record(
     rec: &ParamRecord,
     f: &std::fs::File,
     path: &Path,
     dev: DLDevice,
+    map: Option<&ObjectRef>,
 ) -> Result<NDArray> {
+    if let Some(map) = map.filter(|_| viewable(rec, dev)) {
+        if let Some(arr) = view_record(rec, map, dev)? {
+            return Ok(arr);
+        }
+    }
     let arr = NDArray::empty(&rec.shape, rec.dtype, dev)?;
     let n = rec.nbytes as usize;
     if n == 0 {
@@ -252,8 +369,8 @@ fn load_record(
 }
 
 /// Reads a cache directory's arrays onto a device, checking everything; publishes nothing.
-/// Every shard's size is checked before any array is allocated; then each shard is read in
-/// one pass, in record order (the order of the result).
+/// Every shard's size is checked before any array is allocated or any shard mapped; then each
+/// shard is read (or mapped) in one pass, in record order (the order of the result).
 pub fn read_cache_dir(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>> {
     let dir_path = PathBuf::from(dir);
     let meta_path = dir_path.join("ndarray-cache.json");
@@ -269,8 +386,13 @@ pub fn read_cache_dir(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>
         .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
     for (f, (h, path)) in files.iter().zip(&shards) {
+        let map = if f.records.iter().any(|r| viewable(r, dev)) {
+            map_shard(h, f.nbytes)
+        } else {
+            None
+        };
         for rec in &f.records {
-            let arr = load_record(rec, h, path, dev).map_err(|e| {
+            let arr = load_record(rec, h, path, dev, map.as_ref()).map_err(|e| {
                 e.context(format!(
                     "loading parameter {} from {}",
                     rec.name, f.data_path
