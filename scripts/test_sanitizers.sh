@@ -55,7 +55,8 @@ step "AddressSanitizer: Rust tests of the CPU-only build"
 export ASAN_OPTIONS="detect_leaks=1:allocator_may_return_null=1"
 RUSTFLAGS="-Zsanitizer=address" cargo_san test --target-dir target/asan --lib \
   --test core_api --test graph_executor --test fixtures --test elf_check --test concurrency \
-  --test registry --test null_device --test relax_vm --test rpc
+  --test registry --test null_device --test relax_vm --test rpc --test llm_param_cache \
+  --test llm_decoder
 
 step "AddressSanitizer: C suite on the instrumented library"
 # A cdylib does not carry the sanitizer runtime: the C tests are linked with the C compiler's
