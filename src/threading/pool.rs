@@ -14,6 +14,13 @@
 //! generator emits: the barrier follows a parallel loop, on every task) no thread ever holds
 //! two tasks, each task gets a thread of its own, and the barrier waits (sleeping, not
 //! spinning, once its short spin is over) for a descheduled worker to arrive.
+//!
+//! What a launch costs is mostly cache lines moving between cores, so the state is laid out
+//! by who writes it: the launcher publishes a launch by writing one line (claim word, wake
+//! counter, lambda and data: [`Job`]) and no line a worker wrote in the previous launch
+//! (the count of finished tasks is never reset, the barrier resets itself); a task's
+//! arrival at the barrier and the phase change it completes share one word; a waiting
+//! thread reads no clock until it has spun 64 times.
 
 use super::{ParallelGroupEnv, ParallelLambda, PoolConfig};
 use crate::packed_func::error::{last_error_string, set_last_error_message};
