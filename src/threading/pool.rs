@@ -14,6 +14,13 @@
 //! generator emits: the barrier follows a parallel loop, on every task) no thread ever holds
 //! two tasks, each task gets a thread of its own, and the barrier waits (sleeping, not
 //! spinning, once its short spin is over) for a descheduled worker to arrive.
+//!
+//! What a launch costs is mostly cache lines moving between cores, so the state is laid out
+//! by who writes it: the launcher publishes a launch by writing one line (claim word, wake
+//! counter, lambda and data: [`Job`]) and no line a worker wrote in the previous launch
+//! (the count of finished tasks is never reset, the barrier resets itself); a task's
+//! arrival at the barrier and the phase change it completes share one word; a waiting
+//! thread reads no clock until it has spun 64 times.
 
 use super::{ParallelGroupEnv, ParallelLambda, PoolConfig};
 use crate::packed_func::error::{last_error_string, set_last_error_message};
@@ -22,10 +29,6 @@ use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
-
-/// Pads a value to its own cache line so that threads do not share lines.
-#[repr(align(64))]
-struct Padded<T>(T);
 
 fn futex_wait(word: &AtomicU32, expected: u32) {
     // SAFETY: FUTEX_WAIT on a live, aligned u32; returns on wake, signal or value change.
@@ -74,10 +77,25 @@ fn now_ns() -> u64 {
 /// Until when (ns since [`epoch`]) the machine counts as oversubscribed.
 static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
 
-/// Whether a spinning thread was recently descheduled (see [`Spin`]).
+/// Whether a spinning thread was recently descheduled (see [`Spin`]). Reads the clock only
+/// while a mark is set; the first call after the mark expires clears it.
 pub(crate) fn contended() -> bool {
-    let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
-    until != 0 && now_ns() < until
+    still_marked(&CONTENDED_UNTIL, 0)
+}
+
+/// Whether the deadline in `word` (ns since [`epoch`] plus `offset`; 0: none) is still
+/// ahead. An expired deadline is cleared, so that hot paths go back to one relaxed load
+/// without a clock read (a mark stored meanwhile by another thread is kept).
+fn still_marked(word: &AtomicU64, offset: u64) -> bool {
+    let mark = word.load(Ordering::Relaxed);
+    if mark == 0 {
+        return false;
+    }
+    if now_ns() < mark.saturating_add(offset) {
+        return true;
+    }
+    let _ = word.compare_exchange(mark, 0, Ordering::Relaxed, Ordering::Relaxed);
+    false
 }
 
 fn note_contention() {
@@ -88,13 +106,15 @@ fn note_contention() {
 }
 
 /// A bounded spin: `budget` iterations of `spin_loop`, fewer while the machine is
-/// oversubscribed. It watches the clock every few iterations: a gap longer than
-/// [`PREEMPTED`] means this thread lost its core while spinning, so the machine is
-/// oversubscribed; it then records that (for every thread of the process) and stops, since
-/// a spinning thread would only take time from threads that have work.
+/// oversubscribed. It watches the clock every 64 iterations (the first reading comes only
+/// then, so a wait that ends sooner, the common case of a launch, reads no clock): a gap
+/// longer than [`PREEMPTED`] between two readings means this thread lost its core while
+/// spinning, so the machine is oversubscribed; it then records that (for every thread of
+/// the process) and stops, since a spinning thread would only take time from threads that
+/// have work.
 struct Spin {
     left: u32,
-    last: Instant,
+    last: Option<Instant>,
 }
 
 impl Spin {
@@ -106,7 +126,7 @@ impl Spin {
         };
         Spin {
             left: budget,
-            last: Instant::now(),
+            last: None,
         }
     }
 
@@ -119,12 +139,15 @@ impl Spin {
         self.left -= 1;
         if self.left % 64 == 0 {
             let now = Instant::now();
-            if now.duration_since(self.last) > PREEMPTED {
+            if self
+                .last
+                .is_some_and(|last| now.duration_since(last) > PREEMPTED)
+            {
                 note_contention();
                 self.left = 0;
                 return false;
             }
-            self.last = now;
+            self.last = Some(now);
         }
         std::hint::spin_loop();
         true
@@ -133,16 +156,19 @@ impl Spin {
 
 // ---- Barrier -----------------------------------------------------------------------------
 
-/// A barrier for the tasks of one launch: arrivals, a phase number, and sleepers.
-#[repr(C)]
+/// A barrier for the tasks of one launch, on one cache line: a task's arrival and the
+/// phase change that the last arrival makes travel between cores together.
+#[repr(C, align(64))]
 struct Barrier {
-    arrived: Padded<AtomicUsize>,
-    phase: Padded<AtomicU32>,
+    /// Arrivals in the current phase (bits 0..16) and the phase number (bits 16..32).
+    state: AtomicU32,
+    /// Tasks asleep on `state`.
     sleepers: AtomicU32,
     spin_count: u32,
-    /// The lambda of the launch this barrier serves (0: unknown).
-    lambda: AtomicUsize,
 }
+
+/// The phase bits of a barrier's state word.
+const PHASE_ONE: u32 = 1 << 16;
 
 /// A barrier wait longer than this means a task of the launch had no core (or the tasks are
 /// badly unbalanced): the machine counts as oversubscribed.
@@ -191,35 +217,48 @@ fn remember_barrier(f: usize) {
 impl Barrier {
     fn new(spin_count: u32) -> Barrier {
         Barrier {
-            arrived: Padded(AtomicUsize::new(0)),
-            phase: Padded(AtomicU32::new(0)),
+            state: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             spin_count,
-            lambda: AtomicUsize::new(0),
         }
     }
 
+    /// The current phase (changes each time every task has arrived).
+    fn phase(&self) -> u32 {
+        self.state.load(Ordering::Acquire) / PHASE_ONE
+    }
+
+    /// Waits for `num_task` arrivals (`num_task` <= [`MAX_THREADS`], so arrivals fit in
+    /// 16 bits; the phase may wrap, waiters only compare it for change).
     fn wait(&self, num_task: usize) {
-        remember_barrier(self.lambda.load(Ordering::Relaxed));
-        let phase = self.phase.0.load(Ordering::Acquire);
-        if self.arrived.0.fetch_add(1, Ordering::AcqRel) + 1 == num_task {
-            self.arrived.0.store(0, Ordering::Relaxed);
-            self.phase.0.fetch_add(1, Ordering::SeqCst);
+        let s = self.state.fetch_add(1, Ordering::AcqRel);
+        let phase = s / PHASE_ONE;
+        if (s % PHASE_ONE) as usize + 1 == num_task {
+            // Every task has arrived, so none touches the word until it sees the new phase.
+            self.state.store(
+                phase.wrapping_add(1).wrapping_mul(PHASE_ONE),
+                Ordering::SeqCst,
+            );
             if self.sleepers.load(Ordering::SeqCst) != 0 {
-                futex_wake(&self.phase.0, i32::MAX);
+                futex_wake(&self.state, i32::MAX);
             }
             return;
         }
         let mut spin = Spin::new(self.spin_count.max(1000));
-        while self.phase.0.load(Ordering::Acquire) == phase {
+        while self.phase() == phase {
             if spin.spin() {
                 continue;
             }
             // Sleep: a missing task may belong to a worker waiting for this very core.
             let slept = Instant::now();
             self.sleepers.fetch_add(1, Ordering::SeqCst);
-            while self.phase.0.load(Ordering::SeqCst) == phase {
-                futex_wait(&self.phase.0, phase);
+            loop {
+                let s = self.state.load(Ordering::SeqCst);
+                if s / PHASE_ONE != phase {
+                    break;
+                }
+                // Returns at once if another task arrived meanwhile; the loop looks again.
+                futex_wait(&self.state, s);
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
             if slept.elapsed() > SLOW_BARRIER {
@@ -240,27 +279,52 @@ fn pack(generation: u32, num_task: usize, next: usize) -> u64 {
 /// Most threads a pool may have (task numbers live in 16 bits of the claim word).
 const MAX_THREADS: usize = 1024;
 
+/// What a launch publishes, on one cache line: a worker that sees `wake` change has the
+/// claim word and the job in the line it has just read. Only the launcher writes it, apart
+/// from claims and sleeping workers.
+#[repr(C, align(64))]
+struct Job {
+    /// See [`pack`].
+    claim: AtomicU64,
+    /// Bumped once per launch; idle workers wait for it to change.
+    wake: AtomicU32,
+    /// Workers asleep on `wake`.
+    sleepers: AtomicU32,
+    /// The current lambda and its data; written before the claim word is published, stable
+    /// while any of its tasks is unfinished.
+    f: AtomicUsize,
+    cdata: AtomicPtr<c_void>,
+}
+
+/// Tasks finished by workers, on a line of its own: workers add to it, the launcher reads.
+#[repr(C, align(64))]
+struct Done {
+    /// Tasks finished by workers since the pool started (wrapping); the launcher does not
+    /// reset it, so that starting a launch writes no line a worker has just written.
+    count: AtomicU32,
+    launcher_sleeping: AtomicBool,
+}
+
+/// What only the application thread holding (or trying to take) the pool touches.
+#[repr(C, align(64))]
+struct LauncherState {
+    busy: AtomicBool,
+    /// `Done::count` when the current launch started.
+    done_base: AtomicU32,
+}
+
 struct Pool {
+    job: Job,
+    done: Done,
+    launcher: LauncherState,
+    barrier: Barrier,
+    // Read-mostly from here on (written at start, stop, on errors and by test hooks).
     config: PoolConfig,
     /// Threads a launch may use: the launcher plus the workers that did start.
     threads: AtomicUsize,
-    busy: AtomicBool,
     shutdown: AtomicBool,
-    /// The current job; written before the claim word is published, stable while any of
-    /// its tasks is unfinished.
-    f: AtomicUsize,
-    cdata: AtomicPtr<c_void>,
-    claim: Padded<AtomicU64>,
-    /// Tasks of the current launch that have finished.
-    done: Padded<AtomicU32>,
-    launcher_sleeping: AtomicBool,
-    /// Bumped once per launch; idle workers wait for it to change.
-    wake: Padded<AtomicU32>,
-    sleepers: AtomicU32,
     failed: AtomicBool,
     error: Mutex<Option<String>>,
-    barrier: Barrier,
-    generation: AtomicU32,
     /// Test hook: while non-zero, woken workers stop before claiming anything, as a worker
     /// that never gets a core would.
     parked: AtomicU32,
@@ -295,21 +359,27 @@ impl Pool {
     fn start(config: PoolConfig, cpus: &[u32]) -> &'static Pool {
         let wanted = config.threads.clamp(1, MAX_THREADS);
         let pool: &'static Pool = Box::leak(Box::new(Pool {
+            job: Job {
+                claim: AtomicU64::new(0),
+                wake: AtomicU32::new(0),
+                sleepers: AtomicU32::new(0),
+                f: AtomicUsize::new(0),
+                cdata: AtomicPtr::new(std::ptr::null_mut()),
+            },
+            done: Done {
+                count: AtomicU32::new(0),
+                launcher_sleeping: AtomicBool::new(false),
+            },
+            launcher: LauncherState {
+                busy: AtomicBool::new(false),
+                done_base: AtomicU32::new(0),
+            },
             barrier: Barrier::new(config.spin_count),
             config,
             threads: AtomicUsize::new(1),
-            busy: AtomicBool::new(false),
             shutdown: AtomicBool::new(false),
-            f: AtomicUsize::new(0),
-            cdata: AtomicPtr::new(std::ptr::null_mut()),
-            claim: Padded(AtomicU64::new(0)),
-            done: Padded(AtomicU32::new(0)),
-            launcher_sleeping: AtomicBool::new(false),
-            wake: Padded(AtomicU32::new(0)),
-            sleepers: AtomicU32::new(0),
             failed: AtomicBool::new(false),
             error: Mutex::new(None),
-            generation: AtomicU32::new(0),
             parked: AtomicU32::new(0),
         }));
         STARTED.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
@@ -343,22 +413,25 @@ impl Pool {
     }
 
     fn worker_loop(&'static self) {
+        // A worker only ever runs tasks: a launch from one of them runs inline.
+        IN_TASK.with(|t| t.set(true));
         // The count the pool started with, not a fresh load: a launch may come before this
         // thread first runs.
         let mut seen = 0u32;
+        let wake = &self.job.wake;
         loop {
             let mut spin = Spin::new(self.config.spin_count);
-            let mut current = self.wake.0.load(Ordering::Acquire);
+            let mut current = wake.load(Ordering::Acquire);
             while current == seen {
                 if !spin.spin() {
-                    self.sleepers.fetch_add(1, Ordering::SeqCst);
-                    if self.wake.0.load(Ordering::SeqCst) == seen {
-                        futex_wait(&self.wake.0, seen);
+                    self.job.sleepers.fetch_add(1, Ordering::SeqCst);
+                    if wake.load(Ordering::SeqCst) == seen {
+                        futex_wait(wake, seen);
                     }
-                    self.sleepers.fetch_sub(1, Ordering::SeqCst);
+                    self.job.sleepers.fetch_sub(1, Ordering::SeqCst);
                     spin = Spin::new(self.config.spin_count);
                 }
-                current = self.wake.0.load(Ordering::Acquire);
+                current = wake.load(Ordering::Acquire);
             }
             seen = current;
             if self.shutdown.load(Ordering::Acquire) {
@@ -369,42 +442,45 @@ impl Pool {
             }
             while let Some((task, num_task)) = self.try_claim() {
                 self.run_task(task, num_task);
-                self.finish_task(num_task);
+                self.finish_task();
             }
         }
     }
 
     /// Claims the next unclaimed task of the current launch: (task, num_task).
     fn try_claim(&self) -> Option<(usize, usize)> {
-        let mut c = self.claim.0.load(Ordering::Acquire);
+        let mut c = self.job.claim.load(Ordering::Acquire);
         loop {
             let num_task = ((c >> 16) & 0xffff) as usize;
             let next = (c & 0xffff) as usize;
             if next >= num_task {
                 return None;
             }
-            match self
-                .claim
-                .0
-                .compare_exchange_weak(c, c + 1, Ordering::AcqRel, Ordering::Acquire)
-            {
+            match self.job.claim.compare_exchange_weak(
+                c,
+                c + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
                 Ok(_) => return Some((next, num_task)),
                 Err(now) => c = now,
             }
         }
     }
 
-    fn finish_task(&self, num_task: usize) {
-        if self.done.0.fetch_add(1, Ordering::SeqCst) + 1 == num_task as u32
-            && self.launcher_sleeping.load(Ordering::SeqCst)
-        {
-            futex_wake(&self.done.0, 1);
+    /// Counts a task a worker has finished; wakes the launcher if it sleeps (it looks
+    /// whether its launch is complete).
+    fn finish_task(&self) {
+        self.done.count.fetch_add(1, Ordering::SeqCst);
+        if self.done.launcher_sleeping.load(Ordering::SeqCst) {
+            futex_wake(&self.done.count, 1);
         }
     }
 
+    /// Runs one task; the caller has set `IN_TASK`.
     fn run_task(&self, task_id: usize, num_task: usize) {
-        let f = self.f.load(Ordering::Relaxed);
-        let cdata = self.cdata.load(Ordering::Relaxed);
+        let f = self.job.f.load(Ordering::Relaxed);
+        let cdata = self.job.cdata.load(Ordering::Relaxed);
         let mut env = ParallelGroupEnv {
             sync_handle: &self.barrier as *const Barrier as *mut c_void,
             num_task: num_task as i32,
@@ -412,10 +488,8 @@ impl Pool {
         // SAFETY: `f` was stored from a valid ParallelLambda by `launch`, published by the
         // claim word this thread acquired.
         let f: ParallelLambda = unsafe { std::mem::transmute::<usize, ParallelLambda>(f) };
-        let was = IN_TASK.with(|t| t.replace(true));
         // SAFETY: the launcher's contract makes `f` callable with `cdata` from any thread.
         let r = unsafe { f(task_id as i32, &mut env, cdata) };
-        IN_TASK.with(|t| t.set(was));
         if r != 0 {
             self.failed.store(true, Ordering::Relaxed);
             let msg = last_error_string();
@@ -430,50 +504,58 @@ impl Pool {
     ///
     /// # Safety
     /// `f` callable with `cdata` concurrently; `2 <= num_task <= threads()`.
+    ///
+    /// Starting a launch writes only the job line (and the launcher's own), none of the
+    /// lines a worker wrote in the last launch, so that the stores publishing the launch do
+    /// not wait for those lines to come back.
     unsafe fn launch(&self, f: ParallelLambda, cdata: *mut c_void, num_task: usize) -> i32 {
-        self.f.store(f as usize, Ordering::Relaxed);
-        self.cdata.store(cdata, Ordering::Relaxed);
-        self.failed.store(false, Ordering::Relaxed);
-        self.done.0.store(0, Ordering::Relaxed);
-        self.barrier.arrived.0.store(0, Ordering::Relaxed);
-        self.barrier.lambda.store(f as usize, Ordering::Relaxed);
-        let generation = self
-            .generation
-            .fetch_add(1, Ordering::Relaxed)
-            .wrapping_add(1);
+        let job = &self.job;
+        // Only the pool's holder writes the generation bits.
+        let generation = ((job.claim.load(Ordering::Relaxed) >> 32) as u32).wrapping_add(1);
+        let phase = self.barrier.phase();
+        job.f.store(f as usize, Ordering::Relaxed);
+        job.cdata.store(cdata, Ordering::Relaxed);
         // Task 0 is the launcher's; the release store publishes the job with the counter.
-        self.claim
-            .0
+        job.claim
             .store(pack(generation, num_task, 1), Ordering::Release);
-        self.wake.0.fetch_add(1, Ordering::SeqCst);
-        if self.sleepers.load(Ordering::SeqCst) != 0 {
-            futex_wake(&self.wake.0, num_task as i32 - 1);
+        job.wake.fetch_add(1, Ordering::SeqCst);
+        if job.sleepers.load(Ordering::SeqCst) != 0 {
+            futex_wake(&job.wake, num_task as i32 - 1);
         }
+        let was = IN_TASK.with(|t| t.replace(true));
         self.run_task(0, num_task);
-        self.finish_task(num_task);
+        let mut mine = 1;
         // Whatever no worker has claimed yet, the launcher runs itself.
         while let Some((task, n)) = self.try_claim() {
             self.run_task(task, n);
-            self.finish_task(n);
+            mine += 1;
         }
-        // Wait only for tasks that running threads have started.
-        let target = num_task as u32;
+        IN_TASK.with(|t| t.set(was));
+        // Every task is claimed: wait only for those that workers have started.
+        let base = self.launcher.done_base.load(Ordering::Relaxed);
+        let target = base.wrapping_add((num_task - mine) as u32);
+        self.launcher.done_base.store(target, Ordering::Relaxed);
+        let done = &self.done.count;
         let mut spin = Spin::new(LAUNCHER_SPIN);
-        while self.done.0.load(Ordering::Acquire) != target {
+        while done.load(Ordering::Acquire) != target {
             if spin.spin() {
                 continue;
             }
-            self.launcher_sleeping.store(true, Ordering::SeqCst);
+            self.done.launcher_sleeping.store(true, Ordering::SeqCst);
             loop {
-                let d = self.done.0.load(Ordering::SeqCst);
+                let d = done.load(Ordering::SeqCst);
                 if d == target {
                     break;
                 }
-                futex_wait(&self.done.0, d);
+                futex_wait(done, d);
             }
-            self.launcher_sleeping.store(false, Ordering::SeqCst);
+            self.done.launcher_sleeping.store(false, Ordering::SeqCst);
+        }
+        if self.barrier.phase() != phase {
+            remember_barrier(f as usize);
         }
         if self.failed.load(Ordering::Relaxed) {
+            self.failed.store(false, Ordering::Relaxed);
             let msg = self
                 .error
                 .lock()
@@ -496,8 +578,8 @@ impl Pool {
         self.shutdown.store(true, Ordering::Release);
         self.parked.store(0, Ordering::Release);
         futex_wake(&self.parked, i32::MAX);
-        self.wake.0.fetch_add(1, Ordering::SeqCst);
-        futex_wake(&self.wake.0, i32::MAX);
+        self.job.wake.fetch_add(1, Ordering::SeqCst);
+        futex_wake(&self.job.wake, i32::MAX);
     }
 
     /// Holds or releases the workers before they claim a task (tests: a worker that gets
@@ -519,13 +601,14 @@ impl Pool {
         let mut backoff = 0u32;
         loop {
             if self
+                .launcher
                 .busy
                 .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
                 .is_ok()
             {
                 // SAFETY: we hold the pool; forwarded contract on `f`.
                 let r = unsafe { self.launch(f, cdata, n) };
-                self.busy.store(false, Ordering::Release);
+                self.launcher.busy.store(false, Ordering::Release);
                 return r;
             }
             if self.shutdown.load(Ordering::Acquire) {
@@ -574,7 +657,6 @@ fn pool() -> &'static Pool {
 /// `f` callable with `cdata`.
 unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
     let barrier = Barrier::new(0);
-    barrier.lambda.store(f as usize, Ordering::Relaxed);
     let mut env = ParallelGroupEnv {
         sync_handle: &barrier as *const Barrier as *mut c_void,
         num_task: 1,
@@ -583,6 +665,9 @@ unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
     // SAFETY: caller contract.
     let r = unsafe { f(0, &mut env, cdata) };
     IN_TASK.with(|t| t.set(was));
+    if barrier.phase() != 0 {
+        remember_barrier(f as usize);
+    }
     if r != 0 {
         -1
     } else {
@@ -603,8 +688,7 @@ const SHARED_FOR: Duration = Duration::from_millis(50);
 /// to a machine the application threads already fill (a launch every 50 ms probes the
 /// pool again).
 fn recently_shared() -> bool {
-    let c = COLLISION.load(Ordering::Relaxed);
-    c != 0 && now_ns().saturating_sub(c) < SHARED_FOR.as_nanos() as u64
+    still_marked(&COLLISION, SHARED_FOR.as_nanos() as u64)
 }
 
 /// Checks a launch against `pool` and runs it.
@@ -699,6 +783,7 @@ pub fn config_threadpool(_mode: i32, nthreads: i32, cpus: &[u32]) {
             return;
         }
         while old
+            .launcher
             .busy
             .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
             .is_err()
