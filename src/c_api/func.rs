@@ -3,14 +3,15 @@
 use super::{check_out, cstr};
 use crate::object::{payload_ptr, Object, ObjectRef, TYPE_PACKED_FUNC};
 use crate::packed_func::error::Error;
-use crate::packed_func::function::{
-    fast_kind, BackendPackedCFunc, FastCall, Function, PackedCFunc, PackedCFuncFinalizer,
-    PackedFuncObj,
-};
+#[cfg(not(feature = "bench-no-fast-paths"))]
+use crate::packed_func::function::{fast_kind, BackendPackedCFunc, FastCall};
+use crate::packed_func::function::{Function, PackedCFunc, PackedCFuncFinalizer, PackedFuncObj};
 use crate::packed_func::registry;
 use crate::packed_func::types::{type_code as tc, TVMByteArray, TVMValue};
 use crate::packed_func::types::{TVMFunctionHandle, TVMRetValueHandle};
 use crate::packed_func::value::RetValue;
+#[cfg(not(feature = "bench-no-fast-paths"))]
+use crate::packed_func::value::{POD_TAGS, RAW_IN_CODES, RAW_OUT_TAGS};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CString};
 
@@ -231,6 +232,9 @@ unsafe extern "C" fn call_c(
     // SAFETY: the caller's contract.
     let fast = unsafe { fast_of(obj) };
     let mut rv = RetValue::Null;
+    // A zero payload, so that a callback that sets no value returns a zero `TVMValue`.
+    // SAFETY: `rv` owns nothing; a NULL value of code `NULLPTR`.
+    unsafe { RetValue::write_raw(&mut rv, TVMValue::default(), tc::NULLPTR as u32) };
     // SAFETY: a C callback's code is a `PackedCFunc` (set with the kind); forwarded
     // contract; `rv` is the slot TVMCFuncSetReturn writes.
     let r = unsafe {
@@ -244,11 +248,15 @@ unsafe extern "C" fn call_c(
         )
     };
     if r == 0 {
-        if let Some((v, c)) = rv.pod_to_c() {
+        // SAFETY: `rv` is a valid RetValue.
+        let (tag, v) = unsafe { RetValue::read_raw(&rv) };
+        if (RAW_OUT_TAGS >> (tag & 31)) & 1 != 0 {
+            // A plain value: nothing to drop.
+            std::mem::forget(rv);
             // SAFETY: checked non-null out slots.
             unsafe {
                 *ret_val = v;
-                *ret_type_code = c;
+                *ret_type_code = tag as c_int;
             }
             return 0;
         }
@@ -642,16 +650,18 @@ unsafe fn set_return_fast(
     if num_ret != 1 || ret.is_null() || value.is_null() || type_code.is_null() {
         return false;
     }
+    let slot = ret as *mut RetValue;
     // SAFETY: `ret` is the RetValue slot TVMFuncCall handed to the callback; the value
     // pointers are valid by the caller's contract.
     unsafe {
-        let slot = ret as *mut RetValue;
-        if (*slot).is_pod() {
-            if let Some(v) = RetValue::pod_from_c(*value, *type_code) {
-                // The old value owns nothing, so it needs no drop.
-                std::ptr::write(slot, v);
-                return true;
-            }
+        let code = *type_code as u32;
+        if code < 32
+            && (RAW_IN_CODES >> code) & 1 != 0
+            && (POD_TAGS >> (RetValue::raw_tag(slot) & 31)) & 1 != 0
+        {
+            // The old value owns nothing, so it needs no drop.
+            RetValue::write_raw(slot, *value, code);
+            return true;
         }
     }
     false
