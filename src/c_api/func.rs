@@ -859,3 +859,126 @@ pub unsafe extern "C" fn TVMByteArrayFree(arr: *mut TVMByteArray) -> c_int {
         ))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::tvm_ffi::abi::{type_index as ti, TVMFFIAny};
+    use crate::module::tvm_ffi::call::kernel_trampoline;
+    use std::cell::RefCell;
+
+    thread_local! {
+        /// What the fake kernel last received: (type index, payload bits) per argument.
+        static SEEN: RefCell<Vec<(i32, u32, i64)>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// A tvm-ffi kernel that records its arguments and returns None.
+    unsafe extern "C" fn record(
+        _: *mut c_void,
+        args: *const TVMFFIAny,
+        n: i32,
+        result: *mut TVMFFIAny,
+    ) -> i32 {
+        let mut seen = Vec::new();
+        for i in 0..n as usize {
+            // SAFETY: the caller passes `n` valid values; every payload is read as its bits.
+            let a = unsafe { &*args.add(i) };
+            // SAFETY: as above.
+            seen.push((a.type_index, a.zero_padding, unsafe { a.value.v_int64 }));
+        }
+        SEEN.with(|s| *s.borrow_mut() = seen);
+        // SAFETY: the caller's result slot.
+        unsafe { *result = TVMFFIAny::NONE };
+        0
+    }
+
+    /// Calls `record` through `TVMFuncCall` with `values`/`codes`; what it saw, or the error.
+    fn call(
+        values: &mut [TVMValue],
+        codes: &mut [c_int],
+    ) -> std::result::Result<Vec<(i32, u32, i64)>, String> {
+        // SAFETY: `record` is a tvm-ffi safe-call function that lives for the program.
+        let f = unsafe {
+            Function::from_tvm_ffi_kernel(kernel_trampoline, record as *mut c_void, None)
+        };
+        let h = f.as_object().as_ptr() as TVMFunctionHandle;
+        SEEN.with(|s| s.borrow_mut().clear());
+        let mut rv = TVMValue { v_int64: 99 };
+        let mut rc = -7;
+        // SAFETY: a live function handle; the arrays hold `values.len()` entries; valid slots.
+        let r = unsafe {
+            TVMFuncCall(
+                h,
+                values.as_mut_ptr(),
+                codes.as_mut_ptr(),
+                values.len() as c_int,
+                &mut rv,
+                &mut rc,
+            )
+        };
+        if r != 0 {
+            return Err(crate::packed_func::error::last_error_string());
+        }
+        assert_eq!(rc, tc::NULLPTR);
+        // SAFETY: a None result is returned as a zero handle.
+        assert_eq!(unsafe { rv.v_int64 }, 0);
+        Ok(SEEN.with(|s| s.borrow().clone()))
+    }
+
+    #[test]
+    fn tvm_ffi_kernels_get_plain_arguments_for_every_count() {
+        let mut t = [0u8; 8];
+        let tp = t.as_mut_ptr() as *mut c_void;
+        for n in 0..=6usize {
+            let mut values: Vec<TVMValue> = (0..n)
+                .map(|i| TVMValue {
+                    v_int64: i as i64 * 3,
+                })
+                .collect();
+            let mut codes: Vec<c_int> = (0..n).map(|_| tc::INT).collect();
+            if n >= 2 {
+                values[1] = TVMValue { v_handle: tp };
+                codes[1] = tc::DLTENSOR_HANDLE;
+            }
+            if n >= 3 {
+                values[2] = TVMValue {
+                    v_handle: std::ptr::null_mut(),
+                };
+                codes[2] = tc::NDARRAY_HANDLE;
+            }
+            if n >= 4 {
+                values[3] = TVMValue { v_float64: 0.0 };
+                codes[3] = tc::FLOAT;
+            }
+            let seen = call(&mut values, &mut codes).expect("plain arguments");
+            assert_eq!(seen.len(), n, "count {n}");
+            for (i, &(index, pad, bits)) in seen.iter().enumerate() {
+                assert_eq!(pad, 0, "count {n}, argument {i}");
+                let want = match i {
+                    1 => (ti::DLTENSOR_PTR, tp as i64),
+                    2 => (ti::NONE, 0),
+                    3 => (ti::FLOAT, 0),
+                    _ => (ti::INT, i as i64 * 3),
+                };
+                assert_eq!((index, bits), want, "count {n}, argument {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn tvm_ffi_kernels_refuse_what_is_not_plain_with_the_trampolines_error() {
+        for n in [1usize, 3, 5] {
+            let mut values: Vec<TVMValue> = (0..n).map(|_| TVMValue { v_int64: 1 }).collect();
+            let mut codes: Vec<c_int> = (0..n).map(|_| tc::INT).collect();
+            codes[n - 1] = 99;
+            let err = call(&mut values, &mut codes).expect_err("an unknown code");
+            assert!(err.contains("type code 99"), "count {n}: {err}");
+            codes[n - 1] = tc::STR;
+            let s = c"abc";
+            values[n - 1] = TVMValue { v_str: s.as_ptr() };
+            let seen =
+                call(&mut values, &mut codes).expect("a string is converted by the general path");
+            assert_eq!(seen[n - 1].0, ti::RAW_STR, "count {n}");
+        }
+    }
+}
