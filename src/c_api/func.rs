@@ -300,7 +300,7 @@ unsafe extern "C" fn call_backend(
         )
     };
     if r != 0 {
-        return -1;
+        return failed();
     }
     if RetValue::pod_from_c(out, code).is_some() {
         // SAFETY: checked non-null out slots.
@@ -311,6 +311,15 @@ unsafe extern "C" fn call_backend(
         return 0;
     }
     take_backend_ret(out, code, ret_val, ret_type_code)
+}
+
+/// The status of a call whose callee failed (its error is already set): kept out of line so
+/// that the success path does not set up -1 before testing the callee's status.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cold]
+#[inline(never)]
+fn failed() -> c_int {
+    -1
 }
 
 /// A compiled function's status and out slots passed on to `TVMFuncCall`'s caller, as
