@@ -110,6 +110,22 @@ unsafe fn call_fast(
     // The function's address is passed as a number, not a pointer: the optimiser would
     // otherwise pass the fields the arm reads instead (one argument more than fits in
     // registers, so no tail call).
+    if kind == fast_kind::BACKEND {
+        // Compiled kernels, the hottest kind, are called here without the jump (measured:
+        // 7.8–8.1 against 8.4 ns per kernel call).
+        // SAFETY: the kind says the object is a compiled function's; forwarded contract;
+        // checked non-null out slots.
+        return Some(unsafe {
+            backend_body(
+                obj as usize,
+                arg_values,
+                type_codes,
+                num_args,
+                ret_val,
+                ret_type_code,
+            )
+        });
+    }
     let arm = ARMS[(kind & 3) as usize];
     // SAFETY: the arm for the function's kind; forwarded contract; checked non-null out slots.
     Some(unsafe {
@@ -275,6 +291,33 @@ unsafe extern "C" fn call_c(
 #[cfg(not(feature = "bench-no-fast-paths"))]
 #[inline(never)]
 unsafe extern "C" fn call_backend(
+    obj: usize,
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe {
+        backend_body(
+            obj,
+            arg_values,
+            type_codes,
+            num_args,
+            ret_val,
+            ret_type_code,
+        )
+    }
+}
+
+/// The body of [`call_backend`], inlined into [`call_fast`] too.
+///
+/// # Safety
+/// As [`call_backend`].
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[inline(always)]
+unsafe fn backend_body(
     obj: usize,
     arg_values: *mut TVMValue,
     type_codes: *mut c_int,
