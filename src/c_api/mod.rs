@@ -18,16 +18,16 @@
 //!
 //! | entry | fast path | benchmark | with fast path | boundary only |
 //! | --- | --- | --- | --- | --- |
-//! | `TVMFuncCall` | `func::call_fast`: C callbacks and compiled (backend) functions whose return value is plain data; tvm-ffi kernels with plain arguments (`func::call_ffi_kernel`: converted in one pass, the kernel called directly, not through the trampoline) | `kernel_call.add_one.dltensor` / `.ndarray`, `kernel_call.dso.dltensor` / `.ndarray` | 19.9 / 25.0 / 32.9 / 34.2 ns | 62.5 / 91.8 / 78.9 / 89.8 ns |
-//! | `TVMFuncCall` + `TVMCFuncSetReturn` | `func::set_return_fast`: a plain value into a slot that owns nothing | `packed_call` (a C callback that sets its return) | 19.3 ns | 69.4 ns |
+//! | `TVMFuncCall` | `func::call_fast`: the function's `FastCall` kind (fixed when it is made) picks an arm through one indirect jump, each arm a tail call: C callbacks (`func::call_c`) and compiled (backend) functions (`func::call_backend`) whose return value is plain data; tvm-ffi kernels with plain arguments (`func::call_ffi_kernel`: converted unrolled per count, the kernel called directly, not through the trampoline) | `kernel_call.add_one.dltensor` / `.ndarray`, `kernel_call.dso.dltensor` / `.ndarray` | 19.9 / 25.0 / 32.9 / 34.2 ns | 62.5 / 91.8 / 78.9 / 89.8 ns |
+//! | `TVMFuncCall` + `TVMCFuncSetReturn` | `func::set_return_fast`: a plain value into a slot that owns nothing, written as tag and payload (`RetValue::write_raw`) | `packed_call` (a C callback that sets its return) | 19.3 ns | 69.4 ns |
 //! | `TVMBackendAllocWorkspace` / `TVMBackendFreeWorkspace` | the CPU workspace pool | `workspace_4k` | 61.0 ns | 123 ns |
 //!
 //! Measured 2026-11-23 on a shared 2-CPU machine (load average 7 to 10): the best of two
 //! `scripts/bench.sh --rounds 3` runs of the shipped build and of three of the boundary-only
 //! build, taken alternately; the reference's numbers in the same runs varied by up to 2x, so
 //! only the size of the gap is meaningful. The tvm-ffi arm is measured by instruction counts
-//! (`scripts/bench_callgrind.sh`, benches/README.md): 301 → 275 instructions per call of a
-//! three-tensor kernel. Entries with a
+//! (`scripts/bench_callgrind.sh`, benches/README.md): 301 → 275 → 237 instructions per call of
+//! a three-tensor kernel. Entries with a
 //! fast path run their boundary out of line (`c_boundary! { #[cold] ... }`).
 
 pub mod backend;

@@ -64,9 +64,58 @@ pub enum FuncImpl {
     Rust(Box<RustFunc>),
 }
 
+/// How `TVMFuncCall`'s fast path calls a function: fixed when the function is made, so that
+/// the call path reaches the code with one load and one compare (no enum decoding).
+#[derive(Clone, Copy, Debug)]
+pub struct FastCall {
+    /// One of the [`fast_kind`] constants.
+    pub kind: u8,
+    /// The code: the C callback, the compiled function, or the tvm-ffi kernel.
+    pub code: *const c_void,
+    /// The resource handle passed to the code (unused for a tvm-ffi kernel).
+    pub resource: *mut c_void,
+}
+
+/// The kinds of [`FastCall`].
+pub mod fast_kind {
+    /// No fast path (a Rust closure): the general path runs.
+    pub const NONE: u8 = 0;
+    /// A C callback (`TVMPackedCFunc`).
+    pub const C: u8 = 1;
+    /// A compiled function (`TVMBackendPackedCFunc`).
+    pub const BACKEND: u8 = 2;
+    /// A kernel compiled for the tvm-ffi ABI (`TVMFFISafeCallType`); the function's own
+    /// implementation is a trampoline in the compiled-function convention around it.
+    pub const TVM_FFI: u8 = 3;
+}
+
 /// The payload of a PackedFunc object.
 pub struct PackedFuncObj {
+    fast: FastCall,
     imp: FuncImpl,
+}
+
+impl PackedFuncObj {
+    fn new(imp: FuncImpl) -> PackedFuncObj {
+        let fast = match &imp {
+            FuncImpl::C { func, resource, .. } => FastCall {
+                kind: fast_kind::C,
+                code: *func as *const c_void,
+                resource: *resource,
+            },
+            FuncImpl::Backend { func, resource, .. } => FastCall {
+                kind: fast_kind::BACKEND,
+                code: *func as *const c_void,
+                resource: *resource,
+            },
+            FuncImpl::Rust(_) => FastCall {
+                kind: fast_kind::NONE,
+                code: std::ptr::null(),
+                resource: std::ptr::null_mut(),
+            },
+        };
+        PackedFuncObj { fast, imp }
+    }
 }
 
 // SAFETY: C callbacks and compiled functions are required by the TVM ABI to be callable from
@@ -95,6 +144,12 @@ impl Drop for PackedFuncObj {
 }
 
 impl PackedFuncObj {
+    /// How `TVMFuncCall`'s fast path calls the function.
+    #[inline(always)]
+    pub fn fast(&self) -> &FastCall {
+        &self.fast
+    }
+
     /// What the function runs.
     #[inline(always)]
     pub fn imp(&self) -> &FuncImpl {
@@ -162,9 +217,9 @@ impl Function {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        Function(ObjectRef::new(PackedFuncObj {
-            imp: FuncImpl::Rust(Box::new(f)),
-        }))
+        Function(ObjectRef::new(PackedFuncObj::new(FuncImpl::Rust(
+            Box::new(f),
+        ))))
     }
 
     /// A function running a C callback.
@@ -186,13 +241,11 @@ impl Function {
         resource: *mut c_void,
         finalizer: Option<PackedCFuncFinalizer>,
     ) -> Function {
-        Function(ObjectRef::new(PackedFuncObj {
-            imp: FuncImpl::C {
-                func,
-                resource,
-                finalizer,
-            },
-        }))
+        Function(ObjectRef::new(PackedFuncObj::new(FuncImpl::C {
+            func,
+            resource,
+            finalizer,
+        })))
     }
 
     /// A function running compiled code kept alive by `owner`.
@@ -213,13 +266,38 @@ impl Function {
         resource: *mut c_void,
         owner: Option<Owner>,
     ) -> Function {
-        Function(ObjectRef::new(PackedFuncObj {
-            imp: FuncImpl::Backend {
-                func,
-                resource,
-                owner,
-            },
-        }))
+        Function(ObjectRef::new(PackedFuncObj::new(FuncImpl::Backend {
+            func,
+            resource,
+            owner,
+        })))
+    }
+
+    /// A kernel compiled for the tvm-ffi ABI, run through `trampoline`, a function in the
+    /// compiled-function convention that takes the kernel's address as its resource handle:
+    /// every call path treats it as that compiled function, and `TVMFuncCall`'s fast path
+    /// calls the kernel itself ([`fast_kind::TVM_FFI`]).
+    ///
+    /// # Safety
+    /// As [`Function::from_backend`] for `trampoline` with `kernel` as its resource, and
+    /// `kernel` must be a tvm-ffi safe-call function (`TVMFFISafeCallType`) loaded while
+    /// `owner` lives.
+    pub unsafe fn from_tvm_ffi_kernel(
+        trampoline: BackendPackedCFunc,
+        kernel: *mut c_void,
+        owner: Option<Owner>,
+    ) -> Function {
+        let mut obj = PackedFuncObj::new(FuncImpl::Backend {
+            func: trampoline,
+            resource: kernel,
+            owner,
+        });
+        obj.fast = FastCall {
+            kind: fast_kind::TVM_FFI,
+            code: kernel,
+            resource: std::ptr::null_mut(),
+        };
+        Function(ObjectRef::new(obj))
     }
 
     /// A function of the global registry; an error naming it when absent.

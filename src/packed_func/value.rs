@@ -422,32 +422,63 @@ impl<'a> Args<'a> {
 }
 
 /// An owned return value.
+///
+/// Laid out as a C tagged union (`#[repr(C, u32)]`: the tag, then the payload at offset 8):
+/// each variant's tag is its classic type code, and the payload of a plain variant has the
+/// layout of a `TVMValue`, so the C call paths move plain values in and out of a slot without
+/// decoding them ([`RetValue::write_raw`], [`RetValue::read_raw`]).
 #[derive(Clone, Debug, Default)]
+#[repr(C, u32)]
 pub enum RetValue {
     /// Nothing (`kTVMNullptr`).
     #[default]
-    Null,
+    Null = tc::NULLPTR as u32,
     /// An integer.
-    Int(i64),
+    Int(i64) = tc::INT as u32,
     /// A float.
-    Float(f64),
+    Float(f64) = tc::FLOAT as u32,
     /// A bool (returned with `kTVMArgBool`).
-    Bool(bool),
+    Bool(bool) = tc::BOOL as u32,
     /// An opaque handle.
-    Handle(*mut c_void),
+    Handle(*mut c_void) = tc::OPAQUE_HANDLE as u32,
     /// A data type (returned to C as its name, like the reference).
-    DataType(DLDataType),
+    DataType(DLDataType) = tc::DATA_TYPE as u32,
     /// A device.
-    Device(DLDevice),
+    Device(DLDevice) = tc::DEVICE as u32,
     /// A string (returned in thread-local storage).
-    Str(String),
+    Str(String) = tc::STR as u32,
     /// Bytes (returned in thread-local storage).
-    Bytes(Vec<u8>),
+    Bytes(Vec<u8>) = tc::BYTES as u32,
     /// A raw tensor pointer owned elsewhere.
-    DLTensor(*mut DLTensor),
+    DLTensor(*mut DLTensor) = tc::DLTENSOR_HANDLE as u32,
     /// An object (including modules, functions, NDArrays).
-    Object(ObjectRef),
+    Object(ObjectRef) = tc::OBJECT_HANDLE as u32,
 }
+
+/// Bit `t` set for each [`RetValue`] tag `t` whose variant owns nothing ([`RetValue::is_pod`]).
+pub const POD_TAGS: u32 = 1 << tc::NULLPTR
+    | 1 << tc::INT
+    | 1 << tc::FLOAT
+    | 1 << tc::BOOL
+    | 1 << tc::OPAQUE_HANDLE
+    | 1 << tc::DEVICE
+    | 1 << tc::DLTENSOR_HANDLE;
+
+/// Bit `t` set for each [`RetValue`] tag `t` whose payload is a `TVMValue` bit for bit and
+/// is returned to C with the tag as its type code ([`RetValue::read_raw`]). `Bool` is left
+/// out (its payload is one byte).
+pub const RAW_OUT_TAGS: u32 = 1 << tc::NULLPTR
+    | 1 << tc::INT
+    | 1 << tc::FLOAT
+    | 1 << tc::OPAQUE_HANDLE
+    | 1 << tc::DEVICE
+    | 1 << tc::DLTENSOR_HANDLE;
+
+/// Bit `c` set for each classic type code `c` below 32 that [`RetValue::write_raw`] takes:
+/// the codes whose value is kept bit for bit ([`RetValue::pod_from_c`] takes a NULL
+/// `DLTensor*` and booleans too, converting them, so they are left out).
+pub const RAW_IN_CODES: u32 =
+    1 << tc::NULLPTR | 1 << tc::INT | 1 << tc::FLOAT | 1 << tc::OPAQUE_HANDLE | 1 << tc::DEVICE;
 
 // SAFETY: raw handles in a RetValue are opaque values the runtime never dereferences on
 // another thread by itself; objects are Send + Sync.
@@ -468,6 +499,50 @@ thread_local! {
 }
 
 impl RetValue {
+    /// The tag of the value in `slot` (its classic type code for the plain variants).
+    ///
+    /// # Safety
+    /// `slot` must point to a valid `RetValue`.
+    #[inline(always)]
+    pub unsafe fn raw_tag(slot: *const RetValue) -> u32 {
+        // SAFETY: `#[repr(C, u32)]`: the tag is the first field.
+        unsafe { *(slot as *const u32) }
+    }
+
+    /// The tag and the payload of the value in `slot` as a `TVMValue`: for the tags of
+    /// [`RAW_OUT_TAGS`], that value with the tag as its type code. (For `Null` the payload
+    /// is what was last written there, see [`RetValue::write_raw`].)
+    ///
+    /// # Safety
+    /// `slot` must point to a valid `RetValue`.
+    #[inline(always)]
+    pub unsafe fn read_raw(slot: *const RetValue) -> (u32, TVMValue) {
+        // SAFETY: `#[repr(C, u32)]`: the tag first, the payload union at offset 8 (its
+        // alignment); a `TVMValue` is a union, so bytes the variant leaves unset are allowed.
+        unsafe {
+            let p = slot as *const u8;
+            (*(p as *const u32), *(p.add(8) as *const TVMValue))
+        }
+    }
+
+    /// Overwrites the value in `slot` with the plain value `v` of type code `code`, without
+    /// dropping the old one.
+    ///
+    /// # Safety
+    /// `slot` must point to a `RetValue` that owns nothing (or to uninitialised memory for
+    /// one); `code` must be in [`RAW_IN_CODES`] and `v` a value of it.
+    #[inline(always)]
+    pub unsafe fn write_raw(slot: *mut RetValue, v: TVMValue, code: u32) {
+        // SAFETY: `#[repr(C, u32)]`: for these codes the tag is the code and the variant's
+        // payload (none, an i64, an f64, a pointer, a DLDevice) sits at offset 8 with the
+        // layout of the `TVMValue` field the code selects.
+        unsafe {
+            let p = slot as *mut u8;
+            (p as *mut u32).write(code);
+            (p.add(8) as *mut TVMValue).write(v);
+        }
+    }
+
     /// A plain value (no ownership, nothing to free) from C, or `None` for strings, bytes,
     /// objects and unknown codes. Never panics: used on the hot paths outside the guard.
     #[inline(always)]
@@ -699,4 +774,73 @@ impl From<()> for RetValue {
 /// Whether `p` is the thread-local byte array `TVMFuncCall` returns bytes in.
 pub fn is_returned_bytes(p: *const TVMByteArray) -> bool {
     RET_STORE.with(|st| std::ptr::eq(&st.borrow().arr, p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A `TVMValue`'s eight bytes as an integer.
+    fn bits(v: TVMValue) -> i64 {
+        // SAFETY: every field of the union is eight bytes or fewer and the values made here
+        // set all eight (DLDevice is two i32s).
+        unsafe { v.v_int64 }
+    }
+
+    /// The raw accessors agree with the typed enum for every plain variant, both ways.
+    #[test]
+    fn raw_layout_matches_the_variants() {
+        let dev = DLDevice {
+            device_type: 2,
+            device_id: 3,
+        };
+        let mut x = 7u8;
+        let handle = &mut x as *mut u8 as *mut c_void;
+        let cases = [
+            (RetValue::Int(-42), TVMValue { v_int64: -42 }, tc::INT),
+            (RetValue::Float(2.5), TVMValue { v_float64: 2.5 }, tc::FLOAT),
+            (
+                RetValue::Handle(handle),
+                TVMValue { v_handle: handle },
+                tc::OPAQUE_HANDLE,
+            ),
+            (
+                RetValue::Device(dev),
+                TVMValue { v_device: dev },
+                tc::DEVICE,
+            ),
+        ];
+        for (rv, v, code) in cases {
+            // SAFETY: `rv` is a valid RetValue.
+            let (tag, raw) = unsafe { RetValue::read_raw(&rv) };
+            assert_eq!(tag, code as u32);
+            assert_eq!(
+                rv.pod_to_c().map(|(p, c)| (bits(p), c)),
+                Some((bits(raw), code))
+            );
+            let mut slot = RetValue::Null;
+            // SAFETY: `slot` owns nothing; `v` is a value of `code`, which is in RAW_IN_CODES.
+            unsafe { RetValue::write_raw(&mut slot, v, code as u32) };
+            assert_eq!(format!("{slot:?}"), format!("{rv:?}"));
+        }
+        let mut slot = RetValue::Int(1);
+        // SAFETY: as above, for a NULL value.
+        unsafe { RetValue::write_raw(&mut slot, TVMValue::default(), tc::NULLPTR as u32) };
+        assert!(matches!(slot, RetValue::Null));
+        let t = std::ptr::NonNull::<DLTensor>::dangling().as_ptr();
+        // SAFETY: a valid RetValue.
+        let (tag, raw) = unsafe { RetValue::read_raw(&RetValue::DLTensor(t)) };
+        assert_eq!((tag, bits(raw)), (tc::DLTENSOR_HANDLE as u32, t as i64));
+        for (rv, pod) in [
+            (RetValue::Bool(true), true),
+            (RetValue::Str("x".into()), false),
+            (RetValue::Bytes(vec![1]), false),
+        ] {
+            // SAFETY: a valid RetValue.
+            let tag = unsafe { RetValue::raw_tag(&rv) };
+            assert_eq!((POD_TAGS >> tag) & 1 != 0, pod);
+            assert_eq!((POD_TAGS >> tag) & 1 != 0, rv.is_pod());
+            assert_eq!((RAW_OUT_TAGS >> tag) & 1, 0);
+        }
+    }
 }

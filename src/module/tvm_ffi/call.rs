@@ -9,6 +9,7 @@ use crate::packed_func::function::PackedFuncObj;
 use crate::packed_func::types::{type_code as tc, TVMValue};
 use crate::packed_func::value::RetValue;
 use std::ffi::{c_void, CStr};
+use std::mem::MaybeUninit;
 
 /// Arguments converted on the stack up to this count; more spill to the heap.
 const INLINE_ARGS: usize = 16;
@@ -146,21 +147,33 @@ pub unsafe fn call_kernel(
 }
 
 /// Marks a classic type code that [`call_plain`] does not convert.
-const NOT_PLAIN: [u64; 2] = [u64::MAX, u64::MAX];
+const NOT_PLAIN: u64 = u64::MAX;
 
 /// For each classic type code below 16 whose 8-byte payload is passed on bit for bit
 /// (integers, floats, booleans, pointers, tensors): the first word of the `TVMFFIAny` (see
-/// [`head`]) of a value with a non-zero payload and of one with a zero payload (a NULL
-/// pointer is None in tvm-ffi; a zero number stays a number). [`NOT_PLAIN`] for the other
-/// codes (objects, strings, data types, devices), which the general path converts or refuses.
-const PLAIN: [[u64; 2]; 16] = {
+/// [`head`]) of a value with a non-zero payload. [`NOT_PLAIN`] for the other codes (objects,
+/// strings, data types, devices), which the general path converts or refuses.
+const HEAD_NONZERO: [u64; 16] = {
     let mut t = [NOT_PLAIN; 16];
-    t[tc::INT as usize] = [head(ti::INT), head(ti::INT)];
-    t[tc::FLOAT as usize] = [head(ti::FLOAT), head(ti::FLOAT)];
-    t[tc::BOOL as usize] = [head(ti::BOOL), head(ti::BOOL)];
-    t[tc::OPAQUE_HANDLE as usize] = [head(ti::OPAQUE_PTR), head(ti::NONE)];
-    t[tc::DLTENSOR_HANDLE as usize] = [head(ti::DLTENSOR_PTR), head(ti::NONE)];
-    t[tc::NDARRAY_HANDLE as usize] = [head(ti::DLTENSOR_PTR), head(ti::NONE)];
+    t[tc::INT as usize] = head(ti::INT);
+    t[tc::FLOAT as usize] = head(ti::FLOAT);
+    t[tc::BOOL as usize] = head(ti::BOOL);
+    t[tc::OPAQUE_HANDLE as usize] = head(ti::OPAQUE_PTR);
+    t[tc::DLTENSOR_HANDLE as usize] = head(ti::DLTENSOR_PTR);
+    t[tc::NDARRAY_HANDLE as usize] = head(ti::DLTENSOR_PTR);
+    t
+};
+
+/// As [`HEAD_NONZERO`] for a zero payload: a NULL pointer is None in tvm-ffi, a zero number
+/// stays a number.
+const HEAD_ZERO: [u64; 16] = {
+    let mut t = [NOT_PLAIN; 16];
+    t[tc::INT as usize] = head(ti::INT);
+    t[tc::FLOAT as usize] = head(ti::FLOAT);
+    t[tc::BOOL as usize] = head(ti::BOOL);
+    t[tc::OPAQUE_HANDLE as usize] = head(ti::NONE);
+    t[tc::DLTENSOR_HANDLE as usize] = head(ti::NONE);
+    t[tc::NDARRAY_HANDLE as usize] = head(ti::NONE);
     t
 };
 
@@ -175,21 +188,112 @@ const _: () = assert!(
     "TVMFFIAny is two 8-byte words"
 );
 
-/// Calls a tvm-ffi kernel when every argument is a plain value ([`PLAIN`]): the arguments are
-/// converted in one pass into a stack buffer, with no allocation, no thread-local and no
-/// error state touched (a failure is read by the caller, through [`finish`]). Returns the
-/// kernel's status with its result in `result`, or `None`, having called nothing, when an
-/// argument is not plain or there are more than [`INLINE_ARGS`]. Kept inline so that
-/// `TVMFuncCall`'s fast path and [`kernel_trampoline`] run the same code.
+/// [`HEAD_NONZERO`] and [`HEAD_ZERO`] interleaved: entry `2 * code + (payload == 0)`, so
+/// that one load with no branch picks the head.
+const HEADS: [u64; 32] = {
+    let mut t = [NOT_PLAIN; 32];
+    let mut c = 0;
+    while c < 16 {
+        t[2 * c] = HEAD_NONZERO[c];
+        t[2 * c + 1] = HEAD_ZERO[c];
+        c += 1;
+    }
+    t
+};
+
+/// Argument `i` as the two words of a `TVMFFIAny` (`head(type index)`, then the payload's
+/// bits), or `None` when it is not plain.
+///
+/// # Safety
+/// `values` and `codes` must hold a valid entry `i`.
+#[inline(always)]
+unsafe fn plain_arg(values: *const TVMValue, codes: *const i32, i: usize) -> Option<[u64; 2]> {
+    // SAFETY: the caller's contract: entry `i` exists.
+    let code = unsafe { *codes.add(i) } as u32;
+    if code >= 16 {
+        return None;
+    }
+    // SAFETY: as above; every plain code stores an 8-byte payload that is copied bit for bit
+    // (an integer, a double or a pointer): the union is read as raw bits, never interpreted.
+    // For the other codes the bits are read but not used.
+    let bits = unsafe { (*values.add(i)).v_int64 } as u64;
+    let head = HEADS[(code as usize) << 1 | (bits == 0) as usize];
+    if head == NOT_PLAIN {
+        return None;
+    }
+    Some([head, bits])
+}
+
+/// Writes the first `N` arguments to `args` as `TVMFFIAny` values (each two words:
+/// `head(type index)`, then the payload's bits), with the conversion unrolled, each written
+/// as soon as it is converted; `false` when one is not plain ([`HEAD_NONZERO`]), with `args`
+/// then only partly written.
+///
+/// # Safety
+/// `values` and `codes` must hold `N` valid entries each.
+#[inline(always)]
+pub unsafe fn plain_args<const N: usize>(
+    values: *const TVMValue,
+    codes: *const i32,
+    args: &mut [MaybeUninit<[u64; 2]>; N],
+) -> bool {
+    let mut i = 0;
+    while i < N {
+        // SAFETY: the caller's contract: `N` entries each.
+        match unsafe { plain_arg(values, codes, i) } {
+            Some(a) => {
+                args[i].write(a);
+            }
+            None => return false,
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Calls a tvm-ffi kernel with the first `n` of `args` (from [`plain_args`]); returns its
+/// status, with its result in `result`.
+///
+/// # Safety
+/// `kernel` must be a loaded tvm-ffi kernel; `n <= args.len()` and the first `n` of `args`
+/// are written.
+#[inline(always)]
+pub unsafe fn call_converted(
+    kernel: *const c_void,
+    args: &[MaybeUninit<[u64; 2]>],
+    n: usize,
+    result: &mut TVMFFIAny,
+) -> i32 {
+    *result = TVMFFIAny::NONE;
+    // SAFETY: `kernel` is the kernel's address; each argument is laid out as a `TVMFFIAny`
+    // (two words, the type index in the first's leading 4 bytes, zero padding after it) and
+    // the kernel reads `n` of them; the reference passes a NULL handle and a None result, as
+    // here.
+    unsafe {
+        let kernel = std::mem::transmute::<*const c_void, SafeCall>(kernel);
+        kernel(
+            std::ptr::null_mut(),
+            args.as_ptr() as *const TVMFFIAny,
+            n as i32,
+            result,
+        )
+    }
+}
+
+/// Calls a tvm-ffi kernel when every argument is a plain value ([`HEAD_NONZERO`]) and there
+/// are at most [`INLINE_ARGS`]: the arguments are converted into a stack buffer, with no
+/// allocation, no thread-local and no error state touched (a failure is read by the caller,
+/// through [`finish`]). Returns the kernel's status with its result in `result`, or `None`,
+/// having called nothing, otherwise. (`TVMFuncCall`'s fast path runs [`plain_args`] and
+/// [`call_converted`] itself, unrolled for small counts.)
 ///
 /// # Safety
 /// `resource` must be a loaded tvm-ffi kernel; the arrays must hold `num_args` valid entries.
-#[inline(always)]
 pub unsafe fn call_plain(
-    values: *mut TVMValue,
-    codes: *mut i32,
+    values: *const TVMValue,
+    codes: *const i32,
     num_args: i32,
-    resource: *mut c_void,
+    resource: *const c_void,
     result: &mut TVMFFIAny,
 ) -> Option<i32> {
     // A negative count is not plain either: the general path treats it as no arguments.
@@ -197,40 +301,13 @@ pub unsafe fn call_plain(
         return None;
     }
     let n = num_args as usize;
-    // Each argument as two words: `head(type index)` and the payload's bits.
-    let mut args = [std::mem::MaybeUninit::<[u64; 2]>::uninit(); INLINE_ARGS];
-    let mut i = 0;
-    while i < n {
+    let mut args = [MaybeUninit::<[u64; 2]>::uninit(); INLINE_ARGS];
+    for (i, slot) in args.iter_mut().enumerate().take(n) {
         // SAFETY: the caller's contract: `num_args` entries each.
-        let code = unsafe { *codes.add(i) } as u32;
-        if code >= PLAIN.len() as u32 {
-            return None;
-        }
-        let [nonzero, zero] = PLAIN[code as usize];
-        if nonzero == u64::MAX {
-            return None;
-        }
-        // SAFETY: every plain code stores an 8-byte payload that is copied bit for bit (an
-        // integer, a double or a pointer): the union is read as raw bits, never interpreted.
-        let bits = unsafe { (*values.add(i)).v_int64 } as u64;
-        args[i].write([if bits == 0 { zero } else { nonzero }, bits]);
-        i += 1;
+        slot.write(unsafe { plain_arg(values, codes, i) }?);
     }
-    *result = TVMFFIAny::NONE;
-    // SAFETY: `resource` is the kernel's address (set by the library module); the first `n`
-    // arguments were written above, each laid out as a `TVMFFIAny` (two words, the type index
-    // in the first's leading 4 bytes, zero padding after it); the reference passes a NULL
-    // handle and a None result, as here.
-    let rc = unsafe {
-        let kernel = std::mem::transmute::<*mut c_void, SafeCall>(resource);
-        kernel(
-            std::ptr::null_mut(),
-            args.as_ptr() as *const TVMFFIAny,
-            n as i32,
-            result,
-        )
-    };
-    Some(rc)
+    // SAFETY: forwarded contract; `n` arguments converted.
+    Some(unsafe { call_converted(resource, &args, n, result) })
 }
 
 /// Whether a kernel's result is None (what TIR kernels return).

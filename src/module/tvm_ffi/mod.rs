@@ -141,9 +141,14 @@ impl ModuleNode for FfiLibraryModule {
             None => Owner::Shared(Arc::new(self.lib.clone())),
         };
         // SAFETY: the trampoline has the compiled-function signature and takes this kernel's
-        // address as its resource; `owner` keeps the kernel's library loaded.
+        // address as its resource; the kernel is a tvm-ffi safe-call function; `owner` keeps
+        // the kernel's library loaded.
         Ok(Some(unsafe {
-            Function::from_backend(call::kernel_trampoline, kernel as *mut c_void, Some(owner))
+            Function::from_tvm_ffi_kernel(
+                call::kernel_trampoline,
+                kernel as *mut c_void,
+                Some(owner),
+            )
         }))
     }
 
