@@ -36,6 +36,7 @@ struct LinkMap {
 
 const DT_NULL: u64 = 0;
 const DT_NEEDED: u64 = 1;
+const DT_SONAME: u64 = 14;
 const DT_HASH: u64 = 4;
 const DT_STRTAB: u64 = 5;
 const DT_SYMTAB: u64 = 6;
@@ -160,6 +161,7 @@ struct Table {
     versym: usize,
     hash: Hash,
     needed: Vec<usize>,
+    soname: Option<usize>,
 }
 
 fn gnu_hash(name: &[u8]) -> u32 {
@@ -219,16 +221,22 @@ impl Table {
                 chain: 0,
             },
             needed: Vec::new(),
+            soname: None,
         };
         t.seg_end(ld, m.dynamic_len)?;
+        if ld % 8 != 0 {
+            return None;
+        }
+        // SAFETY: the dynamic section lies (aligned) inside a readable loaded segment
+        // (checked above), which stays mapped while the library is loaded.
+        let entries =
+            unsafe { std::slice::from_raw_parts(ld as *const [u64; 2], m.dynamic_len / 16) };
         let (mut gnu, mut sysv) = (0usize, 0usize);
-        for i in 0..m.dynamic_len / 16 {
-            let e = ld + i * 16;
-            let tag: u64 = t.read(e)?;
-            let val: u64 = t.read(e + 8)?;
+        for &[tag, val] in entries {
             match tag {
                 DT_NULL => break,
                 DT_NEEDED => t.needed.push(val as usize),
+                DT_SONAME => t.soname = Some(val as usize),
                 DT_HASH => sysv = fix(val),
                 DT_GNU_HASH => gnu = fix(val),
                 DT_STRTAB => t.strtab = fix(val),
@@ -248,7 +256,7 @@ impl Table {
         if t.read::<u8>(t.strtab + t.strsz - 1)? != 0 {
             return None;
         }
-        if t.needed.iter().any(|&o| o >= t.strsz) {
+        if t.needed.iter().chain(&t.soname).any(|&o| o >= t.strsz) {
             return None;
         }
         t.hash = if gnu != 0 {
@@ -311,6 +319,13 @@ impl Table {
         // SAFETY: the address is aligned and inside a readable loaded segment of the object,
         // which stays mapped while the library holding this table is loaded.
         Some(unsafe { std::ptr::read(addr as *const T) })
+    }
+
+    /// The string at `off` in the string table (checked to be inside it when made).
+    fn string(&self, off: usize) -> &CStr {
+        // SAFETY: `off` is a DT_NEEDED or DT_SONAME offset, checked to lie inside the string
+        // table, whose last byte is a NUL (checked when the table was made).
+        unsafe { CStr::from_ptr((self.strtab + off) as *const c_char) }
     }
 
     /// Whether the string at `off` in the string table is `name`.
@@ -471,44 +486,95 @@ impl Scope {
     /// `handle` must be a live `dlopen` handle, and the scope must not outlive it.
     pub(crate) unsafe fn new(handle: *mut c_void) -> Option<Scope> {
         let own = link_map(handle)?;
-        let mut maps = vec![own];
-        let mut tables = Vec::new();
-        // Breadth first, one level per pass over the loaded objects.
-        let mut level = vec![own];
-        while !level.is_empty() {
-            // SAFETY: link maps of loaded objects (from dlinfo).
-            let bases: Vec<usize> = level.iter().map(|&lm| unsafe { (*lm).l_addr }).collect();
-            let mut next = Vec::new();
-            for (&lm, m) in level.iter().zip(mapped(&bases)) {
-                // SAFETY: `lm` is the link map of a loaded object, `m` what the loader reports
-                // at its base address (checked again against its dynamic section inside).
-                let t = unsafe { Table::new(lm, &m?) }?;
-                for &off in &t.needed {
-                    // SAFETY: DT_NEEDED offsets lie inside the string table, whose last byte
-                    // is a NUL (both checked when the table was made).
-                    let name = unsafe { CStr::from_ptr((t.strtab + off) as *const c_char) };
-                    // The loaded object ld.so bound this dependency to, matched by name as
-                    // ld.so matches it; RTLD_NOLOAD never loads anything.
-                    // SAFETY: a NUL-terminated name; NOLOAD only looks up loaded objects.
-                    let h =
-                        unsafe { libc::dlopen(name.as_ptr(), libc::RTLD_LAZY | libc::RTLD_NOLOAD) };
-                    if h.is_null() {
-                        return None;
+        // SAFETY: the link map of a loaded object (from dlinfo).
+        let own_base = unsafe { (*own).l_addr };
+        let m = mapped(&[own_base]).pop()??;
+        // SAFETY: `own` is a loaded object's link map and `m` what the loader reports at its
+        // base address (checked against its dynamic section inside).
+        let own_table = unsafe { Table::new(own, &m) }?;
+        if own_table.needed.is_empty() {
+            // No dependencies: the library is the whole scope.
+            return Some(Scope {
+                tables: vec![own_table],
+            });
+        }
+        // The loaded objects in load order: the list the loader searches, by name, for the
+        // object a DT_NEEDED entry means.
+        let mut head = own;
+        let mut chain = Vec::with_capacity(16);
+        // SAFETY: link maps of loaded objects form a list the loader keeps while we hold the
+        // library's handle (no object of it can be unloaded meanwhile).
+        unsafe {
+            while !(*head).l_prev.is_null() && chain.len() < 4096 {
+                head = (*head).l_prev;
+                chain.push(head);
+            }
+            chain.clear();
+            let mut p = head;
+            while !p.is_null() && chain.len() < 4096 {
+                chain.push(p);
+                p = (*p).l_next;
+            }
+        }
+        // SAFETY: as above.
+        let bases: Vec<usize> = chain.iter().map(|&lm| unsafe { (*lm).l_addr }).collect();
+        let mut objects = mapped(&bases);
+        let mut tables: Vec<Option<Table>> = chain.iter().map(|_| None).collect();
+        let own_k = chain.iter().position(|&lm| lm == own)?;
+        tables[own_k] = Some(own_table);
+        objects[own_k] = None;
+        // The table of chain entry `k`, made once.
+        let mut table = |k: usize, tables: &mut Vec<Option<Table>>| -> Option<()> {
+            if tables[k].is_none() {
+                let m = objects[k].take()?;
+                // SAFETY: `chain[k]` is a loaded object's link map and `m` what the loader
+                // reports at its base address (checked against its dynamic section inside).
+                tables[k] = Some(unsafe { Table::new(chain[k], &m) }?);
+            }
+            Some(())
+        };
+
+        // Breadth first from the library, as the loader orders its search list.
+        let mut order = vec![own_k];
+        let mut i = 0;
+        while i < order.len() {
+            let needed: Vec<std::ffi::CString> = {
+                let t = tables[order[i]].as_ref()?;
+                t.needed.iter().map(|&o| t.string(o).to_owned()).collect()
+            };
+            for name in needed {
+                // The first loaded object whose file name or DT_SONAME is the name, as the
+                // loader matches names of loaded objects.
+                let mut found = None;
+                for k in 0..chain.len() {
+                    // SAFETY: a loaded object's link map; `l_name` is NUL-terminated.
+                    let l_name = unsafe { (*chain[k]).l_name };
+                    // SAFETY: as above.
+                    if !l_name.is_null() && unsafe { CStr::from_ptr(l_name) } == name.as_c_str() {
+                        found = Some(k);
+                        break;
                     }
-                    let dep = link_map(h);
-                    // SAFETY: our own reference from the dlopen above; the dependency stays
-                    // loaded while the library that needs it is.
-                    unsafe { libc::dlclose(h) };
-                    let dep = dep?;
-                    if !maps.contains(&dep) {
-                        maps.push(dep);
-                        next.push(dep);
+                    if table(k, &mut tables).is_none() {
+                        continue;
+                    }
+                    let t = tables[k].as_ref()?;
+                    if t.soname.is_some_and(|o| t.string(o) == name.as_c_str()) {
+                        found = Some(k);
+                        break;
                     }
                 }
-                tables.push(t);
+                let k = found?;
+                table(k, &mut tables)?;
+                if !order.contains(&k) {
+                    order.push(k);
+                }
             }
-            level = next;
+            i += 1;
         }
+        let tables = order
+            .into_iter()
+            .map(|k| tables[k].take())
+            .collect::<Option<Vec<Table>>>()?;
         Some(Scope { tables })
     }
 
