@@ -11,7 +11,7 @@
 //! unique symbols, filter libraries, and dependencies it cannot identify. Every read is checked
 //! against the loaded segments of the object it reads.
 
-use std::ffi::{c_char, c_int, c_void, CStr};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 /// What a scope knows about a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,68 +68,60 @@ struct Mapped {
     segs: Vec<(usize, usize)>,
 }
 
-/// The loaded objects at the base addresses `bases` (`l_addr`), as `dl_iterate_phdr` reports
-/// them, in that order (`None` for a base no object has).
-fn mapped(bases: &[usize]) -> Vec<Option<Mapped>> {
-    struct Query<'a> {
-        bases: &'a [usize],
-        out: Vec<Option<Mapped>>,
+/// What the loader reports about one object: its segments and dynamic section.
+fn mapped_of(info: &libc::dl_phdr_info) -> Mapped {
+    let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
+        &[]
+    } else {
+        // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them.
+        unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
+    };
+    let addr = info.dlpi_addr as usize;
+    let mut m = Mapped {
+        addr,
+        dynamic: 0,
+        dynamic_len: 0,
+        span_end: 0,
+        segs: Vec::with_capacity(phdrs.len()),
+    };
+    for p in phdrs {
+        let (start, len) = (p.p_vaddr as usize, p.p_memsz as usize);
+        match p.p_type {
+            PT_LOAD => {
+                m.span_end = m.span_end.max(start.saturating_add(len));
+                if p.p_flags & PF_R != 0 {
+                    let s = addr.wrapping_add(start);
+                    m.segs.push((s, s.saturating_add(len)));
+                }
+            }
+            PT_DYNAMIC => {
+                m.dynamic = addr.wrapping_add(start);
+                m.dynamic_len = len;
+            }
+            _ => {}
+        }
     }
+    m
+}
+
+/// Calls `f` on each loaded object in the loader's order, under the loader's lock (no object
+/// can be unloaded meanwhile), until it returns true.
+fn each_object(f: &mut dyn FnMut(&libc::dl_phdr_info) -> bool) {
+    type Visitor<'a> = &'a mut dyn FnMut(&libc::dl_phdr_info) -> bool;
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
         _size: usize,
         data: *mut c_void,
     ) -> c_int {
-        // SAFETY: `data` is the query passed below, exclusively ours during the call, and
+        // SAFETY: `data` is the visitor passed below, exclusively ours during the call, and
         // `info` describes a loaded object for the duration of the callback.
-        let (q, info) = unsafe { (&mut *(data as *mut Query<'_>), &*info) };
-        let Some(k) = q.bases.iter().position(|&b| b == info.dlpi_addr as usize) else {
-            return 0;
-        };
-        if q.out[k].is_some() {
-            return 0;
-        }
-        let phdrs: &[libc::Elf64_Phdr] = if info.dlpi_phdr.is_null() {
-            &[]
-        } else {
-            // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them.
-            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) }
-        };
-        let addr = info.dlpi_addr as usize;
-        let mut m = Mapped {
-            addr,
-            dynamic: 0,
-            dynamic_len: 0,
-            span_end: 0,
-            segs: Vec::with_capacity(phdrs.len()),
-        };
-        for p in phdrs {
-            let (start, len) = (p.p_vaddr as usize, p.p_memsz as usize);
-            match p.p_type {
-                PT_LOAD => {
-                    m.span_end = m.span_end.max(start.saturating_add(len));
-                    if p.p_flags & PF_R != 0 {
-                        let s = addr.wrapping_add(start);
-                        m.segs.push((s, s.saturating_add(len)));
-                    }
-                }
-                PT_DYNAMIC => {
-                    m.dynamic = addr.wrapping_add(start);
-                    m.dynamic_len = len;
-                }
-                _ => {}
-            }
-        }
-        q.out[k] = Some(m);
-        0
+        let (f, info) = unsafe { (&mut *(data as *mut Visitor<'_>), &*info) };
+        c_int::from(f(info))
     }
-    let mut q = Query {
-        bases,
-        out: bases.iter().map(|_| None).collect(),
-    };
-    // SAFETY: the callback only reads the loader's data and writes into `q`.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut q as *mut Query<'_> as *mut c_void) };
-    q.out
+    let mut f: Visitor<'_> = f;
+    // SAFETY: the callback only reads the loader's data and calls `f`, which does not unwind
+    // (it only reads memory and pushes to vectors).
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut f as *mut Visitor<'_> as *mut c_void) };
 }
 
 /// The hash table of one object.
@@ -184,14 +176,14 @@ fn sysv_hash(name: &[u8]) -> u32 {
 }
 
 impl Table {
-    /// The table of the object at `lm`, `None` when it has none this module can read.
+    /// The table of the object `m` describes, `None` when it has none this module can read.
     ///
     /// # Safety
-    /// `lm` must be the link map of a loaded object that `m` describes.
-    unsafe fn new(lm: *const LinkMap, m: &Mapped) -> Option<Table> {
-        // SAFETY: the caller's contract.
-        let (base, ld) = unsafe { ((*lm).l_addr, (*lm).l_ld as usize) };
-        if ld != m.dynamic || base != m.addr || m.dynamic_len < 16 {
+    /// `m` must describe a loaded object (from the loader), which stays loaded while the table
+    /// is used.
+    unsafe fn new(m: &Mapped) -> Option<Table> {
+        let (base, ld) = (m.addr, m.dynamic);
+        if ld == 0 || m.dynamic_len < 16 {
             return None;
         }
         // The loader may have relocated the address entries in place (glibc does on most
@@ -486,95 +478,75 @@ impl Scope {
     /// `handle` must be a live `dlopen` handle, and the scope must not outlive it.
     pub(crate) unsafe fn new(handle: *mut c_void) -> Option<Scope> {
         let own = link_map(handle)?;
-        // SAFETY: the link map of a loaded object (from dlinfo).
-        let own_base = unsafe { (*own).l_addr };
-        let m = mapped(&[own_base]).pop()??;
-        // SAFETY: `own` is a loaded object's link map and `m` what the loader reports at its
-        // base address (checked against its dynamic section inside).
-        let own_table = unsafe { Table::new(own, &m) }?;
+        // SAFETY: the link map of a loaded object (from dlinfo), loaded while we hold `handle`.
+        let (own_base, own_ld) = unsafe { ((*own).l_addr, (*own).l_ld as usize) };
+        let is_own = |m: &Mapped| m.addr == own_base && m.dynamic == own_ld;
+        let mut own_m = None;
+        each_object(&mut |info| {
+            if info.dlpi_addr as usize != own_base {
+                return false;
+            }
+            let m = mapped_of(info);
+            let found = is_own(&m);
+            if found {
+                own_m = Some(m);
+            }
+            found
+        });
+        // SAFETY: the library's own image, loaded while we hold `handle`.
+        let own_table = unsafe { Table::new(&own_m?) }?;
         if own_table.needed.is_empty() {
             // No dependencies: the library is the whole scope.
             return Some(Scope {
                 tables: vec![own_table],
             });
         }
-        // The loaded objects in load order: the list the loader searches, by name, for the
-        // object a DT_NEEDED entry means.
-        let mut head = own;
-        let mut chain = Vec::with_capacity(16);
-        // SAFETY: link maps of loaded objects form a list the loader keeps while we hold the
-        // library's handle (no object of it can be unloaded meanwhile).
-        unsafe {
-            while !(*head).l_prev.is_null() && chain.len() < 4096 {
-                head = (*head).l_prev;
-                chain.push(head);
-            }
-            chain.clear();
-            let mut p = head;
-            while !p.is_null() && chain.len() < 4096 {
-                chain.push(p);
-                p = (*p).l_next;
-            }
+        // Every loaded object with its file name and DT_SONAME, read under the loader's lock:
+        // the loader binds a DT_NEEDED entry to the first loaded object of that name.
+        struct Named {
+            m: Mapped,
+            name: CString,
+            soname: Option<CString>,
         }
-        // SAFETY: as above.
-        let bases: Vec<usize> = chain.iter().map(|&lm| unsafe { (*lm).l_addr }).collect();
-        let mut objects = mapped(&bases);
-        let mut tables: Vec<Option<Table>> = chain.iter().map(|_| None).collect();
-        let own_k = chain.iter().position(|&lm| lm == own)?;
-        tables[own_k] = Some(own_table);
-        objects[own_k] = None;
-        // The table of chain entry `k`, made once.
-        let mut table = |k: usize, tables: &mut Vec<Option<Table>>| -> Option<()> {
-            if tables[k].is_none() {
-                let m = objects[k].take()?;
-                // SAFETY: `chain[k]` is a loaded object's link map and `m` what the loader
-                // reports at its base address (checked against its dynamic section inside).
-                tables[k] = Some(unsafe { Table::new(chain[k], &m) }?);
-            }
-            Some(())
-        };
-
+        let mut objects = Vec::with_capacity(16);
+        each_object(&mut |info| {
+            let m = mapped_of(info);
+            let name = if info.dlpi_name.is_null() {
+                CString::default()
+            } else {
+                // SAFETY: the loader's NUL-terminated name of a loaded object.
+                unsafe { CStr::from_ptr(info.dlpi_name) }.to_owned()
+            };
+            // SAFETY: `m` describes a loaded object, which cannot be unloaded while the loader
+            // runs this callback; the table is dropped before it returns.
+            let soname =
+                unsafe { Table::new(&m) }.and_then(|t| t.soname.map(|o| t.string(o).to_owned()));
+            objects.push(Named { m, name, soname });
+            false
+        });
+        let own_k = objects.iter().position(|o| is_own(&o.m))?;
         // Breadth first from the library, as the loader orders its search list.
         let mut order = vec![own_k];
+        let mut tables = vec![own_table];
         let mut i = 0;
-        while i < order.len() {
-            let needed: Vec<std::ffi::CString> = {
-                let t = tables[order[i]].as_ref()?;
-                t.needed.iter().map(|&o| t.string(o).to_owned()).collect()
-            };
+        while i < tables.len() {
+            let needed: Vec<CString> = tables[i]
+                .needed
+                .iter()
+                .map(|&o| tables[i].string(o).to_owned())
+                .collect();
             for name in needed {
-                // The first loaded object whose file name or DT_SONAME is the name, as the
-                // loader matches names of loaded objects.
-                let mut found = None;
-                for k in 0..chain.len() {
-                    // SAFETY: a loaded object's link map; `l_name` is NUL-terminated.
-                    let l_name = unsafe { (*chain[k]).l_name };
-                    // SAFETY: as above.
-                    if !l_name.is_null() && unsafe { CStr::from_ptr(l_name) } == name.as_c_str() {
-                        found = Some(k);
-                        break;
-                    }
-                    if table(k, &mut tables).is_none() {
-                        continue;
-                    }
-                    let t = tables[k].as_ref()?;
-                    if t.soname.is_some_and(|o| t.string(o) == name.as_c_str()) {
-                        found = Some(k);
-                        break;
-                    }
-                }
-                let k = found?;
-                table(k, &mut tables)?;
+                let k = objects
+                    .iter()
+                    .position(|o| o.name == name || o.soname.as_ref() == Some(&name))?;
                 if !order.contains(&k) {
                     order.push(k);
+                    // SAFETY: a dependency of the library, which keeps it loaded.
+                    tables.push(unsafe { Table::new(&objects[k].m) }?);
                 }
             }
             i += 1;
         }
-        let tables = order
-            .into_iter()
-            .map(|k| tables[k].take())
-            .collect::<Option<Vec<Table>>>()?;
         Some(Scope { tables })
     }
 
