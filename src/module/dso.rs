@@ -7,14 +7,72 @@ use crate::packed_func::error::{Error, Result};
 use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
+/// The library's symbol tables, read in place (`dynsym`), where this target can.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+use super::dynsym::Scope;
+
+/// Stands in for the symbol tables where they are not read (`dlsym` answers everything).
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+struct Scope;
+
+/// The scope of the opened library `lib` (and `lib` back).
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+fn open_scope(
+    lib: libloading::os::unix::Library,
+) -> (libloading::os::unix::Library, Option<Scope>) {
+    let handle = lib.into_raw();
+    // SAFETY: `handle` came from `into_raw` of a library opened with dlopen.
+    let lib = unsafe { libloading::os::unix::Library::from_raw(handle) };
+    // SAFETY: a live handle, owned by the library stored beside the scope, which is dropped
+    // first.
+    (lib, unsafe { Scope::new(handle) })
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+fn open_scope(
+    lib: libloading::os::unix::Library,
+) -> (libloading::os::unix::Library, Option<Scope>) {
+    (lib, None)
+}
+
+/// What the tables say about `name`: `Some` address or NULL (as `dlsym` would answer), `None`
+/// to ask `dlsym`.
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+fn table_lookup(scope: &Option<Scope>, name: &str) -> Option<*mut c_void> {
+    use super::dynsym::Lookup;
+    match scope.as_ref()?.lookup(name) {
+        Lookup::Found(p) => Some(p),
+        Lookup::Absent => Some(std::ptr::null_mut()),
+        Lookup::AskDlsym => None,
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+fn table_lookup(_: &Option<Scope>, _: &str) -> Option<*mut c_void> {
+    None
+}
+
 /// A loaded shared library.
 pub struct DsoLibrary {
+    /// Declared before `lib`, so dropped first: the tables point into the library's memory.
+    scope: Option<Scope>,
     lib: libloading::os::unix::Library,
     path: String,
 }
 
-impl Library for DsoLibrary {
-    fn symbol(&self, name: &str) -> *mut c_void {
+impl DsoLibrary {
+    /// Wraps an opened library.
+    fn new(lib: libloading::os::unix::Library, path: &str) -> DsoLibrary {
+        let (lib, scope) = open_scope(lib);
+        DsoLibrary {
+            scope,
+            lib,
+            path: path.to_string(),
+        }
+    }
+
+    /// `dlsym` on the library (its dependencies included).
+    fn dlsym(&self, name: &str) -> *mut c_void {
         let Ok(c) = CString::new(name) else {
             return std::ptr::null_mut();
         };
@@ -23,6 +81,12 @@ impl Library for DsoLibrary {
             Ok(s) => s.into_raw(),
             Err(_) => std::ptr::null_mut(),
         }
+    }
+}
+
+impl Library for DsoLibrary {
+    fn symbol(&self, name: &str) -> *mut c_void {
+        table_lookup(&self.scope, name).unwrap_or_else(|| self.dlsym(name))
     }
 
     fn describe(&self) -> String {
@@ -108,25 +172,22 @@ pub fn load(path: &str) -> Result<Module> {
         libloading::os::unix::Library::open(Some(path), libc::RTLD_LAZY | libc::RTLD_LOCAL)
     }
     .map_err(|e| Error::value(format!("cannot load {path}: {e}")))?;
-    let lib = Arc::new(DsoLibrary {
-        lib,
-        path: path.to_string(),
-    });
+    let lib = Arc::new(DsoLibrary::new(lib, path));
     let lib_dyn: Arc<dyn Library> = lib.clone();
+    let ctx_slot = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
+    let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
     // Libraries of the other ABIs have neither classic symbol; classic ones skip the lookups.
-    if lib.symbol(symbol::TVM_MODULE_CTX).is_null() && lib.symbol(symbol::TVM_DEV_MBLOB).is_null() {
+    if ctx_slot.is_null() && blob_sym.is_null() {
         super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
         if let Some(probe) = super::tvm_ffi::probe(&*lib_dyn, path) {
             return super::tvm_ffi::load(lib_dyn, path, probe);
         }
     }
     init_context_functions(&*lib_dyn)?;
-    let blob_sym = lib.symbol(symbol::TVM_DEV_MBLOB);
     let (root, ctx) = if blob_sym.is_null() {
         // Every TVM-compiled library has at least one of these (a module of several
         // functions has neither entry nor context, but its error reporting slot).
         let has_tvm = [
-            symbol::TVM_MODULE_CTX,
             symbol::TVM_MODULE_MAIN,
             "__TVMAPISetLastError",
             "__TVMFuncCall",
@@ -134,7 +195,7 @@ pub fn load(path: &str) -> Result<Module> {
         ]
         .iter()
         .any(|s| !lib.symbol(s).is_null());
-        if !has_tvm {
+        if !has_tvm && ctx_slot.is_null() {
             return Err(Error::value(format!(
                 "cannot load {path}: the library has no TVM symbols (__tvm_module_ctx, \
                  __tvm_main__, __tvm_dev_mblob, __TVMAPISetLastError); was it exported by TVM?"
@@ -148,7 +209,6 @@ pub fn load(path: &str) -> Result<Module> {
         prefault(blob);
         process_blob(blob, lib_dyn, path)?
     };
-    let ctx_slot = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
     if !ctx_slot.is_null() {
         // SAFETY: a writable pointer variable in TVM output; the module outlives the calls
         // made through it (functions keep the module or library alive).

@@ -8,6 +8,7 @@
 //! section points outside the loaded segments. The error names the file and what is wrong.
 
 use crate::packed_func::error::{Error, Result};
+use std::borrow::Cow;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
@@ -180,28 +181,36 @@ struct Phdr {
     align: u64,
 }
 
-/// Reads byte ranges of the file, refusing any range that is not wholly inside it.
+/// Reads byte ranges of the file (callers check that ranges lie inside it).
 trait Source {
     fn len(&self) -> u64;
-    fn read(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>>;
+    fn read(&self, offset: u64, len: u64) -> std::io::Result<Cow<'_, [u8]>>;
 }
 
 /// How much of the file's start one read fetches: the ELF header and, in libraries as linkers
 /// write them, the program headers, so that the common case costs one system call.
-const HEAD: u64 = 4096;
+const HEAD: usize = 1024;
 
-/// A file and its length, with the first [`HEAD`] bytes read once.
+/// A file and its length, with the first [`HEAD`] bytes read once (into the structure: no
+/// allocation).
 struct FileSource {
     file: File,
     len: u64,
-    head: Vec<u8>,
+    head: [u8; HEAD],
+    head_len: usize,
 }
 
 impl FileSource {
     fn new(file: File, len: u64) -> std::io::Result<Self> {
-        let mut head = vec![0u8; len.min(HEAD) as usize];
-        file.read_exact_at(&mut head, 0)?;
-        Ok(FileSource { file, len, head })
+        let head_len = len.min(HEAD as u64) as usize;
+        let mut src = FileSource {
+            file,
+            len,
+            head: [0u8; HEAD],
+            head_len,
+        };
+        src.file.read_exact_at(&mut src.head[..head_len], 0)?;
+        Ok(src)
     }
 }
 
@@ -210,13 +219,13 @@ impl Source for FileSource {
         self.len
     }
 
-    fn read(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        if let Some(end) = range_end(offset, len, self.head.len() as u64) {
-            return Ok(self.head[offset as usize..end as usize].to_vec());
+    fn read(&self, offset: u64, len: u64) -> std::io::Result<Cow<'_, [u8]>> {
+        if let Some(end) = range_end(offset, len, self.head_len as u64) {
+            return Ok(Cow::Borrowed(&self.head[offset as usize..end as usize]));
         }
         let mut v = vec![0u8; len as usize];
         self.file.read_exact_at(&mut v, offset)?;
-        Ok(v)
+        Ok(Cow::Owned(v))
     }
 }
 
@@ -225,8 +234,10 @@ impl Source for &[u8] {
         <[u8]>::len(self) as u64
     }
 
-    fn read(&self, offset: u64, len: u64) -> std::io::Result<Vec<u8>> {
-        Ok(self[offset as usize..(offset + len) as usize].to_vec())
+    fn read(&self, offset: u64, len: u64) -> std::io::Result<Cow<'_, [u8]>> {
+        Ok(Cow::Borrowed(
+            &self[offset as usize..(offset + len) as usize],
+        ))
     }
 }
 
@@ -259,7 +270,7 @@ fn range_end(offset: u64, size: u64, len: u64) -> Option<u64> {
     offset.checked_add(size).filter(|&end| end <= len)
 }
 
-fn check_source(src: &dyn Source) -> std::result::Result<(), String> {
+fn check_source(src: &impl Source) -> std::result::Result<(), String> {
     let len = src.len();
     let io = |e: std::io::Error| format!("read error: {e}");
     if len < 16 {
@@ -378,14 +389,15 @@ fn check_source(src: &dyn Source) -> std::result::Result<(), String> {
         ));
     }
     let table = src.read(phoff, ph_bytes).map_err(io)?;
-    let phdrs: Vec<Phdr> = table
-        .chunks_exact(usize::from(phentsize))
-        .map(|b| l.phdr(b))
-        .collect();
+    let phdrs = || {
+        table
+            .chunks_exact(usize::from(phentsize))
+            .map(|b| l.phdr(b))
+    };
 
     let mut dynamic = None;
-    let mut loads = Vec::new();
-    for (i, p) in phdrs.iter().enumerate() {
+    let mut any_load = false;
+    for (i, p) in phdrs().enumerate() {
         if p.filesz > 0 && range_end(p.offset, p.filesz, len).is_none() {
             return Err(format!(
                 "truncated or corrupted: program header {i} (type {}) covers file bytes {}..{} \
@@ -418,18 +430,18 @@ fn check_source(src: &dyn Source) -> std::result::Result<(), String> {
                         p.align, p.offset, p.vaddr
                     ));
                 }
-                loads.push(*p);
+                any_load = true;
             }
             PT_DYNAMIC => {
                 if dynamic.is_some() {
                     return Err("corrupted: more than one dynamic section".into());
                 }
-                dynamic = Some(*p);
+                dynamic = Some(p);
             }
             _ => {}
         }
     }
-    if loads.is_empty() {
+    if !any_load {
         return Err("corrupted: no loadable segment".into());
     }
     let Some(dynamic) = dynamic else {
@@ -437,8 +449,9 @@ fn check_source(src: &dyn Source) -> std::result::Result<(), String> {
     };
     // Whether [addr, addr + size) lies in the memory of one loadable segment.
     let mapped = |addr: u64, size: u64| {
-        loads.iter().any(|p| {
-            addr >= p.vaddr
+        phdrs().any(|p| {
+            p.p_type == PT_LOAD
+                && addr >= p.vaddr
                 && addr
                     .checked_add(size)
                     .is_some_and(|end| end <= p.vaddr + p.memsz)
@@ -490,7 +503,24 @@ fn check_dynamic(
     ];
     let step = l.dyn_size();
     let half = step / 2;
-    let mut entries = Vec::new();
+    // The first value of each tag TABLES names (address or size), by its slot.
+    fn slot(tag: u64) -> Option<usize> {
+        Some(match tag {
+            2 => 0,
+            4..=8 => tag as usize - 3,
+            10 => 6,
+            12 | 13 => tag as usize - 5,
+            17 | 18 => tag as usize - 8,
+            23 => 11,
+            25..=28 => tag as usize - 13,
+            0x6fff_fef5 => 16,
+            0x6fff_fff0 => 17,
+            0x6fff_fffc => 18,
+            0x6fff_fffe => 19,
+            _ => return None,
+        })
+    }
+    let mut values = [None::<u64>; 20];
     let mut terminated = false;
     for e in bytes.chunks_exact(step) {
         let tag = l.word(e, 0);
@@ -498,12 +528,14 @@ fn check_dynamic(
             terminated = true;
             break;
         }
-        entries.push((tag, l.word(e, half)));
+        if let Some(k) = slot(tag) {
+            values[k].get_or_insert(l.word(e, half));
+        }
     }
     if !terminated {
         return Err("corrupted: the dynamic section has no terminating entry".into());
     }
-    let value = |tag: u64| entries.iter().find(|e| e.0 == tag).map(|e| e.1);
+    let value = |tag: u64| slot(tag).and_then(|k| values[k]);
     for &(tag, size_tag, name) in TABLES {
         let Some(addr) = value(tag) else { continue };
         let size = if size_tag == 0 {

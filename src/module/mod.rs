@@ -3,6 +3,8 @@
 
 pub mod blob;
 pub mod dso;
+#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+mod dynsym;
 pub mod elf_check;
 pub mod function_info;
 mod functions;

@@ -77,85 +77,85 @@ fn reg(raw: i64, at: usize) -> Result<Reg> {
     }
 }
 
+/// One call argument word: its kind in the top 8 bits, a sign-extended 56-bit value below.
+#[inline]
+fn decode_arg(w: i64, at: usize, k: usize) -> Result<Arg> {
+    let value = (w << 8) >> 8;
+    Ok(match (w as u64) >> 56 {
+        0 => Arg::Reg(reg(value, at)?),
+        1 => Arg::Imm(value),
+        kind @ (2 | 3) => {
+            let Ok(v) = u32::try_from(value) else {
+                return Err(bad(format!(
+                    "instruction {at}: argument {k} index {value} is out of range"
+                )));
+            };
+            if kind == 2 {
+                Arg::Const(v)
+            } else {
+                Arg::Func(v)
+            }
+        }
+        k2 => {
+            return Err(bad(format!(
+                "instruction {at}: argument {k} has unknown kind {k2}"
+            )))
+        }
+    })
+}
+
 /// Decodes every instruction (structure only; indices are checked by [`validate`]).
 pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
     let mut code = Vec::with_capacity(offsets.len());
-    // Every call argument takes one word of `data`.
-    let mut args = Vec::with_capacity(data.len());
+    // Every call argument takes one word of `data`, after the call's four.
+    let mut args = Vec::with_capacity(data.len().saturating_sub(4 * offsets.len()));
     for (i, &off) in offsets.iter().enumerate() {
-        let word = |k: i64| -> Result<i64> {
-            off.checked_add(k)
-                .filter(|&p| p >= 0 && (p as u64) < data.len() as u64)
-                .map(|p| data[p as usize])
-                .ok_or_else(|| {
-                    bad(format!(
-                        "instruction {i} at word {off} runs past the end of the code ({} words)",
-                        data.len()
-                    ))
-                })
+        let past_end = || {
+            bad(format!(
+                "instruction {i} at word {off} runs past the end of the code ({} words)",
+                data.len()
+            ))
         };
-        let ins = match word(0)? {
+        // The instruction's words: from its offset to the end of the code.
+        let w = usize::try_from(off)
+            .ok()
+            .and_then(|o| data.get(o..))
+            .filter(|w| !w.is_empty())
+            .ok_or_else(past_end)?;
+        let field = |k: usize| w.get(k).copied().ok_or_else(past_end);
+        let ins = match w[0] {
             1 => {
-                let dst = reg(word(1)?, i)?;
-                let func = word(2)?;
-                let nargs = word(3)?;
-                if !(0..=u32::MAX as i64).contains(&func) {
+                let dst = reg(field(1)?, i)?;
+                let func = field(2)?;
+                let nargs = field(3)?;
+                let Ok(func) = u32::try_from(func) else {
                     return Err(bad(format!(
                         "instruction {i}: function index {func} is out of range"
                     )));
-                }
+                };
                 if nargs < 0 || nargs > data.len() as i64 {
                     return Err(bad(format!(
                         "instruction {i}: invalid argument count {nargs}"
                     )));
                 }
+                let words = w.get(4..4 + nargs as usize).ok_or_else(past_end)?;
                 let begin = args.len();
-                let words = if nargs == 0 {
-                    &[][..]
-                } else {
-                    // The last argument's word exists (checked), so all of them do.
-                    word(3 + nargs)?;
-                    &data[(off + 4) as usize..(off + 4 + nargs) as usize]
-                };
-                for (k, &w) in words.iter().enumerate() {
-                    let kind = (w as u64) >> 56;
-                    let value = (w << 8) >> 8;
-                    let a = match kind {
-                        0 => Arg::Reg(reg(value, i)?),
-                        1 => Arg::Imm(value),
-                        2 | 3 => {
-                            if !(0..=u32::MAX as i64).contains(&value) {
-                                return Err(bad(format!(
-                                    "instruction {i}: argument {k} index {value} is out of range"
-                                )));
-                            }
-                            if kind == 2 {
-                                Arg::Const(value as u32)
-                            } else {
-                                Arg::Func(value as u32)
-                            }
-                        }
-                        k2 => {
-                            return Err(bad(format!(
-                                "instruction {i}: argument {k} has unknown kind {k2}"
-                            )))
-                        }
-                    };
-                    args.push(a);
+                for (k, &x) in words.iter().enumerate() {
+                    args.push(decode_arg(x, i, k)?);
                 }
                 if args.len() > u32::MAX as usize {
                     return Err(bad("too many call arguments".into()));
                 }
                 Instr::Call {
                     dst,
-                    func: func as u32,
+                    func,
                     args_begin: begin as u32,
                     nargs: nargs as u32,
                 }
             }
-            2 => Instr::Ret(reg(word(1)?, i)?),
-            3 => Instr::Goto(word(1)?),
-            4 => Instr::If(reg(word(1)?, i)?, word(2)?),
+            2 => Instr::Ret(reg(field(1)?, i)?),
+            3 => Instr::Goto(field(1)?),
+            4 => Instr::If(reg(field(1)?, i)?, field(2)?),
             op => return Err(bad(format!("instruction {i}: unknown opcode {op}"))),
         };
         code.push(ins);
