@@ -46,6 +46,7 @@ pub static CPU: CpuDeviceApi = CpuDeviceApi;
 /// size stored just below the aligned one: glibc's `posix_memalign` takes a slow path for
 /// every call, which made small array allocations several times more expensive than
 /// `malloc`. Large blocks are taken from [`LargeCache`] when one fits.
+#[inline]
 pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     let align = alignment.max(16).next_power_of_two();
     let fail = || {
@@ -179,6 +180,7 @@ impl LargeCache {
 ///
 /// # Safety
 /// `p` must come from `host_alloc` and not be freed twice.
+#[inline]
 pub unsafe fn host_free(p: *mut c_void) {
     if p.is_null() {
         return;

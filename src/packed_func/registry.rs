@@ -28,8 +28,11 @@ type Watcher = Arc<dyn Fn(&str, &Function) -> Result<()> + Send + Sync>;
 /// Watchers by name prefix.
 static WATCHERS: RwLock<Vec<(String, Watcher)>> = RwLock::new(Vec::new());
 
-static REGISTRY: LazyLock<RwLock<HashMap<String, Function>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+/// The registry's map. Keys are names the program and its libraries register (lookups of
+/// other names only miss), so a fast non-keyed hash serves; SipHash was most of a lookup.
+type Map = HashMap<String, Function, rustc_hash::FxBuildHasher>;
+
+static REGISTRY: LazyLock<RwLock<Map>> = LazyLock::new(|| RwLock::new(Map::default()));
 
 /// Names registered as defaults that a frontend may replace without asking to override (the
 /// reference registers them from Python; we provide them natively).
@@ -119,11 +122,11 @@ pub fn start() {
     ensure_ready();
 }
 
-fn write() -> std::sync::RwLockWriteGuard<'static, HashMap<String, Function>> {
+fn write() -> std::sync::RwLockWriteGuard<'static, Map> {
     REGISTRY.write().unwrap_or_else(|e| e.into_inner())
 }
 
-fn read() -> std::sync::RwLockReadGuard<'static, HashMap<String, Function>> {
+fn read() -> std::sync::RwLockReadGuard<'static, Map> {
     REGISTRY.read().unwrap_or_else(|e| e.into_inner())
 }
 
