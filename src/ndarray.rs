@@ -77,11 +77,6 @@ unsafe impl crate::object::ObjectType for NDArrayObj {
 impl Drop for NDArrayObj {
     fn drop(&mut self) {
         match self.storage {
-            Storage::Owned if self.dl.device.device_type == crate::packed_func::types::DL_CPU => {
-                // SAFETY: owned CPU storage came from host_alloc (the CPU backend's
-                // allocation, see `empty`) and is freed once, here.
-                unsafe { device::cpu::host_free(self.dl.data) };
-            }
             Storage::Owned => {
                 if let Ok(api) = device::api(self.dl.device) {
                     // SAFETY: owned storage came from this backend's alloc_data_space and is
@@ -190,16 +185,8 @@ impl NDArrayObj {
         scope: Option<&str>,
     ) -> Result<ObjectRef> {
         check_dtype(dtype)?;
-        let n = checked_nbytes(shape, dtype)?;
-        let data = if dev.device_type == crate::packed_func::types::DL_CPU
-            && matches!(scope, None | Some("global" | ""))
-        {
-            // The CPU backend is fixed (device::api always answers it with cpu::CPU), and its
-            // allocation is host_alloc: called directly, with the size computed once.
-            device::cpu::host_alloc(n, crate::packed_func::tensor::ALLOC_ALIGNMENT)?
-        } else {
-            device::api(dev)?.alloc_data_space_scope(dev, shape, dtype, scope)?
-        };
+        checked_nbytes(shape, dtype)?;
+        let data = device::api(dev)?.alloc_data_space_scope(dev, shape, dtype, scope)?;
         Ok(Self::make(data, dev, shape, None, dtype, 0, Storage::Owned))
     }
 

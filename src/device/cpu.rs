@@ -323,6 +323,7 @@ impl DeviceApi for CpuDeviceApi {
         })
     }
 
+    #[inline]
     fn alloc_data_space(
         &self,
         _dev: DLDevice,
@@ -333,6 +334,7 @@ impl DeviceApi for CpuDeviceApi {
         host_alloc(nbytes, alignment)
     }
 
+    #[inline]
     unsafe fn free_data_space(&self, _dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         // SAFETY: the C contract: ptr came from alloc_data_space.
         unsafe { host_free(ptr) };

@@ -144,6 +144,7 @@ pub trait DeviceApi: Send + Sync {
     ) -> Result<*mut c_void>;
 
     /// Allocates a tensor's storage in a memory scope (`None` or `"global"`: flat memory).
+    #[inline]
     fn alloc_data_space_scope(
         &self,
         dev: DLDevice,
@@ -351,6 +352,40 @@ impl std::ops::Deref for ApiRef {
     }
 }
 
+/// The array allocation entry points, with the CPU backend called statically (inlined, no
+/// vtable): arrays of every room allocate and free through these.
+impl ApiRef {
+    /// [`DeviceApi::alloc_data_space_scope`] of this backend.
+    #[inline]
+    pub fn alloc_data_space_scope(
+        &self,
+        dev: DLDevice,
+        shape: &[i64],
+        dtype: DLDataType,
+        scope: Option<&str>,
+    ) -> Result<*mut c_void> {
+        match self {
+            ApiRef::Cpu(c) => c.alloc_data_space_scope(dev, shape, dtype, scope),
+            ApiRef::Other(a) => a.alloc_data_space_scope(dev, shape, dtype, scope),
+        }
+    }
+
+    /// [`DeviceApi::free_data_space`] of this backend.
+    ///
+    /// # Safety
+    /// As [`DeviceApi::free_data_space`].
+    #[inline]
+    pub unsafe fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match self {
+                ApiRef::Cpu(c) => c.free_data_space(dev, ptr),
+                ApiRef::Other(a) => a.free_data_space(dev, ptr),
+            }
+        }
+    }
+}
+
 fn registered(device_type: i32) -> Option<Arc<dyn DeviceApi>> {
     BACKENDS
         .read()
@@ -365,6 +400,12 @@ pub fn api(dev: DLDevice) -> Result<ApiRef> {
     if dev.device_type == DL_CPU {
         return Ok(ApiRef::Cpu(&cpu::CPU));
     }
+    api_other(dev)
+}
+
+/// [`api`] for every device but the CPU, out of line.
+#[inline(never)]
+fn api_other(dev: DLDevice) -> Result<ApiRef> {
     if let Some(a) = registered(dev.device_type) {
         return Ok(ApiRef::Other(a));
     }

@@ -156,25 +156,6 @@ struct Table {
     soname: Option<usize>,
 }
 
-fn gnu_hash(name: &[u8]) -> u32 {
-    name.iter().fold(5381u32, |h, &c| {
-        h.wrapping_mul(33).wrapping_add(u32::from(c))
-    })
-}
-
-fn sysv_hash(name: &[u8]) -> u32 {
-    let mut h = 0u32;
-    for &c in name {
-        h = (h << 4).wrapping_add(u32::from(c));
-        let g = h & 0xf000_0000;
-        if g != 0 {
-            h ^= g >> 24;
-        }
-        h &= !g;
-    }
-    h
-}
-
 impl Table {
     /// The table of the object `m` describes, `None` when it has none this module can read.
     ///
@@ -381,7 +362,7 @@ impl Table {
                 buckets,
                 chain,
             } => {
-                let h = gnu_hash(name);
+                let h = object::elf::gnu_hash(name);
                 let Some(word) = self.read::<u64>(bloom + ((h as usize / 64) & bloom_mask) * 8)
                 else {
                     return Lookup::AskDlsym;
@@ -421,7 +402,7 @@ impl Table {
                 buckets,
                 chain,
             } => {
-                let h = sysv_hash(name);
+                let h = object::elf::hash(name);
                 let Some(mut idx) = self.read::<u32>(buckets + (h % nbucket) as usize * 4) else {
                     return Lookup::AskDlsym;
                 };

@@ -146,36 +146,25 @@ pub unsafe fn call_kernel(
     from_ffi(&result)
 }
 
+/// The type index a plain argument of classic type code `code` takes in tvm-ffi, given whether
+/// its 8-byte payload is zero (a NULL pointer is None there, a zero number stays a number);
+/// `None` for the codes whose payload is not passed on bit for bit (objects, strings, data
+/// types, devices), which the general path converts or refuses.
+const fn plain_type_index(code: i32, zero: bool) -> Option<i32> {
+    match code {
+        tc::INT => Some(ti::INT),
+        tc::FLOAT => Some(ti::FLOAT),
+        tc::BOOL => Some(ti::BOOL),
+        tc::OPAQUE_HANDLE if zero => Some(ti::NONE),
+        tc::OPAQUE_HANDLE => Some(ti::OPAQUE_PTR),
+        tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE if zero => Some(ti::NONE),
+        tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE => Some(ti::DLTENSOR_PTR),
+        _ => None,
+    }
+}
+
 /// Marks a classic type code that [`call_plain`] does not convert.
 const NOT_PLAIN: u64 = u64::MAX;
-
-/// For each classic type code below 16 whose 8-byte payload is passed on bit for bit
-/// (integers, floats, booleans, pointers, tensors): the first word of the `TVMFFIAny` (see
-/// [`head`]) of a value with a non-zero payload. [`NOT_PLAIN`] for the other codes (objects,
-/// strings, data types, devices), which the general path converts or refuses.
-const HEAD_NONZERO: [u64; 16] = {
-    let mut t = [NOT_PLAIN; 16];
-    t[tc::INT as usize] = head(ti::INT);
-    t[tc::FLOAT as usize] = head(ti::FLOAT);
-    t[tc::BOOL as usize] = head(ti::BOOL);
-    t[tc::OPAQUE_HANDLE as usize] = head(ti::OPAQUE_PTR);
-    t[tc::DLTENSOR_HANDLE as usize] = head(ti::DLTENSOR_PTR);
-    t[tc::NDARRAY_HANDLE as usize] = head(ti::DLTENSOR_PTR);
-    t
-};
-
-/// As [`HEAD_NONZERO`] for a zero payload: a NULL pointer is None in tvm-ffi, a zero number
-/// stays a number.
-const HEAD_ZERO: [u64; 16] = {
-    let mut t = [NOT_PLAIN; 16];
-    t[tc::INT as usize] = head(ti::INT);
-    t[tc::FLOAT as usize] = head(ti::FLOAT);
-    t[tc::BOOL as usize] = head(ti::BOOL);
-    t[tc::OPAQUE_HANDLE as usize] = head(ti::NONE);
-    t[tc::DLTENSOR_HANDLE as usize] = head(ti::NONE);
-    t[tc::NDARRAY_HANDLE as usize] = head(ti::NONE);
-    t
-};
 
 /// The first 8 bytes of a `TVMFFIAny` (type index, then zero padding) as one word.
 const fn head(type_index: i32) -> u64 {
@@ -188,15 +177,17 @@ const _: () = assert!(
     "TVMFFIAny is two 8-byte words"
 );
 
-/// [`HEAD_NONZERO`] and [`HEAD_ZERO`] interleaved: entry `2 * code + (payload == 0)`, so
-/// that one load with no branch picks the head.
+/// The head ([`head`]) of each plain argument by classic type code below 16 and payload:
+/// entry `2 * code + (payload == 0)`, so that one load with no branch picks it;
+/// [`NOT_PLAIN`] for the codes [`plain_type_index`] does not take.
 const HEADS: [u64; 32] = {
     let mut t = [NOT_PLAIN; 32];
-    let mut c = 0;
-    while c < 16 {
-        t[2 * c] = HEAD_NONZERO[c];
-        t[2 * c + 1] = HEAD_ZERO[c];
-        c += 1;
+    let mut i = 0;
+    while i < 32 {
+        if let Some(ti) = plain_type_index((i / 2) as i32, i % 2 == 1) {
+            t[i] = head(ti);
+        }
+        i += 1;
     }
     t
 };
@@ -226,7 +217,7 @@ unsafe fn plain_arg(values: *const TVMValue, codes: *const i32, i: usize) -> Opt
 
 /// Writes the first `N` arguments to `args` as `TVMFFIAny` values (each two words:
 /// `head(type index)`, then the payload's bits), with the conversion unrolled, each written
-/// as soon as it is converted; `false` when one is not plain ([`HEAD_NONZERO`]), with `args`
+/// as soon as it is converted; `false` when one is not plain ([`plain_type_index`]), with `args`
 /// then only partly written.
 ///
 /// # Safety
@@ -280,7 +271,7 @@ pub unsafe fn call_converted(
     }
 }
 
-/// Calls a tvm-ffi kernel when every argument is a plain value ([`HEAD_NONZERO`]) and there
+/// Calls a tvm-ffi kernel when every argument is a plain value ([`plain_type_index`]) and there
 /// are at most [`INLINE_ARGS`]: the arguments are converted into a stack buffer, with no
 /// allocation, no thread-local and no error state touched (a failure is read by the caller,
 /// through [`finish`]). Returns the kernel's status with its result in `result`, or `None`,
