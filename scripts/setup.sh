@@ -17,7 +17,8 @@ command -v g++ >/dev/null || need_apt+=(g++)
 command -v clang++ >/dev/null || need_apt+=(clang)
 # Vulkan: the loader, Mesa's lavapipe (a CPU Vulkan driver) and glslang for the test shaders.
 [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ] || need_apt+=(mesa-vulkan-drivers)
-ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' || need_apt+=(libvulkan1)
+ldcache="$(ldconfig -p 2>/dev/null || true)"  # captured: a pipe into grep -q can die of SIGPIPE
+grep -q 'libvulkan\.so\.1' <<<"$ldcache" || need_apt+=(libvulkan1)
 command -v glslangValidator >/dev/null || need_apt+=(glslang-tools)
 if [ ${#need_apt[@]} -gt 0 ]; then
   echo "setup: installing ${need_apt[*]}"

@@ -53,7 +53,8 @@ echo "--- build the tests against the installed package (ours) and TVM's headers
 cmake -S c_tests/cpp -B "$B/ours" -DCMAKE_PREFIX_PATH="$PREFIX" -DSYSLIB_OBJECT="$FIX/syslib_add.o" >/dev/null
 cmake --build "$B/ours" -j "$(nproc)" >/dev/null
 old_abi=ON
-nm -D "$TVMRT_REF_LIB" | grep -q cxx11 && old_abi=OFF
+ref_syms="$(nm -D "$TVMRT_REF_LIB")"  # captured: `nm | grep -q` can die of SIGPIPE
+grep -q cxx11 <<<"$ref_syms" && old_abi=OFF
 cmake -S c_tests/cpp -B "$B/ref" -DSYSLIB_OBJECT="$FIX/syslib_add.o" -DTVM_OLD_CXX_ABI="$old_abi" \
   -DTVM_RUNTIME_LIB="$TVMRT_REF_LIB" \
   -DTVM_INCLUDE_DIRS="$TVMRT_REF_INCLUDE;$TVMRT_REF_DLPACK_INCLUDE;$TVMRT_REF_DIR/dmlc-core/include" >/dev/null

@@ -26,7 +26,9 @@ d = np.load(f"{sys.argv[1]}/mlp_dyn.npz")
 for k in ("x2", "w1", "w2"):
     np.save(f"{sys.argv[2]}/{k}.npy", d[k])
 PY
-target/release/tvmrt info "$FX/mlp_dyn.so" | grep -q "function main(x: float32\[d0, 16\]"
+# Capture first: `producer | grep -q` dies of SIGPIPE under pipefail when grep exits early.
+info="$(target/release/tvmrt info "$FX/mlp_dyn.so")"
+grep -q "function main(x: float32\[d0, 16\]" <<<"$info"
 target/release/tvmrt run "$FX/mlp_dyn.so" --input x="$B/x2.npy" --input w1="$B/w1.npy" \
   --input w2="$B/w2.npy" --output "$B/cli" --repeat 3 >/dev/null
 "$TVMRT_FFI_PYTHON" - "$FX" "$B" <<'PY'
