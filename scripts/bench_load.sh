@@ -190,6 +190,15 @@ for cond in ("idle", "burners"):
         r, o = got["ref"], got["ours"]
         for metric, fn in (("median", st.median), ("p99", lambda x: pct(x, 0.99)), ("worst", max)):
             rows.append([m, metric, f(fn(r)), f(fn(o)), ratio(fn(o), fn(r))])
+        # CPU time the process spent per run (all its threads) and the cores it got on
+        # average (CPU time / wall time, medians): how much of the machine each runtime had.
+        cpu = {w: [float(v[0]) for p in sorted(glob.glob(f"{res}/model.{cond}.{m}.{w}.*.txt"))
+                   for v in lines(p, "RUN_CPU_MS")] for w in ("ref", "ours")}
+        if cpu["ref"] and cpu["ours"]:
+            rc, oc = st.median(cpu["ref"]), st.median(cpu["ours"])
+            rows.append([m, "CPU ms per run (median)", f(rc), f(oc), ratio(oc, rc)])
+            rows.append([m, "cores used (CPU / wall)", f"{rc / st.median(r):.2f}",
+                         f"{oc / st.median(o):.2f}", ""])
         rows.append([m, "run() calls", str(len(r)), str(len(o)), ""])
     if rows:
         table(f"{cond}: run() of one model, one application thread (ms)",
