@@ -13,8 +13,9 @@
 //! - idle workers spin for up to `TVM_THREAD_POOL_SPIN_COUNT` iterations, then sleep on a
 //!   futex; a spinning thread that notices it was descheduled marks the machine as
 //!   oversubscribed, and for the next 100 ms every spin (workers, launcher, barrier) is cut
-//!   to about a microsecond before sleeping, so no core is burnt waiting (a barrier wait
-//!   over 1 ms counts as such a sign too);
+//!   to about a microsecond before sleeping, so no core is burnt waiting (a barrier wait,
+//!   or the launcher's wait for a task a worker has started, of over 1 ms counts as such a
+//!   sign too);
 //! - on an oversubscribed machine a lambda that has been seen calling the barrier runs as a
 //!   single task on the caller when the pool may choose (`num_task = 0`): its tasks would
 //!   each need a core at the same time;

@@ -541,6 +541,10 @@ impl Pool {
             if spin.spin() {
                 continue;
             }
+            // A started task that keeps the launcher waiting this long had no core (or the
+            // tasks are badly unbalanced): as with a slow barrier, the machine counts as
+            // oversubscribed. The clock is read only on this sleeping path.
+            let slept = Instant::now();
             self.done.launcher_sleeping.store(true, Ordering::SeqCst);
             loop {
                 let d = done.load(Ordering::SeqCst);
@@ -550,6 +554,9 @@ impl Pool {
                 futex_wait(done, d);
             }
             self.done.launcher_sleeping.store(false, Ordering::SeqCst);
+            if slept.elapsed() > SLOW_BARRIER {
+                note_contention();
+            }
         }
         if self.barrier.phase() != phase {
             remember_barrier(f as usize);
@@ -984,6 +991,44 @@ mod tests {
         assert!(contended());
         assert_eq!(Spin::new(1_000_000).left, CONTENDED_SPIN);
         assert_eq!(Spin::new(10).left, 10);
+    }
+
+    /// Task 0 (the launcher's) waits until a worker has started task 1, which then takes
+    /// 5 ms: the launcher has to wait for a started task, as for one whose thread lost its core.
+    unsafe extern "C" fn slow_worker_task(
+        task: i32,
+        _p: *mut ParallelGroupEnv,
+        c: *mut c_void,
+    ) -> i32 {
+        // SAFETY: the test passes a live AtomicBool.
+        let started = unsafe { &*(c as *const AtomicBool) };
+        if task == 0 {
+            while !started.load(Ordering::SeqCst) {
+                std::hint::spin_loop();
+            }
+        } else {
+            started.store(true, Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        0
+    }
+
+    #[test]
+    fn a_long_wait_for_a_started_task_marks_the_machine_oversubscribed() {
+        let pool = private_pool(2);
+        let before = now_ns();
+        within_20s(move || {
+            let started = AtomicBool::new(false);
+            let c = &started as *const AtomicBool as *mut c_void;
+            assert_eq!(unsafe { launch_on(pool, slow_worker_task, c, 2) }, 0);
+        });
+        // Marked after a wait of over a millisecond (not just by another test meanwhile).
+        let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
+        assert!(
+            until >= before + CONTENDED_FOR.as_nanos() as u64 + 1_000_000,
+            "the slow task was not taken as a sign of oversubscription"
+        );
+        pool.stop();
     }
 
     #[test]
