@@ -114,6 +114,8 @@ fn note_contention() {
 /// have work.
 struct Spin {
     left: u32,
+    /// The first and the latest clock reading (none before the 64th iteration).
+    first: Option<Instant>,
     last: Option<Instant>,
 }
 
@@ -126,7 +128,17 @@ impl Spin {
         };
         Spin {
             left: budget,
+            first: None,
             last: None,
+        }
+    }
+
+    /// After a wait that this spin began: marks the machine oversubscribed when the wait,
+    /// spinning and sleeping together, took longer than [`SLOW_WAIT`] (a wait that ended
+    /// within 64 iterations never read the clock and costs nothing here).
+    fn note_if_slow(&self) {
+        if self.first.is_some_and(|t| t.elapsed() > SLOW_WAIT) {
+            note_contention();
         }
     }
 
@@ -148,6 +160,7 @@ impl Spin {
                 return false;
             }
             self.last = Some(now);
+            self.first.get_or_insert(now);
         }
         std::hint::spin_loop();
         true
@@ -170,9 +183,10 @@ struct Barrier {
 /// The phase bits of a barrier's state word.
 const PHASE_ONE: u32 = 1 << 16;
 
-/// A barrier wait longer than this means a task of the launch had no core (or the tasks are
-/// badly unbalanced): the machine counts as oversubscribed.
-const SLOW_BARRIER: Duration = Duration::from_millis(1);
+/// A barrier wait, or a launcher's wait for tasks that workers have started, longer than
+/// this means a task of the launch had no core (or the tasks are badly unbalanced): the
+/// machine counts as oversubscribed.
+const SLOW_WAIT: Duration = Duration::from_millis(1);
 
 /// Lambdas seen calling `TVMBackendParallelBarrier` (open addressing on the address; a full
 /// table forgets newcomers, which only costs them the contended-machine shortcut).
@@ -250,7 +264,7 @@ impl Barrier {
                 continue;
             }
             // Sleep: a missing task may belong to a worker waiting for this very core.
-            let slept = Instant::now();
+            spin.first.get_or_insert_with(Instant::now);
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             loop {
                 let s = self.state.load(Ordering::SeqCst);
@@ -261,10 +275,10 @@ impl Barrier {
                 futex_wait(&self.state, s);
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
-            if slept.elapsed() > SLOW_BARRIER {
-                note_contention();
-            }
         }
+        // Measured from the start of the wait, spinning included: a full spin budget is
+        // itself milliseconds, which a missing task on an oversubscribed machine outlasts.
+        spin.note_if_slow();
     }
 }
 
@@ -541,10 +555,7 @@ impl Pool {
             if spin.spin() {
                 continue;
             }
-            // A started task that keeps the launcher waiting this long had no core (or the
-            // tasks are badly unbalanced): as with a slow barrier, the machine counts as
-            // oversubscribed. The clock is read only on this sleeping path.
-            let slept = Instant::now();
+            spin.first.get_or_insert_with(Instant::now);
             self.done.launcher_sleeping.store(true, Ordering::SeqCst);
             loop {
                 let d = done.load(Ordering::SeqCst);
@@ -554,10 +565,10 @@ impl Pool {
                 futex_wait(done, d);
             }
             self.done.launcher_sleeping.store(false, Ordering::SeqCst);
-            if slept.elapsed() > SLOW_BARRIER {
-                note_contention();
-            }
         }
+        // A started task that kept the launcher waiting long had no core (or the tasks are
+        // badly unbalanced): as with a slow barrier, the machine counts as oversubscribed.
+        spin.note_if_slow();
         if self.barrier.phase() != phase {
             remember_barrier(f as usize);
         }
@@ -1027,6 +1038,43 @@ mod tests {
         assert!(
             until >= before + CONTENDED_FOR.as_nanos() as u64 + 1_000_000,
             "the slow task was not taken as a sign of oversubscription"
+        );
+        pool.stop();
+    }
+
+    /// Task 1 reaches the barrier 5 ms after task 0: task 0's barrier wait is long.
+    unsafe extern "C" fn late_at_the_barrier(
+        task: i32,
+        p: *mut ParallelGroupEnv,
+        _c: *mut c_void,
+    ) -> i32 {
+        if task == 1 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        // SAFETY: the environment the pool passed to this task.
+        unsafe { parallel_barrier(task, p) }
+    }
+
+    #[test]
+    fn a_slow_barrier_marks_the_machine_oversubscribed() {
+        // A spin budget of ~5 ms: the wait must count even when it never sleeps.
+        let pool = Pool::start(
+            PoolConfig {
+                threads: 2,
+                bind: false,
+                spin_count: 5_000_000,
+            },
+            &[],
+        );
+        let before = now_ns();
+        within_20s(move || {
+            let s = std::ptr::null_mut();
+            assert_eq!(unsafe { launch_on(pool, late_at_the_barrier, s, 2) }, 0);
+        });
+        let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
+        assert!(
+            until >= before + CONTENDED_FOR.as_nanos() as u64 + 1_000_000,
+            "the slow barrier was not taken as a sign of oversubscription"
         );
         pool.stop();
     }
