@@ -1033,13 +1033,18 @@ mod tests {
             let c = &started as *const AtomicBool as *mut c_void;
             assert_eq!(unsafe { launch_on(pool, slow_worker_task, c, 2) }, 0);
         });
-        // Marked after a wait of over a millisecond (not just by another test meanwhile).
+        assert_marked_after_a_slow_wait(before, "the slow task");
+        pool.stop();
+    }
+
+    /// The machine was marked oversubscribed at least a millisecond after `before` (by the
+    /// slow wait under test, not just by another test that marked it meanwhile).
+    fn assert_marked_after_a_slow_wait(before: u64, what: &str) {
         let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
         assert!(
             until >= before + CONTENDED_FOR.as_nanos() as u64 + 1_000_000,
-            "the slow task was not taken as a sign of oversubscription"
+            "{what} was not taken as a sign of oversubscription"
         );
-        pool.stop();
     }
 
     /// Task 1 reaches the barrier 5 ms after task 0: task 0's barrier wait is long.
@@ -1071,11 +1076,7 @@ mod tests {
             let s = std::ptr::null_mut();
             assert_eq!(unsafe { launch_on(pool, late_at_the_barrier, s, 2) }, 0);
         });
-        let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
-        assert!(
-            until >= before + CONTENDED_FOR.as_nanos() as u64 + 1_000_000,
-            "the slow barrier was not taken as a sign of oversubscription"
-        );
+        assert_marked_after_a_slow_wait(before, "the slow barrier");
         pool.stop();
     }
 
