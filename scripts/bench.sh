@@ -62,6 +62,7 @@ fi
 [ -f "$OURS_LIB" ] || { echo "bench.sh: our runtime $OURS_LIB is missing (cargo build --release)" >&2; exit 1; }
 
 out="build/bench"
+bench_lock
 stamp="$(date +%Y%m%d-%H%M%S)"
 res="$out/results/$stamp"
 mkdir -p "$out/lib-ref" "$out/lib-ours" "$res"

@@ -34,6 +34,7 @@ FX="${TVMRT_FIXTURES:-$TVMRT_CACHE/fixtures}/llm"
 [ "$build" = 1 ] && cargo build --release --lib >&2
 
 out="build/bench"
+bench_lock
 res="$out/llm/$(date +%Y%m%d-%H%M%S)-$$"
 mkdir -p "$out/lib-ref" "$out/lib-ours" "$res"
 ln -sfn "$(realpath "$TVMRT_REF_LIB")" "$out/lib-ref/libtvm_runtime.so"

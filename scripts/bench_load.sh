@@ -51,6 +51,7 @@ done
 [ "$build" = 1 ] && cargo build --release --lib >&2
 
 out="build/bench"
+bench_lock
 res="$out/load/$(date +%Y%m%d-%H%M%S)"
 mkdir -p "$out/lib-ref" "$out/lib-ours" "$res"
 ln -sfn "$(realpath "$TVMRT_REF_LIB")" "$out/lib-ref/libtvm_runtime.so"

@@ -11,3 +11,17 @@ export TVM_FFI=ctypes
 if [ -z "${VK_ICD_FILENAMES:-}" ] && [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ]; then
   export VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json
 fi
+
+# The benchmark scripts share build/bench (the two runtimes' library links, the C drivers): a
+# second one started meanwhile would swap the libraries under the first, so they run one at a
+# time. The lock is held by file descriptor 9 until the script exits.
+bench_lock() {
+  [ -n "${TVMRT_BENCH_LOCKED:-}" ] && return 0
+  mkdir -p build/bench
+  exec 9>build/bench/.lock
+  if ! flock -n 9; then
+    echo "$(basename "$0"): another benchmark script is running (build/bench/.lock is held)" >&2
+    exit 1
+  fi
+  export TVMRT_BENCH_LOCKED=1
+}
