@@ -201,6 +201,19 @@ const HEADS: [u64; 32] = {
 unsafe fn plain_arg(values: *const TVMValue, codes: *const i32, i: usize) -> Option<[u64; 2]> {
     // SAFETY: the caller's contract: entry `i` exists.
     let code = unsafe { *codes.add(i) } as u32;
+    if code == tc::NDARRAY_HANDLE as u32 {
+        // The common case first, with no table: a classic NDArray handle is the address of
+        // its DLTensor, passed on as a tensor pointer (NULL as None, as in [`HEADS`]).
+        // SAFETY: the caller's contract: entry `i` exists; an NDArray handle's 8-byte payload
+        // is a pointer, read as raw bits and copied, never dereferenced here.
+        let bits = unsafe { (*values.add(i)).v_int64 } as u64;
+        let t = if bits != 0 {
+            ti::DLTENSOR_PTR
+        } else {
+            ti::NONE
+        };
+        return Some([head(t), bits]);
+    }
     if code >= 16 {
         return None;
     }
@@ -628,5 +641,29 @@ pub unsafe fn c_str_or<'a>(
     } else {
         // SAFETY: caller contract.
         unsafe { CStr::from_ptr(p) }.to_string_lossy()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every classic code (and some past the table), with a zero and a non-zero payload,
+    /// converts as [`plain_type_index`] says: the NDArray shortcut in [`plain_arg`] agrees
+    /// with the table.
+    #[test]
+    fn plain_arg_follows_plain_type_index() {
+        for code in -1..40 {
+            for bits in [0u64, 0x1234_5678_9abc_def0] {
+                let values = [TVMValue {
+                    v_int64: bits as i64,
+                }];
+                let codes = [code];
+                // SAFETY: one valid entry in each array.
+                let got = unsafe { plain_arg(values.as_ptr(), codes.as_ptr(), 0) };
+                let want = plain_type_index(code, bits == 0).map(|t| [head(t), bits]);
+                assert_eq!(got, want, "code {code}, payload {bits:#x}");
+            }
+        }
     }
 }
