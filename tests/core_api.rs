@@ -31,16 +31,26 @@ unsafe extern "C" fn echo(
     unsafe { TVMCFuncSetReturn(ret, args, codes, 1) }
 }
 
-static FIN_COUNT: AtomicUsize = AtomicUsize::new(0);
+/// Counts the finalizer runs of the functions whose resource is the counter: each test that
+/// counts has its own, so that tests running at the same time do not disturb each other.
 unsafe extern "C" fn fin(res: *mut c_void) {
-    assert_eq!(res as usize, 0x1234);
-    FIN_COUNT.fetch_add(1, Ordering::SeqCst);
+    // SAFETY: every function made with this finalizer has a `&'static AtomicUsize` as its
+    // resource (`make_echo_counted`).
+    unsafe { &*(res as *const AtomicUsize) }.fetch_add(1, Ordering::SeqCst);
 }
 
+/// The finalizer count of the functions that no test counts.
+static FIN_UNCOUNTED: AtomicUsize = AtomicUsize::new(0);
+
 fn make_echo() -> *mut c_void {
+    make_echo_counted(&FIN_UNCOUNTED)
+}
+
+fn make_echo_counted(count: &'static AtomicUsize) -> *mut c_void {
     let mut f = std::ptr::null_mut();
+    let res = count as *const AtomicUsize as *mut c_void;
     assert_eq!(
-        unsafe { TVMFuncCreateFromCFunc(Some(echo), 0x1234 as *mut c_void, Some(fin), &mut f) },
+        unsafe { TVMFuncCreateFromCFunc(Some(echo), res, Some(fin), &mut f) },
         0
     );
     f
@@ -64,8 +74,9 @@ fn call(f: *mut c_void, vals: &mut [TVMValue], codes: &mut [c_int]) -> (c_int, T
 
 #[test]
 fn packed_func_round_trips_and_finalizer_runs_once() {
+    static FIN_COUNT: AtomicUsize = AtomicUsize::new(0);
     let before = FIN_COUNT.load(Ordering::SeqCst);
-    let f = make_echo();
+    let f = make_echo_counted(&FIN_COUNT);
     let (r, v, c) = call(f, &mut [TVMValue { v_int64: 42 }], &mut [tc::INT]);
     assert_eq!((r, unsafe { v.v_int64 }, c), (0, 42, tc::INT));
     let (r, v, c) = call(f, &mut [TVMValue { v_float64: 2.5 }], &mut [tc::FLOAT]);
