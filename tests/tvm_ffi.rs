@@ -380,3 +380,115 @@ fn relax_dynamic_batch() {
 fn relax_with_a_tensor_constant() {
     relax_fixture("const", &[(&["x"], "y")]);
 }
+
+/// A hand-written tvm-ffi kernel that records what it was given (count, type indices, payloads)
+/// and returns Int(100 + count) when its first argument is Int(7), else None.
+const PROBE: &str = r#"
+#include <stdint.h>
+typedef struct { int32_t type_index; uint32_t pad; union { int64_t i; void* p; } v; } Any;
+int seen_n = -1;
+int32_t seen_ti[8];
+int64_t seen_bits[8];
+int32_t seen_result_ti = -1;
+int __tvm_ffi_probe(void* h, const Any* a, int n, Any* r) {
+  (void)h;
+  seen_n = n;
+  for (int i = 0; i < n && i < 8; i++) { seen_ti[i] = a[i].type_index; seen_bits[i] = a[i].v.i; }
+  seen_result_ti = r->type_index;
+  if (n > 0 && a[0].type_index == 1 && a[0].v.i == 7) {
+    r->type_index = 1; r->pad = 0; r->v.i = 100 + n;
+  }
+  return 0;
+}
+"#;
+
+#[test]
+fn the_fast_call_hands_a_kernel_what_the_classic_call_passed_for_any_count() {
+    let so = build_so("probe", PROBE);
+    let d = so.parent().unwrap();
+    let l = load(d, "probe.so", "probe");
+    // SAFETY: the library our runtime loaded (the same handle: the same globals).
+    let lib = unsafe { libloading::Library::new(&so) }.unwrap();
+    // SAFETY: the globals the probe defines, with these types; read between calls only.
+    let seen = || unsafe {
+        let n = **lib.get::<*const c_int>(b"seen_n\0").unwrap();
+        let ti = **lib.get::<*const [i32; 8]>(b"seen_ti\0").unwrap();
+        let bits = **lib.get::<*const [i64; 8]>(b"seen_bits\0").unwrap();
+        let rti = **lib.get::<*const i32>(b"seen_result_ti\0").unwrap();
+        let k = n.max(0) as usize;
+        (n, ti[..k].to_vec(), bits[..k].to_vec(), rti)
+    };
+    let call_ret = |args: &[(*mut c_void, c_int)]| {
+        let mut vals: Vec<TVMValue> = args.iter().map(|a| TVMValue { v_handle: a.0 }).collect();
+        let mut codes: Vec<c_int> = args.iter().map(|a| a.1).collect();
+        // Garbage in the caller's slots: a None result must overwrite both.
+        let mut rv = TVMValue { v_int64: 0x5555 };
+        let mut rc = 77;
+        // SAFETY: arrays of `len` valid entries.
+        let r = unsafe {
+            TVMFuncCall(
+                l.f,
+                vals.as_mut_ptr(),
+                codes.as_mut_ptr(),
+                vals.len() as c_int,
+                &mut rv,
+                &mut rc,
+            )
+        };
+        assert_eq!(r, 0, "{}", last_error());
+        // SAFETY: the slot holds an integer or None (zero) after the call.
+        (unsafe { rv.v_int64 }, rc)
+    };
+    let arrays: Vec<NDArray> = (0..6)
+        .map(|i| NDArray::from_slice(&[i as f32], &[1]).unwrap())
+        .collect();
+    let addr = |a: &NDArray| a.handle() as i64;
+    const DLTENSOR_PTR: i32 = 7;
+    // Three NDArray handles, several times (the count is learned on the first), then other
+    // counts through the same function object, then three again.
+    for round in 0..2 {
+        for n in [3usize, 3, 1, 2, 4, 5, 6, 0, 3] {
+            let args: Vec<_> = arrays[..n].iter().map(nd).collect();
+            assert_eq!(
+                call_ret(&args),
+                (0, tc::NULLPTR),
+                "round {round}, {n} arguments"
+            );
+            let (seen_n, ti, bits, rti) = seen();
+            assert_eq!(seen_n, n as c_int);
+            assert_eq!(ti, vec![DLTENSOR_PTR; n]);
+            assert_eq!(bits, arrays[..n].iter().map(addr).collect::<Vec<_>>());
+            assert_eq!(rti, 0, "the result starts as None");
+        }
+    }
+    // A NULL NDArray handle is None; DLTensor handles are tensor pointers too; an integer, a
+    // float and an opaque handle keep their payloads.
+    let none = (std::ptr::null_mut(), tc::NDARRAY_HANDLE);
+    assert_eq!(
+        call_ret(&[nd(&arrays[0]), none, dl(&arrays[2])]).1,
+        tc::NULLPTR
+    );
+    let (_, ti, bits, _) = seen();
+    assert_eq!(ti, vec![DLTENSOR_PTR, 0, DLTENSOR_PTR]);
+    assert_eq!(bits, vec![addr(&arrays[0]), 0, addr(&arrays[2])]);
+    let f = TVMValue { v_float64: 2.5 };
+    // SAFETY: reading back the bits of the double just stored.
+    let fbits = unsafe { f.v_int64 };
+    let args = [
+        (7usize as *mut c_void, tc::INT),
+        (fbits as usize as *mut c_void, tc::FLOAT),
+        (8usize as *mut c_void, tc::OPAQUE_HANDLE),
+    ];
+    // An Int result comes back through the caller's slots, for the learned count and another.
+    assert_eq!(call_ret(&args), (103, tc::INT));
+    let (_, ti, bits, _) = seen();
+    assert_eq!(ti, vec![1, 3, 4]);
+    assert_eq!(bits, vec![7, fbits, 8]);
+    assert_eq!(call_ret(&args[..1]), (101, tc::INT));
+    // And tensors again on the learned path.
+    assert_eq!(
+        call_ret(&[nd(&arrays[3]), nd(&arrays[4]), nd(&arrays[5])]).1,
+        tc::NULLPTR
+    );
+    assert_eq!(seen().2, arrays[3..6].iter().map(addr).collect::<Vec<_>>());
+}

@@ -59,26 +59,24 @@ pub unsafe extern "C" fn TVMFuncCall(
             return r;
         }
     }
-    crate::c_boundary! {
-        #[cold]
-        // SAFETY: forwarded contract.
-        unsafe {
-            call_general_body(
-                func,
-                arg_values,
-                type_codes,
-                num_args,
-                ret_val,
-                ret_type_code,
-            )
-        }
+    // SAFETY: forwarded contract.
+    unsafe {
+        call_general(
+            func as usize,
+            arg_values,
+            type_codes,
+            num_args,
+            ret_val,
+            ret_type_code,
+        )
     }
 }
 
 /// The fast path of [`TVMFuncCall`] (listed in [`crate::c_api`]'s table of fast paths): C
 /// callbacks, compiled functions and tvm-ffi kernels, chosen by the function's [`FastCall`]
-/// kind (one load and one compare), each arm a tail call of its own function so that this
-/// dispatch sets up no stack frame. Nothing here or in the arms can panic (no allocation,
+/// kind (one load and one compare: compiled functions are reached by a direct jump, the
+/// others through [`ARMS`]), each arm a tail call of its own function so that neither this
+/// dispatch nor `TVMFuncCall` sets up a stack frame. Nothing here or in the arms can panic (no allocation,
 /// indexing or unwrapping), so it runs outside the boundary; a failing callee has already set
 /// the last error, which is passed on untouched. Returns `None` for what it does not handle
 /// (Rust functions, bad handles, NULL out slots), which then takes the general path.
@@ -106,17 +104,17 @@ unsafe fn call_fast(
     }
     // SAFETY: the type index says the payload is a PackedFuncObj, which lives through the
     // call (the caller holds a reference).
-    let kind = unsafe { (*payload_ptr::<PackedFuncObj>(obj)).fast().kind };
+    let kind = unsafe { (*payload_ptr::<PackedFuncObj>(obj)).fast().kind() };
     // The function's address is passed as a number, not a pointer: the optimiser would
     // otherwise pass the fields the arm reads instead (one argument more than fits in
     // registers, so no tail call).
     if kind == fast_kind::BACKEND {
-        // Compiled kernels, the hottest kind, are called here without the jump (measured:
-        // 7.8–8.1 against 8.4 ns per kernel call).
+        // Compiled kernels, the hottest kind, are reached by a direct jump, taken on this
+        // compare: no table.
         // SAFETY: the kind says the object is a compiled function's; forwarded contract;
         // checked non-null out slots.
         return Some(unsafe {
-            backend_body(
+            call_backend(
                 obj as usize,
                 arg_values,
                 type_codes,
@@ -126,7 +124,8 @@ unsafe fn call_fast(
             )
         });
     }
-    let arm = ARMS[(kind & 3) as usize];
+    // SAFETY: a kind is below `fast_kind::COUNT`, the table's length (`FastCall::kind`).
+    let arm = unsafe { *ARMS.get_unchecked(kind as usize) };
     // SAFETY: the arm for the function's kind; forwarded contract; checked non-null out slots.
     Some(unsafe {
         arm(
@@ -152,13 +151,19 @@ type Arm = unsafe extern "C" fn(
     *mut c_int,
 ) -> c_int;
 
-/// [`call_fast`]'s arms, indexed by [`fast_kind`]: one indirect jump reaches the arm.
+/// [`call_fast`]'s arms, indexed by [`fast_kind`] (the unused kinds the general path): one
+/// indirect jump reaches the arm.
 #[cfg(not(feature = "bench-no-fast-paths"))]
-static ARMS: [Arm; 4] = {
-    let mut t: [Arm; 4] = [call_general; 4];
+static ARMS: [Arm; fast_kind::COUNT as usize] = {
+    let mut t: [Arm; fast_kind::COUNT as usize] = [call_general; fast_kind::COUNT as usize];
     t[fast_kind::C as usize] = call_c;
     t[fast_kind::BACKEND as usize] = call_backend;
     t[fast_kind::TVM_FFI as usize] = call_ffi_kernel;
+    let mut n = 0;
+    while n <= fast_kind::TVM_FFI_MAX_LEARNED {
+        t[fast_kind::tvm_ffi_args(n) as usize] = FFI_ARMS[n];
+        n += 1;
+    }
     t
 };
 
@@ -173,11 +178,13 @@ unsafe fn fast_of<'a>(obj: usize) -> &'a FastCall {
     unsafe { (*payload_ptr::<PackedFuncObj>(obj as *mut Object)).fast() }
 }
 
-/// [`call_fast`]'s arm for functions without a fast path (Rust closures): the general path.
+/// The general path of `TVMFuncCall`, inside the boundary: [`call_fast`]'s arm for functions
+/// without a fast path (Rust closures), and what `TVMFuncCall` jumps to for anything the fast
+/// path does not take (bad handles too, refused here). A function of its own, reached by a
+/// tail call, so that `TVMFuncCall` sets up a stack frame only on the arm that needs one.
 ///
 /// # Safety
-/// As `TVMFuncCall`; `obj` is the address of a live PackedFunc object.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+/// As `TVMFuncCall`, with the handle passed as a number.
 #[cold]
 #[inline(never)]
 unsafe extern "C" fn call_general(
@@ -393,7 +400,9 @@ fn backend_done(
 /// [`call_fast`]'s arm for a tvm-ffi kernel: plain arguments are converted (unrolled for up
 /// to four, one function each) and the kernel called there, not through its trampoline, and
 /// a None result (what TIR kernels return) is written straight to the caller's slots.
-/// Anything else takes the trampoline's own paths, with the same results and errors.
+/// Anything else takes the trampoline's own paths, with the same results and errors. The
+/// count is learned ([`FastCall::learn`]): the next call of the function goes straight to the
+/// function for that count.
 ///
 /// # Safety
 /// As `TVMFuncCall`, with non-null out slots; `obj` is the address of a live PackedFunc
@@ -401,6 +410,35 @@ fn backend_done(
 #[cfg(not(feature = "bench-no-fast-paths"))]
 #[inline(never)]
 unsafe extern "C" fn call_ffi_kernel(
+    obj: usize,
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    // SAFETY: the caller's contract.
+    unsafe { fast_of(obj) }.learn(num_args as u32 as usize);
+    // SAFETY: forwarded contract.
+    unsafe {
+        ffi_kernel_dispatch(
+            obj,
+            arg_values,
+            type_codes,
+            num_args,
+            ret_val,
+            ret_type_code,
+        )
+    }
+}
+
+/// [`call_ffi_kernel`] without the learning: the function for the argument count.
+///
+/// # Safety
+/// As [`call_ffi_kernel`].
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[inline(never)]
+unsafe extern "C" fn ffi_kernel_dispatch(
     obj: usize,
     arg_values: *mut TVMValue,
     type_codes: *mut c_int,
@@ -444,13 +482,98 @@ static FFI_ARMS: [Arm; 5] = [
     ffi_kernel_n::<4>,
 ];
 
-/// [`call_ffi_kernel`] for `N` arguments (`_num_args == N`).
+/// [`call_ffi_kernel`] for `N` arguments (`_num_args == N`): the arguments that every TVM
+/// client passes, non-NULL NDArray handles, are converted here; anything else goes to
+/// [`ffi_kernel_mixed`]. The caller's slots get None before the kernel runs and their
+/// addresses wait in the frame, so that the success path keeps nothing in callee-saved
+/// registers; a failure or another result goes through [`ffi_kernel_finish`], which rewrites
+/// them.
 ///
 /// # Safety
 /// As [`call_ffi_kernel`], with `N` arguments.
 #[cfg(not(feature = "bench-no-fast-paths"))]
 #[inline(never)]
 unsafe extern "C" fn ffi_kernel_n<const N: usize>(
+    obj: usize,
+    arg_values: *mut TVMValue,
+    type_codes: *mut c_int,
+    num_args: c_int,
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+) -> c_int {
+    use crate::module::tvm_ffi::call as ffi;
+    if num_args as usize != N {
+        // Reached by a kind learned from a call with another count.
+        // SAFETY: forwarded contract.
+        return unsafe {
+            ffi_kernel_dispatch(
+                obj,
+                arg_values,
+                type_codes,
+                num_args,
+                ret_val,
+                ret_type_code,
+            )
+        };
+    }
+    let mut frame = FfiFrame::<N> {
+        result: crate::module::tvm_ffi::abi::TVMFFIAny::NONE,
+        args: [std::mem::MaybeUninit::uninit(); N],
+        ret_val,
+        ret_type_code,
+    };
+    // SAFETY: forwarded contract: `N` entries each.
+    if !unsafe { ffi::tensor_args::<N>(arg_values, type_codes, &mut frame.args) } {
+        // SAFETY: forwarded contract.
+        return unsafe {
+            ffi_kernel_mixed::<N>(
+                obj,
+                arg_values,
+                type_codes,
+                num_args,
+                ret_val,
+                ret_type_code,
+            )
+        };
+    }
+    // SAFETY: checked non-null out slots (by `TVMFuncCall`'s fast path).
+    unsafe {
+        *ret_val = TVMValue::default();
+        *ret_type_code = tc::NULLPTR;
+    }
+    // SAFETY: the caller's contract; a tvm-ffi kernel's code is the kernel (set with the
+    // kind); all `N` arguments converted and written.
+    let rc = unsafe { ffi::call_converted(fast_of(obj).code, &frame.args, N, &mut frame.result) };
+    // Success with a None result (type index 0), the slots already written: one test, which
+    // folds the status into the result's type index (read by `ffi_kernel_finish` only when
+    // the status is 0, and then unchanged). `rc` is 0 there; returning it, not a constant,
+    // saves setting up the constant.
+    frame.result.type_index |= rc;
+    if frame.result.type_index == 0 {
+        return rc;
+    }
+    ffi_kernel_finish(rc, &frame.result, frame.ret_val, frame.ret_type_code)
+}
+
+/// The locals of [`ffi_kernel_n`], in one place whose address the kernel sees (through its
+/// arguments), so that the caller's slots are read back from memory after the call.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[repr(C)]
+struct FfiFrame<const N: usize> {
+    result: crate::module::tvm_ffi::abi::TVMFFIAny,
+    args: [std::mem::MaybeUninit<[u64; 2]>; N],
+    ret_val: *mut TVMValue,
+    ret_type_code: *mut c_int,
+}
+
+/// [`ffi_kernel_n`] for arguments other than non-NULL NDArray handles: each converted by its
+/// type code (through the table of plain values), anything not plain through the trampoline.
+///
+/// # Safety
+/// As [`call_ffi_kernel`], with `N` arguments.
+#[cfg(not(feature = "bench-no-fast-paths"))]
+#[inline(never)]
+unsafe fn ffi_kernel_mixed<const N: usize>(
     obj: usize,
     arg_values: *mut TVMValue,
     type_codes: *mut c_int,

@@ -18,7 +18,7 @@
 //!
 //! | entry | fast path | benchmark | with fast path | boundary only |
 //! | --- | --- | --- | --- | --- |
-//! | `TVMFuncCall` | `func::call_fast`: the function's `FastCall` kind (fixed when it is made) picks an arm through one indirect jump, each arm a tail call: C callbacks (`func::call_c`) and compiled (backend) functions (`func::call_backend`) whose return value is plain data; tvm-ffi kernels with plain arguments (`func::call_ffi_kernel`: converted unrolled per count, the kernel called directly, not through the trampoline) | `kernel_call.add_one.dltensor` / `.ndarray`, `kernel_call.dso.dltensor` / `.ndarray` | 19.9 / 25.0 / 32.9 / 34.2 ns | 62.5 / 91.8 / 78.9 / 89.8 ns |
+//! | `TVMFuncCall` | `func::call_fast`: the function's `FastCall` kind (fixed when it is made) picks an arm, each a tail call (compiled functions a direct jump, the others one indirect jump), and the general path is a tail call of `func::call_general`, whose body is the boundary, so that `TVMFuncCall` itself sets up no stack frame: C callbacks (`func::call_c`) and compiled (backend) functions (`func::call_backend`) whose return value is plain data; tvm-ffi kernels with plain arguments (`func::call_ffi_kernel`: converted unrolled per count, the count learned by the function object so that its next call goes straight to that conversion, the kernel called directly, not through the trampoline) | `kernel_call.add_one.dltensor` / `.ndarray`, `kernel_call.dso.dltensor` / `.ndarray` | 19.9 / 25.0 / 32.9 / 34.2 ns | 62.5 / 91.8 / 78.9 / 89.8 ns |
 //! | `TVMFuncCall` + `TVMCFuncSetReturn` | `func::set_return_fast`: a plain value into a slot that owns nothing, written as tag and payload (`RetValue::write_raw`) | `packed_call` (a C callback that sets its return) | 19.3 ns | 69.4 ns |
 //! | `TVMBackendAllocWorkspace` / `TVMBackendFreeWorkspace` | the CPU workspace pool | `workspace_4k` | 61.0 ns | 123 ns |
 //!
@@ -26,8 +26,8 @@
 //! `scripts/bench.sh --rounds 3` runs of the shipped build and of three of the boundary-only
 //! build, taken alternately; the reference's numbers in the same runs varied by up to 2x, so
 //! only the size of the gap is meaningful. The tvm-ffi arm is measured by instruction counts
-//! (`scripts/bench_callgrind.sh`, benches/README.md): 301 → 275 → 237 instructions per call of
-//! a three-tensor kernel. Entries with a
+//! (`scripts/bench_callgrind.sh`, benches/README.md): 301 → 275 → 237 → 223 → 200 instructions
+//! per call of a three-tensor kernel. Entries with a
 //! fast path run their boundary out of line (`c_boundary! { #[cold] ... }`).
 
 pub mod backend;

@@ -6,6 +6,7 @@ use super::types::{TVMByteArray, TVMRetValueHandle, TVMValue};
 use super::value::{ArgValue, Args, RetValue};
 use crate::object::{ObjectRef, TYPE_PACKED_FUNC};
 use std::ffi::{c_char, c_int, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 /// `TVMPackedCFunc`: a C callback in the frontend convention.
 pub type PackedCFunc = unsafe extern "C" fn(
@@ -64,29 +65,69 @@ pub enum FuncImpl {
     Rust(Box<RustFunc>),
 }
 
-/// How `TVMFuncCall`'s fast path calls a function: fixed when the function is made, so that
+/// How `TVMFuncCall`'s fast path calls a function: set when the function is made, so that
 /// the call path reaches the code with one load and one compare (no enum decoding).
-#[derive(Clone, Copy, Debug)]
+#[derive(Debug)]
 pub struct FastCall {
-    /// One of the [`fast_kind`] constants.
-    pub kind: u8,
+    /// One of the [`fast_kind`] constants, always below [`fast_kind::COUNT`]: fixed, except
+    /// that a tvm-ffi kernel's moves from [`fast_kind::TVM_FFI`] to
+    /// [`fast_kind::tvm_ffi_args`] ([`FastCall::learn`]). A word, so that its load needs no
+    /// widening before it indexes a table.
+    kind: AtomicU32,
     /// The code: the C callback, the compiled function, or the tvm-ffi kernel.
     pub code: *const c_void,
     /// The resource handle passed to the code (unused for a tvm-ffi kernel).
     pub resource: *mut c_void,
 }
 
+impl FastCall {
+    fn new(kind: u32, code: *const c_void, resource: *mut c_void) -> FastCall {
+        assert!(kind < fast_kind::COUNT);
+        FastCall {
+            kind: AtomicU32::new(kind),
+            code,
+            resource,
+        }
+    }
+
+    /// The kind: one of the [`fast_kind`] constants, below [`fast_kind::COUNT`].
+    #[inline(always)]
+    pub fn kind(&self) -> u32 {
+        self.kind.load(Ordering::Relaxed)
+    }
+
+    /// Records the argument count a tvm-ffi kernel was called with
+    /// ([`fast_kind::tvm_ffi_args`]), so that the next call reaches the conversion for that
+    /// count with no dispatch. A call with another count still works (its path checks the
+    /// count). Any other kind is left alone.
+    pub fn learn(&self, num_args: usize) {
+        if self.kind() == fast_kind::TVM_FFI && num_args <= fast_kind::TVM_FFI_MAX_LEARNED {
+            self.kind
+                .store(fast_kind::tvm_ffi_args(num_args), Ordering::Relaxed);
+        }
+    }
+}
+
 /// The kinds of [`FastCall`].
 pub mod fast_kind {
     /// No fast path (a Rust closure): the general path runs.
-    pub const NONE: u8 = 0;
+    pub const NONE: u32 = 0;
     /// A C callback (`TVMPackedCFunc`).
-    pub const C: u8 = 1;
+    pub const C: u32 = 1;
     /// A compiled function (`TVMBackendPackedCFunc`).
-    pub const BACKEND: u8 = 2;
+    pub const BACKEND: u32 = 2;
     /// A kernel compiled for the tvm-ffi ABI (`TVMFFISafeCallType`); the function's own
     /// implementation is a trampoline in the compiled-function convention around it.
-    pub const TVM_FFI: u8 = 3;
+    pub const TVM_FFI: u32 = 3;
+    /// The most arguments [`tvm_ffi_args`] records.
+    pub const TVM_FFI_MAX_LEARNED: usize = 4;
+    /// A tvm-ffi kernel ([`TVM_FFI`]) last called with `n` arguments (`n` at most
+    /// [`TVM_FFI_MAX_LEARNED`]): 8 + `n`.
+    pub const fn tvm_ffi_args(n: usize) -> u32 {
+        8 + n as u32
+    }
+    /// Every kind is below this.
+    pub const COUNT: u32 = 16;
 }
 
 /// The payload of a PackedFunc object.
@@ -98,21 +139,15 @@ pub struct PackedFuncObj {
 impl PackedFuncObj {
     fn new(imp: FuncImpl) -> PackedFuncObj {
         let fast = match &imp {
-            FuncImpl::C { func, resource, .. } => FastCall {
-                kind: fast_kind::C,
-                code: *func as *const c_void,
-                resource: *resource,
-            },
-            FuncImpl::Backend { func, resource, .. } => FastCall {
-                kind: fast_kind::BACKEND,
-                code: *func as *const c_void,
-                resource: *resource,
-            },
-            FuncImpl::Rust(_) => FastCall {
-                kind: fast_kind::NONE,
-                code: std::ptr::null(),
-                resource: std::ptr::null_mut(),
-            },
+            FuncImpl::C { func, resource, .. } => {
+                FastCall::new(fast_kind::C, *func as *const c_void, *resource)
+            }
+            FuncImpl::Backend { func, resource, .. } => {
+                FastCall::new(fast_kind::BACKEND, *func as *const c_void, *resource)
+            }
+            FuncImpl::Rust(_) => {
+                FastCall::new(fast_kind::NONE, std::ptr::null(), std::ptr::null_mut())
+            }
         };
         PackedFuncObj { fast, imp }
     }
@@ -292,11 +327,7 @@ impl Function {
             resource: kernel,
             owner,
         });
-        obj.fast = FastCall {
-            kind: fast_kind::TVM_FFI,
-            code: kernel,
-            resource: std::ptr::null_mut(),
-        };
+        obj.fast = FastCall::new(fast_kind::TVM_FFI, kernel, std::ptr::null_mut());
         Function(ObjectRef::new(obj))
     }
 

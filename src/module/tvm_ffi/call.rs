@@ -255,6 +255,61 @@ pub unsafe fn plain_args<const N: usize>(
     true
 }
 
+/// Writes the first `N` arguments to `args` as tensor pointers (`head(DLTensorPtr)`, then the
+/// address) when every one is a non-NULL NDArray handle, what TVM's clients pass to a
+/// kernel; `false`, with nothing written, otherwise ([`plain_args`] then converts them). All
+/// codes and handles are tested before anything is written, so that the test is one compare
+/// and branch each and the writes store a constant head.
+///
+/// # Safety
+/// `values` and `codes` must hold `N` valid entries each.
+#[inline(always)]
+pub unsafe fn tensor_args<const N: usize>(
+    values: *const TVMValue,
+    codes: *const i32,
+    args: &mut [MaybeUninit<[u64; 2]>; N],
+) -> bool {
+    // Two codes at a time, as one 8-byte word, then the last one of an odd count; a branch
+    // for each test (folded into one, the tests compile to more instructions).
+    const TWO: u64 = (tc::NDARRAY_HANDLE as u32 as u64) * 0x1_0000_0001;
+    let mut i = 0;
+    while i + 1 < N {
+        // SAFETY: the caller's contract: entries `i` and `i + 1` exist, adjacent; the read has
+        // no alignment requirement.
+        if unsafe { codes.add(i).cast::<u64>().read_unaligned() } != TWO {
+            return false;
+        }
+        // SAFETY: as above; an NDArray handle's payload is a pointer, read as raw bits and
+        // never dereferenced here.
+        if unsafe { (*values.add(i)).v_int64 } == 0 {
+            return false;
+        }
+        // SAFETY: as above.
+        if unsafe { (*values.add(i + 1)).v_int64 } == 0 {
+            return false;
+        }
+        i += 2;
+    }
+    if i < N {
+        // SAFETY: as above, for the last entry.
+        if unsafe { *codes.add(i) } != tc::NDARRAY_HANDLE {
+            return false;
+        }
+        // SAFETY: as above.
+        if unsafe { (*values.add(i)).v_int64 } == 0 {
+            return false;
+        }
+    }
+    let mut i = 0;
+    while i < N {
+        // SAFETY: as above.
+        let bits = unsafe { (*values.add(i)).v_int64 } as u64;
+        args[i].write([head(ti::DLTENSOR_PTR), bits]);
+        i += 1;
+    }
+    true
+}
+
 /// Calls a tvm-ffi kernel with the first `n` of `args` (from [`plain_args`]); returns its
 /// status, with its result in `result`.
 ///
