@@ -117,22 +117,6 @@ fn symbol_size(addr: *mut c_void) -> Option<usize> {
     (size > 0).then_some(size)
 }
 
-/// Maps a large blob's pages in one call (`MADV_POPULATE_READ`, Linux 5.14) before it is
-/// read: a model's weights are tens of megabytes of the library file, and taking them one
-/// page fault at a time was most of the load time. Advice only; older kernels ignore it.
-fn prefault(blob: &[u8]) {
-    #[cfg(target_os = "linux")]
-    if blob.len() >= 1 << 20 {
-        const MADV_POPULATE_READ: libc::c_int = 22;
-        let page = 4096usize;
-        let start = blob.as_ptr() as usize & !(page - 1);
-        let end = blob.as_ptr() as usize + blob.len();
-        // SAFETY: the range covers mapped, readable pages of the loaded library (the blob and
-        // the rest of the pages it starts and ends in); populating changes no contents.
-        unsafe { libc::madvise(start as *mut libc::c_void, end - start, MADV_POPULATE_READ) };
-    }
-}
-
 /// The bytes of a blob symbol laid out as a u64 little-endian length then the data (TVM's
 /// `__tvm_dev_mblob` and tvm-ffi's `__tvm_ffi__library_bin`), the length checked against the
 /// symbol's size where the dynamic linker knows it.
@@ -206,7 +190,6 @@ pub fn load(path: &str) -> Result<Module> {
     } else {
         // SAFETY: `__tvm_dev_mblob` is a length-prefixed blob in the loaded library.
         let blob = unsafe { length_prefixed_blob(blob_sym, path)? };
-        prefault(blob);
         process_blob(blob, lib_dyn, path)?
     };
     if !ctx_slot.is_null() {
