@@ -60,8 +60,12 @@ fn futex_wake(word: &AtomicU32, count: i32) {
 /// How long a spinning thread may go without running before it concludes that it was
 /// descheduled, i.e. that the machine has more runnable threads than cores.
 const PREEMPTED: Duration = Duration::from_micros(200);
-/// How long spinning stays short after a preemption was seen.
-const CONTENDED_FOR: Duration = Duration::from_millis(100);
+/// How long spinning stays short after a preemption was seen. A second: with a model's
+/// run() of tens of milliseconds, a shorter window (100 ms) let idle workers go back to
+/// their full spin between two detections, and under two CPU burners a run took up to 1.8 ×
+/// its work in CPU time (the spinning worker shared the launcher's core); detections renew
+/// the window while the load lasts.
+const CONTENDED_FOR: Duration = Duration::from_millis(1000);
 /// Spin iterations while the machine is oversubscribed (about a microsecond).
 const CONTENDED_SPIN: u32 = 256;
 
