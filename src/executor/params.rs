@@ -26,6 +26,19 @@ pub trait ByteSource {
     fn take(&mut self, n: usize, what: &str) -> Result<&[u8]>;
     /// Bytes left.
     fn left(&self) -> usize;
+
+    /// Consumes `n` bytes and copies the first `copy` of them (at most `n`) to `dst`.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `copy` bytes of writes and not overlap the source.
+    unsafe fn take_into(&mut self, n: usize, dst: *mut u8, copy: usize, what: &str) -> Result<()> {
+        let src = self.take(n, what)?;
+        if copy > 0 {
+            // SAFETY: `src` holds n bytes; forwarded contract on `dst`.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, copy.min(n)) };
+        }
+        Ok(())
+    }
 }
 
 /// A cursor over a byte slice.
@@ -73,6 +86,11 @@ impl ByteSource for BlobReader<'_> {
 
     fn left(&self) -> usize {
         self.remaining()
+    }
+
+    unsafe fn take_into(&mut self, n: usize, dst: *mut u8, copy: usize, what: &str) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe { self.read_into(n, dst, copy, what) }
     }
 }
 
@@ -270,19 +288,21 @@ pub fn load_ndarray(r: &mut dyn ByteSource) -> Result<NDArray> {
         )));
     }
     let arr = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
-    let data = r.take(size as usize, "the array data")?;
-    let n = data.len().min(arr.nbytes());
-    if n > 0 {
-        let t = arr.dltensor();
-        // SAFETY: a fresh CPU array holding nbytes >= n bytes at data + byte_offset; `data`
-        // holds at least n bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                (t.data as *mut u8).add(t.byte_offset as usize),
-                n,
-            );
-        }
+    let n = (size as usize).min(arr.nbytes());
+    if n == 0 {
+        r.take(size as usize, "the array data")?;
+        return Ok(arr);
+    }
+    let t = arr.dltensor();
+    // SAFETY: a fresh CPU array holding nbytes >= n bytes at data + byte_offset, its own
+    // memory (no overlap with the source).
+    unsafe {
+        r.take_into(
+            size as usize,
+            (t.data as *mut u8).add(t.byte_offset as usize),
+            n,
+            "the array data",
+        )?;
     }
     Ok(arr)
 }

@@ -21,7 +21,56 @@ pub struct BlobReader<'a> {
     data: &'a [u8],
     pos: usize,
     context: String,
+    file: Option<FileSource>,
 }
+
+/// The library file that holds a blob, with the file offset of the blob's first byte: large
+/// arrays are read from the file (`pread`, straight from the page cache into the array)
+/// instead of copied out of the library's mapping, so that the mapping's pages of weights are
+/// never faulted in (and need no unmapping when the library is closed).
+pub struct FileSource {
+    file: std::fs::File,
+    offset: u64,
+}
+
+impl FileSource {
+    /// `file` holds the blob's bytes from `offset` on (checked by the caller).
+    pub fn new(file: std::fs::File, offset: u64) -> FileSource {
+        FileSource { file, offset }
+    }
+
+    /// Reads `n` bytes at `at` (relative to the blob) into `dst`; false when the file gave
+    /// fewer (an error, or a file shorter than the mapping).
+    ///
+    /// # Safety
+    /// `dst` must be valid for `n` bytes of writes.
+    unsafe fn read(&self, at: usize, dst: *mut u8, n: usize) -> bool {
+        use std::os::fd::AsRawFd;
+        let mut done = 0usize;
+        while done < n {
+            // SAFETY: `dst + done` is valid for `n - done` bytes by the caller's contract.
+            let r = unsafe {
+                libc::pread(
+                    self.file.as_raw_fd(),
+                    dst.add(done) as *mut libc::c_void,
+                    n - done,
+                    (self.offset + (at + done) as u64) as libc::off_t,
+                )
+            };
+            if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if r <= 0 {
+                return false;
+            }
+            done += r as usize;
+        }
+        true
+    }
+}
+
+/// Arrays at least this large are read from the library file when the reader has one.
+const FILE_READ_MIN: usize = 64 << 10;
 
 impl<'a> BlobReader<'a> {
     /// A reader over `data`; `context` names the source in errors.
@@ -30,7 +79,39 @@ impl<'a> BlobReader<'a> {
             data,
             pos: 0,
             context: context.into(),
+            file: None,
         }
+    }
+
+    /// Consumes `n` bytes and copies the first `copy` of them (at most `n`) to `dst`: read
+    /// from the library file for large copies when the reader has one (see [`FileSource`]),
+    /// else copied from the blob.
+    ///
+    /// # Safety
+    /// `dst` must be valid for `copy` bytes of writes and not overlap the blob.
+    pub unsafe fn read_into(
+        &mut self,
+        n: usize,
+        dst: *mut u8,
+        copy: usize,
+        what: &str,
+    ) -> Result<()> {
+        let at = self.pos;
+        let src = self.read_bytes(n, what)?;
+        let copy = copy.min(n);
+        if copy >= FILE_READ_MIN {
+            if let Some(f) = &self.file {
+                // SAFETY: forwarded contract. On failure the copy below rewrites it all.
+                if unsafe { f.read(at, dst, copy) } {
+                    return Ok(());
+                }
+            }
+        }
+        if copy > 0 {
+            // SAFETY: `src` holds n >= copy bytes; forwarded contract on `dst`.
+            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, copy) };
+        }
+        Ok(())
     }
 
     fn truncated(&self, what: &str) -> Error {
@@ -135,7 +216,18 @@ fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
 /// Rebuilds the module tree of a library from its blob. Returns the root module and the
 /// library module (whose address compiled code gets as `__tvm_module_ctx`).
 pub fn process_blob(blob: &[u8], lib: Arc<dyn Library>, context: &str) -> Result<(Module, Module)> {
+    process_blob_from(blob, None, lib, context)
+}
+
+/// [`process_blob`] for a blob that also lies in a file (see [`FileSource`]).
+pub fn process_blob_from(
+    blob: &[u8],
+    file: Option<FileSource>,
+    lib: Arc<dyn Library>,
+    context: &str,
+) -> Result<(Module, Module)> {
     let mut r = BlobReader::new(blob, context);
+    r.file = file;
     let count = r.read_u64("the number of modules")?;
     if count > r.remaining() as u64 {
         return Err(r.truncated("the module entries"));
@@ -207,6 +299,50 @@ mod tests {
         fn describe(&self) -> String {
             "test".into()
         }
+    }
+
+    #[test]
+    fn large_reads_come_from_the_file_and_fall_back_to_the_blob() {
+        let n = FILE_READ_MIN + 1234;
+        let blob: Vec<u8> = (0..n + 8).map(|i| (i % 251) as u8).collect();
+        let dir = std::env::temp_dir().join(format!("tvmrt_blob_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // The file holds the blob after 100 bytes of something else, with one byte changed,
+        // so that a read from the file can be told from a copy of the blob.
+        let mut file_bytes = vec![0xEEu8; 100];
+        file_bytes.extend_from_slice(&blob);
+        file_bytes[100 + 8 + 7] ^= 0xFF;
+        let path = dir.join("blob.bin");
+        std::fs::write(&path, &file_bytes).unwrap();
+        let read = |file: Option<FileSource>, copy: usize| {
+            let mut r = BlobReader::new(&blob, "t");
+            r.file = file;
+            r.read_u64("head").unwrap();
+            let mut out = vec![0u8; copy];
+            // SAFETY: `out` holds `copy` bytes.
+            unsafe { r.read_into(n, out.as_mut_ptr(), copy, "data").unwrap() };
+            assert_eq!(r.remaining(), 0);
+            out
+        };
+        let open = || Some(FileSource::new(std::fs::File::open(&path).unwrap(), 100));
+        // Large: from the file (the changed byte shows).
+        assert_eq!(read(open(), n), file_bytes[108..108 + n]);
+        // Small: from the blob.
+        assert_eq!(read(open(), 16), blob[8..24]);
+        // No file: from the blob.
+        assert_eq!(read(None, n), blob[8..8 + n]);
+        // A file shorter than the blob: the copy falls back to the blob.
+        let short = dir.join("short.bin");
+        std::fs::write(&short, &file_bytes[..file_bytes.len() / 2]).unwrap();
+        let f = Some(FileSource::new(std::fs::File::open(&short).unwrap(), 100));
+        assert_eq!(read(f, n), blob[8..8 + n]);
+        // Reads past the blob are refused before anything is copied.
+        let mut r = BlobReader::new(&blob, "t");
+        r.file = open();
+        let mut out = vec![0u8; 1];
+        // SAFETY: `out` holds 1 byte (copy 1).
+        assert!(unsafe { r.read_into(n + 9, out.as_mut_ptr(), 1, "data") }.is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     fn s(v: &mut Vec<u8>, x: &str) {

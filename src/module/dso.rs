@@ -1,6 +1,6 @@
 //! Shared libraries exported by TVM (`.so`), opened with libloading.
 
-use super::blob::process_blob;
+use super::blob::process_blob_from;
 use super::library::{init_context_functions, symbol, Library, LibraryModule};
 use super::Module;
 use crate::packed_func::error::{Error, Result};
@@ -117,6 +117,65 @@ fn symbol_size(addr: *mut c_void) -> Option<usize> {
     (size > 0).then_some(size)
 }
 
+/// Blobs at least this large (a model's weights) are read through [`file_source`].
+const FILE_SOURCE_MIN: usize = 1 << 20;
+
+/// The library file behind a large blob of a loaded library, with the blob's offset in it
+/// (from the program header of the loaded segment that holds it), checked by reading the
+/// blob's first bytes back from the file; `None` for small blobs or when anything does not
+/// match (the blob is then copied from the mapping as before).
+fn file_source(blob: &[u8], path: &str) -> Option<crate::module::blob::FileSource> {
+    if blob.len() < FILE_SOURCE_MIN {
+        return None;
+    }
+    let offset = file_offset_of(blob.as_ptr() as usize, blob.len())?;
+    let file = std::fs::File::open(path).ok()?;
+    let head = &blob[..64];
+    let mut back = [0u8; 64];
+    std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, offset).ok()?;
+    (back == *head).then(|| crate::module::blob::FileSource::new(file, offset))
+}
+
+/// The file offset of `len` bytes at address `addr` of a loaded object: the object's loaded
+/// segment (`PT_LOAD`) that holds them within its file-backed part.
+fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
+    struct Query {
+        addr: usize,
+        len: usize,
+        found: Option<u64>,
+    }
+    unsafe extern "C" fn visit(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: the dynamic loader passes a valid info record and our `Query`.
+        let (info, q) = unsafe { (&*info, &mut *(data as *mut Query)) };
+        for i in 0..info.dlpi_phnum as usize {
+            // SAFETY: `dlpi_phdr` holds `dlpi_phnum` program headers.
+            let ph = unsafe { &*info.dlpi_phdr.add(i) };
+            if ph.p_type != libc::PT_LOAD {
+                continue;
+            }
+            let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
+            let end = start.wrapping_add(ph.p_filesz as usize);
+            if q.addr >= start && q.addr.checked_add(q.len).is_some_and(|e| e <= end) {
+                q.found = Some(ph.p_offset + (q.addr - start) as u64);
+                return 1;
+            }
+        }
+        0
+    }
+    let mut q = Query {
+        addr,
+        len,
+        found: None,
+    };
+    // SAFETY: `visit` matches the callback type and only reads what the loader passes.
+    unsafe { libc::dl_iterate_phdr(Some(visit), &mut q as *mut Query as *mut c_void) };
+    q.found
+}
+
 /// The bytes of a blob symbol laid out as a u64 little-endian length then the data (TVM's
 /// `__tvm_dev_mblob` and tvm-ffi's `__tvm_ffi__library_bin`), the length checked against the
 /// symbol's size where the dynamic linker knows it.
@@ -190,7 +249,7 @@ pub fn load(path: &str) -> Result<Module> {
     } else {
         // SAFETY: `__tvm_dev_mblob` is a length-prefixed blob in the loaded library.
         let blob = unsafe { length_prefixed_blob(blob_sym, path)? };
-        process_blob(blob, lib_dyn, path)?
+        process_blob_from(blob, file_source(blob, path), lib_dyn, path)?
     };
     if !ctx_slot.is_null() {
         // SAFETY: a writable pointer variable in TVM output; the module outlives the calls
