@@ -121,23 +121,72 @@ fn symbol_size(addr: *mut c_void) -> Option<usize> {
 const FILE_SOURCE_MIN: usize = 1 << 20;
 
 /// The library file behind a large blob of a loaded library, with the blob's offset in it
-/// (from the program header of the loaded segment that holds it), checked by reading the
-/// blob's first bytes back from the file; `None` for small blobs or when anything does not
-/// match (the blob is then copied from the mapping as before).
+/// (from the program header of the loaded segment that holds it), checked to be the file that
+/// is mapped there (device and inode) and by reading the blob's first bytes back from it;
+/// `None` for small blobs or when anything does not match (the blob is then copied from the
+/// mapping as before).
+#[cfg(target_os = "linux")]
 fn file_source(blob: &[u8], path: &str) -> Option<crate::module::blob::FileSource> {
+    use std::os::unix::fs::MetadataExt;
     if blob.len() < FILE_SOURCE_MIN {
         return None;
     }
     let offset = file_offset_of(blob.as_ptr() as usize, blob.len())?;
     let file = std::fs::File::open(path).ok()?;
+    // The very file that is mapped, not one put at the same path since (the dynamic loader
+    // hands back an already-loaded library by its name without opening the path again).
+    let meta = file.metadata().ok()?;
+    let dev = meta.dev();
+    let here = (
+        u64::from(libc::major(dev)),
+        u64::from(libc::minor(dev)),
+        meta.ino(),
+    );
+    if mapped_file_of(blob.as_ptr() as usize)? != here {
+        return None;
+    }
     let head = &blob[..64];
     let mut back = [0u8; 64];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, offset).ok()?;
     (back == *head).then(|| crate::module::blob::FileSource::new(file, offset))
 }
 
+#[cfg(not(target_os = "linux"))]
+fn file_source(_blob: &[u8], _path: &str) -> Option<crate::module::blob::FileSource> {
+    None
+}
+
+/// The file (device major, minor, inode) mapped at `addr` in this process, from
+/// `/proc/self/maps`.
+#[cfg(target_os = "linux")]
+fn mapped_file_of(addr: usize) -> Option<(u64, u64, u64)> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    for line in maps.lines() {
+        // start-end perms offset major:minor inode path
+        let mut f = line.split_ascii_whitespace();
+        let (range, _perms, _offset, dev, inode) =
+            (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
+        let (start, end) = range.split_once('-')?;
+        let (start, end) = (
+            usize::from_str_radix(start, 16).ok()?,
+            usize::from_str_radix(end, 16).ok()?,
+        );
+        if addr < start || addr >= end {
+            continue;
+        }
+        let (major, minor) = dev.split_once(':')?;
+        return Some((
+            u64::from_str_radix(major, 16).ok()?,
+            u64::from_str_radix(minor, 16).ok()?,
+            inode.parse().ok()?,
+        ));
+    }
+    None
+}
+
 /// The file offset of `len` bytes at address `addr` of a loaded object: the object's loaded
 /// segment (`PT_LOAD`) that holds them within its file-backed part.
+#[cfg(target_os = "linux")]
 fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
     struct Query {
         addr: usize,
@@ -257,4 +306,57 @@ pub fn load(path: &str) -> Result<Module> {
         unsafe { *ctx_slot = ctx.as_object().as_ptr() as *mut c_void };
     }
     Ok(root)
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::MetadataExt;
+
+    fn identity(path: &std::path::Path) -> (u64, u64, u64) {
+        let m = std::fs::metadata(path).unwrap();
+        (
+            u64::from(libc::major(m.dev())),
+            u64::from(libc::minor(m.dev())),
+            m.ino(),
+        )
+    }
+
+    #[test]
+    fn the_mapped_file_is_told_from_a_file_put_at_its_path_since() {
+        let dir = std::env::temp_dir().join(format!("tvmrt_dso_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("mapped.bin");
+        std::fs::write(&path, vec![7u8; 8192]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        use std::os::fd::AsRawFd;
+        // SAFETY: a fresh private read-only mapping of an 8 KiB file, unmapped below.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ,
+                libc::MAP_PRIVATE,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let mapped = mapped_file_of(p as usize + 100);
+        assert_eq!(mapped, Some(identity(&path)));
+        // Another file renamed over the path: the path no longer names the mapped file.
+        let new = dir.join("new.bin");
+        std::fs::write(&new, vec![7u8; 8192]).unwrap();
+        std::fs::rename(&new, &path).unwrap();
+        assert_ne!(mapped, Some(identity(&path)));
+        // An address no file is mapped at.
+        let local = 0u8;
+        assert_ne!(
+            mapped_file_of(&local as *const u8 as usize),
+            Some(identity(&path))
+        );
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, 8192) };
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
