@@ -88,7 +88,7 @@ meta = dict(l.rstrip("\n").split(" ", 1) for l in open(os.path.join(res, "meta.t
 
 def load(name, which):
     d = {"RUN_MS": [], "LOAD_CREATE_MS": [], "FIRST_RUN_MS": [], "SET_INPUT_NS": [],
-         "MAXRSS_KB": [], "CHECK": set()}
+         "MAXRSS_KB": [], "RUN_CPU_MS": [], "CHECK": set()}
     for p in sorted(glob.glob(os.path.join(res, f"{name}.{which}.*.txt"))):
         for line in open(p):
             k, v = line.split()
