@@ -48,13 +48,19 @@ impl FileSource {
         use std::os::fd::AsRawFd;
         let mut done = 0usize;
         while done < n {
+            let Some(pos) = self.offset.checked_add((at + done) as u64) else {
+                return false;
+            };
+            let Ok(pos) = libc::off_t::try_from(pos) else {
+                return false;
+            };
             // SAFETY: `dst + done` is valid for `n - done` bytes by the caller's contract.
             let r = unsafe {
                 libc::pread(
                     self.file.as_raw_fd(),
                     dst.add(done) as *mut libc::c_void,
                     n - done,
-                    (self.offset + (at + done) as u64) as libc::off_t,
+                    pos,
                 )
             };
             if r < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {

@@ -209,7 +209,7 @@ fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
             let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
             let end = start.wrapping_add(ph.p_filesz as usize);
             if q.addr >= start && q.addr.checked_add(q.len).is_some_and(|e| e <= end) {
-                q.found = Some(ph.p_offset + (q.addr - start) as u64);
+                q.found = ph.p_offset.checked_add((q.addr - start) as u64);
                 return 1;
             }
         }
