@@ -305,33 +305,6 @@ unsafe extern "C" fn call_backend(
     ret_val: *mut TVMValue,
     ret_type_code: *mut c_int,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe {
-        backend_body(
-            obj,
-            arg_values,
-            type_codes,
-            num_args,
-            ret_val,
-            ret_type_code,
-        )
-    }
-}
-
-/// The body of [`call_backend`], inlined into [`call_fast`] too.
-///
-/// # Safety
-/// As [`call_backend`].
-#[cfg(not(feature = "bench-no-fast-paths"))]
-#[inline(always)]
-unsafe fn backend_body(
-    obj: usize,
-    arg_values: *mut TVMValue,
-    type_codes: *mut c_int,
-    num_args: c_int,
-    ret_val: *mut TVMValue,
-    ret_type_code: *mut c_int,
-) -> c_int {
     // SAFETY: the caller's contract.
     let fast = unsafe { fast_of(obj) };
     let mut out = TVMValue::default();
@@ -419,33 +392,6 @@ unsafe extern "C" fn call_ffi_kernel(
 ) -> c_int {
     // SAFETY: the caller's contract.
     unsafe { fast_of(obj) }.learn(num_args as u32 as usize);
-    // SAFETY: forwarded contract.
-    unsafe {
-        ffi_kernel_dispatch(
-            obj,
-            arg_values,
-            type_codes,
-            num_args,
-            ret_val,
-            ret_type_code,
-        )
-    }
-}
-
-/// [`call_ffi_kernel`] without the learning: the function for the argument count.
-///
-/// # Safety
-/// As [`call_ffi_kernel`].
-#[cfg(not(feature = "bench-no-fast-paths"))]
-#[inline(never)]
-unsafe extern "C" fn ffi_kernel_dispatch(
-    obj: usize,
-    arg_values: *mut TVMValue,
-    type_codes: *mut c_int,
-    num_args: c_int,
-    ret_val: *mut TVMValue,
-    ret_type_code: *mut c_int,
-) -> c_int {
     if num_args as u32 >= FFI_ARMS.len() as u32 {
         // SAFETY: forwarded contract.
         return unsafe {
@@ -482,7 +428,7 @@ static FFI_ARMS: [Arm; 5] = [
     ffi_kernel_n::<4>,
 ];
 
-/// [`call_ffi_kernel`] for `N` arguments (`_num_args == N`): the arguments that every TVM
+/// [`call_ffi_kernel`] for `N` arguments (any other count goes back to it): the arguments that every TVM
 /// client passes, non-NULL NDArray handles, are converted here; anything else goes to
 /// [`ffi_kernel_mixed`]. The caller's slots get None before the kernel runs and their
 /// addresses wait in the frame, so that the success path keeps nothing in callee-saved
@@ -503,10 +449,11 @@ unsafe extern "C" fn ffi_kernel_n<const N: usize>(
 ) -> c_int {
     use crate::module::tvm_ffi::call as ffi;
     if num_args as usize != N {
-        // Reached by a kind learned from a call with another count.
+        // Reached by a kind learned from a call with another count (learning happens once,
+        // so this only dispatches by the count).
         // SAFETY: forwarded contract.
         return unsafe {
-            ffi_kernel_dispatch(
+            call_ffi_kernel(
                 obj,
                 arg_values,
                 type_codes,

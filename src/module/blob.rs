@@ -21,22 +21,22 @@ pub struct BlobReader<'a> {
     data: &'a [u8],
     pos: usize,
     context: String,
-    file: Option<FileSource>,
+    file: Option<BlobFile>,
 }
 
 /// The library file that holds a blob, with the file offset of the blob's first byte: large
 /// arrays are read from the file (`pread`, straight from the page cache into the array)
 /// instead of copied out of the library's mapping, so that the mapping's pages of weights are
 /// never faulted in (and need no unmapping when the library is closed).
-pub struct FileSource {
+pub struct BlobFile {
     file: std::fs::File,
     offset: u64,
 }
 
-impl FileSource {
+impl BlobFile {
     /// `file` holds the blob's bytes from `offset` on (checked by the caller).
-    pub fn new(file: std::fs::File, offset: u64) -> FileSource {
-        FileSource { file, offset }
+    pub fn new(file: std::fs::File, offset: u64) -> BlobFile {
+        BlobFile { file, offset }
     }
 
     /// Reads `n` bytes at `at` (relative to the blob) into `dst`; false when the file gave
@@ -90,7 +90,7 @@ impl<'a> BlobReader<'a> {
     }
 
     /// Consumes `n` bytes and copies the first `copy` of them (at most `n`) to `dst`: read
-    /// from the library file for large copies when the reader has one (see [`FileSource`]),
+    /// from the library file for large copies when the reader has one (see [`BlobFile`]),
     /// else copied from the blob.
     ///
     /// # Safety
@@ -225,10 +225,10 @@ pub fn process_blob(blob: &[u8], lib: Arc<dyn Library>, context: &str) -> Result
     process_blob_from(blob, None, lib, context)
 }
 
-/// [`process_blob`] for a blob that also lies in a file (see [`FileSource`]).
+/// [`process_blob`] for a blob that also lies in a file (see [`BlobFile`]).
 pub fn process_blob_from(
     blob: &[u8],
-    file: Option<FileSource>,
+    file: Option<BlobFile>,
     lib: Arc<dyn Library>,
     context: &str,
 ) -> Result<(Module, Module)> {
@@ -320,7 +320,7 @@ mod tests {
         file_bytes[100 + 8 + 7] ^= 0xFF;
         let path = dir.join("blob.bin");
         std::fs::write(&path, &file_bytes).unwrap();
-        let read = |file: Option<FileSource>, copy: usize| {
+        let read = |file: Option<BlobFile>, copy: usize| {
             let mut r = BlobReader::new(&blob, "t");
             r.file = file;
             r.read_u64("head").unwrap();
@@ -330,7 +330,7 @@ mod tests {
             assert_eq!(r.remaining(), 0);
             out
         };
-        let open = || Some(FileSource::new(std::fs::File::open(&path).unwrap(), 100));
+        let open = || Some(BlobFile::new(std::fs::File::open(&path).unwrap(), 100));
         // Large: from the file (the changed byte shows).
         assert_eq!(read(open(), n), file_bytes[108..108 + n]);
         // Small: from the blob.
@@ -340,7 +340,7 @@ mod tests {
         // A file shorter than the blob: the copy falls back to the blob.
         let short = dir.join("short.bin");
         std::fs::write(&short, &file_bytes[..file_bytes.len() / 2]).unwrap();
-        let f = Some(FileSource::new(std::fs::File::open(&short).unwrap(), 100));
+        let f = Some(BlobFile::new(std::fs::File::open(&short).unwrap(), 100));
         assert_eq!(read(f, n), blob[8..8 + n]);
         // Reads past the blob are refused before anything is copied.
         let mut r = BlobReader::new(&blob, "t");

@@ -126,15 +126,15 @@ const FILE_SOURCE_MIN: usize = 1 << 20;
 /// `None` for small blobs or when anything does not match (the blob is then copied from the
 /// mapping as before).
 #[cfg(target_os = "linux")]
-fn file_source(blob: &[u8], path: &str) -> Option<crate::module::blob::FileSource> {
+fn file_source(blob: &[u8], file: std::fs::File) -> Option<crate::module::blob::BlobFile> {
     use std::os::unix::fs::MetadataExt;
     if blob.len() < FILE_SOURCE_MIN {
         return None;
     }
     let offset = file_offset_of(blob.as_ptr() as usize, blob.len())?;
-    let file = std::fs::File::open(path).ok()?;
-    // The very file that is mapped, not one put at the same path since (the dynamic loader
-    // hands back an already-loaded library by its name without opening the path again).
+    // The very file that is mapped, not one put at the same path since it was opened (the
+    // dynamic loader hands back an already-loaded library by its name without opening the
+    // path again).
     let meta = file.metadata().ok()?;
     let dev = meta.dev();
     let here = (
@@ -148,11 +148,11 @@ fn file_source(blob: &[u8], path: &str) -> Option<crate::module::blob::FileSourc
     let head = &blob[..64];
     let mut back = [0u8; 64];
     std::os::unix::fs::FileExt::read_exact_at(&file, &mut back, offset).ok()?;
-    (back == *head).then(|| crate::module::blob::FileSource::new(file, offset))
+    (back == *head).then(|| crate::module::blob::BlobFile::new(file, offset))
 }
 
 #[cfg(not(target_os = "linux"))]
-fn file_source(_blob: &[u8], _path: &str) -> Option<crate::module::blob::FileSource> {
+fn file_source(_blob: &[u8], _file: std::fs::File) -> Option<crate::module::blob::BlobFile> {
     None
 }
 
@@ -188,41 +188,25 @@ fn mapped_file_of(addr: usize) -> Option<(u64, u64, u64)> {
 /// segment (`PT_LOAD`) that holds them within its file-backed part.
 #[cfg(target_os = "linux")]
 fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
-    struct Query {
-        addr: usize,
-        len: usize,
-        found: Option<u64>,
-    }
-    unsafe extern "C" fn visit(
-        info: *mut libc::dl_phdr_info,
-        _size: libc::size_t,
-        data: *mut c_void,
-    ) -> libc::c_int {
-        // SAFETY: the dynamic loader passes a valid info record and our `Query`.
-        let (info, q) = unsafe { (&*info, &mut *(data as *mut Query)) };
-        for i in 0..info.dlpi_phnum as usize {
-            // SAFETY: `dlpi_phdr` holds `dlpi_phnum` program headers.
-            let ph = unsafe { &*info.dlpi_phdr.add(i) };
-            if ph.p_type != libc::PT_LOAD {
-                continue;
-            }
+    let mut found = None;
+    super::dynsym::each_object(&mut |info| {
+        if info.dlpi_phdr.is_null() {
+            return false;
+        }
+        // SAFETY: the loader's program headers of this object, `dlpi_phnum` of them.
+        let phdrs =
+            unsafe { std::slice::from_raw_parts(info.dlpi_phdr, usize::from(info.dlpi_phnum)) };
+        for ph in phdrs.iter().filter(|ph| ph.p_type == libc::PT_LOAD) {
             let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
             let end = start.wrapping_add(ph.p_filesz as usize);
-            if q.addr >= start && q.addr.checked_add(q.len).is_some_and(|e| e <= end) {
-                q.found = ph.p_offset.checked_add((q.addr - start) as u64);
-                return 1;
+            if addr >= start && addr.checked_add(len).is_some_and(|e| e <= end) {
+                found = ph.p_offset.checked_add((addr - start) as u64);
+                return true;
             }
         }
-        0
-    }
-    let mut q = Query {
-        addr,
-        len,
-        found: None,
-    };
-    // SAFETY: `visit` matches the callback type and only reads what the loader passes.
-    unsafe { libc::dl_iterate_phdr(Some(visit), &mut q as *mut Query as *mut c_void) };
-    q.found
+        false
+    });
+    found
 }
 
 /// The bytes of a blob symbol laid out as a u64 little-endian length then the data (TVM's
@@ -256,7 +240,7 @@ pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> R
 pub fn load(path: &str) -> Result<Module> {
     // The dynamic loader trusts the file (a truncated one kills the process with SIGBUS);
     // the check also refuses a path that is missing or not a file.
-    super::elf_check::check_file(path)?;
+    let file = super::elf_check::check_file(path)?;
     // RTLD_LAZY | RTLD_LOCAL as the reference: binding on first call keeps loading cheap.
     // SAFETY: loading runs the library's initialisers; TVM output has only static
     // registrations, which call back into this runtime's C API.
@@ -298,7 +282,7 @@ pub fn load(path: &str) -> Result<Module> {
     } else {
         // SAFETY: `__tvm_dev_mblob` is a length-prefixed blob in the loaded library.
         let blob = unsafe { length_prefixed_blob(blob_sym, path)? };
-        process_blob_from(blob, file_source(blob, path), lib_dyn, path)?
+        process_blob_from(blob, file_source(blob, file), lib_dyn, path)?
     };
     if !ctx_slot.is_null() {
         // SAFETY: a writable pointer variable in TVM output; the module outlives the calls

@@ -106,7 +106,7 @@ fn mapped_of(info: &libc::dl_phdr_info) -> Mapped {
 
 /// Calls `f` on each loaded object in the loader's order, under the loader's lock (no object
 /// can be unloaded meanwhile), until it returns true.
-fn each_object(f: &mut dyn FnMut(&libc::dl_phdr_info) -> bool) {
+pub(super) fn each_object(f: &mut dyn FnMut(&libc::dl_phdr_info) -> bool) {
     type Visitor<'a> = &'a mut dyn FnMut(&libc::dl_phdr_info) -> bool;
     unsafe extern "C" fn visit(
         info: *mut libc::dl_phdr_info,
