@@ -75,6 +75,33 @@ impl BlobFile {
     }
 }
 
+/// A part of a blob (from byte `start` on) and the library file that holds it.
+#[derive(Clone, Copy)]
+pub struct FileSpan<'f> {
+    file: &'f BlobFile,
+    start: usize,
+}
+
+/// Copies `src`, the bytes at `at` of a span (relative to its start), to `dst`: large copies
+/// are read from the span's file, anything else (or a failed read) copied from `src`.
+///
+/// # Safety
+/// `dst` must be valid for `src.len()` bytes of writes and not overlap `src`.
+pub unsafe fn copy_out(span: Option<FileSpan<'_>>, at: usize, src: &[u8], dst: *mut u8) {
+    if src.len() >= FILE_READ_MIN {
+        if let Some(s) = span {
+            // SAFETY: forwarded contract. On failure the copy below rewrites it all.
+            if unsafe { s.file.read(s.start.saturating_add(at), dst, src.len()) } {
+                return;
+            }
+        }
+    }
+    if !src.is_empty() {
+        // SAFETY: forwarded contract.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) };
+    }
+}
+
 /// Arrays at least this large are read from the library file when the reader has one.
 const FILE_READ_MIN: usize = 64 << 10;
 
@@ -87,6 +114,12 @@ impl<'a> BlobReader<'a> {
             context: context.into(),
             file: None,
         }
+    }
+
+    /// The reader with the library file that holds its blob (see [`BlobFile`]).
+    pub fn with_file(mut self, file: BlobFile) -> Self {
+        self.file = Some(file);
+        self
     }
 
     /// Consumes `n` bytes and copies the first `copy` of them (at most `n`) to `dst`: read
@@ -104,20 +137,21 @@ impl<'a> BlobReader<'a> {
     ) -> Result<()> {
         let at = self.pos;
         let src = self.read_bytes(n, what)?;
-        let copy = copy.min(n);
-        if copy >= FILE_READ_MIN {
-            if let Some(f) = &self.file {
-                // SAFETY: forwarded contract. On failure the copy below rewrites it all.
-                if unsafe { f.read(at, dst, copy) } {
-                    return Ok(());
-                }
-            }
-        }
-        if copy > 0 {
-            // SAFETY: `src` holds n >= copy bytes; forwarded contract on `dst`.
-            unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, copy) };
-        }
+        let span = self.file.as_ref().map(|file| FileSpan { file, start: 0 });
+        // SAFETY: forwarded contract.
+        unsafe { copy_out(span, at, &src[..copy.min(n)], dst) };
         Ok(())
+    }
+
+    /// Reads a length-prefixed byte string, with where it lies in the library file when the
+    /// reader has one (for a nested format whose large arrays should be read from the file).
+    pub fn read_blob_span(&mut self, what: &str) -> Result<(&'a [u8], Option<FileSpan<'_>>)> {
+        let body = self.read_blob(what)?;
+        let start = self.pos - body.len();
+        Ok((
+            body,
+            self.file.as_ref().map(|file| FileSpan { file, start }),
+        ))
     }
 
     fn truncated(&self, what: &str) -> Error {

@@ -9,6 +9,7 @@
 
 use super::bytecode::{self, Instr};
 use crate::executor::params::{load_ndarray, save_ndarray, ByteSource};
+use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::DLDataType;
@@ -109,6 +110,9 @@ pub const MAX_REGISTERS: i64 = 1 << 24;
 struct Reader<'a> {
     data: &'a [u8],
     pos: usize,
+    /// Where `data` lies in the library file, when it came from one (large constants are
+    /// read from it).
+    file: Option<FileSpan<'a>>,
 }
 
 impl<'a> Reader<'a> {
@@ -173,6 +177,13 @@ impl ByteSource for Reader<'_> {
     fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
         Reader::take(self, n, "constant", what)
     }
+    unsafe fn take_into(&mut self, n: usize, dst: *mut u8, copy: usize, what: &str) -> Result<()> {
+        let at = self.pos;
+        let src = Reader::take(self, n, "constant", what)?;
+        // SAFETY: forwarded contract.
+        unsafe { copy_out(self.file, at, &src[..copy.min(n)], dst) };
+        Ok(())
+    }
     fn left(&self) -> usize {
         self.data.len() - self.pos
     }
@@ -181,7 +192,11 @@ impl ByteSource for Reader<'_> {
 impl Executable {
     /// Parses `SaveToBinary` output (the outer length-prefixed string included).
     pub fn load(data: &[u8]) -> Result<Executable> {
-        let mut r = Reader { data, pos: 0 };
+        let mut r = Reader {
+            data,
+            pos: 0,
+            file: None,
+        };
         let body = r.bytes("header", "the executable length")?;
         let exec = Self::load_body(body)?;
         Ok(exec)
@@ -190,7 +205,17 @@ impl Executable {
     /// Parses the executable's body (what sits inside the outer string), which must be
     /// consumed exactly.
     pub fn load_body(body: &[u8]) -> Result<Executable> {
-        let mut r = Reader { data: body, pos: 0 };
+        Self::load_body_in(body, None)
+    }
+
+    /// [`Executable::load_body`] for a body that also lies in a library file: large constants
+    /// are read from the file.
+    pub fn load_body_in(body: &[u8], file: Option<FileSpan<'_>>) -> Result<Executable> {
+        let mut r = Reader {
+            data: body,
+            pos: 0,
+            file,
+        };
         let magic = r.u64("header", "the magic number")?;
         if magic != MAGIC {
             return Err(Error::value(format!(
@@ -408,4 +433,61 @@ fn join(v: &[i64]) -> String {
         .map(|d| d.to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::blob::{BlobFile, BlobReader};
+
+    #[test]
+    fn large_constants_of_an_executable_in_a_library_file_are_read_from_it() {
+        let n = 20_000usize; // 80,000 bytes: above the file-read threshold
+        let values: Vec<f32> = (0..n).map(|i| i as f32).collect();
+        let big = NDArray::from_slice(&values, &[n as i64]).unwrap();
+        let small = NDArray::from_slice(&[-1.5f32, -2.5], &[2]).unwrap();
+        let exec = Executable::from_parts(
+            vec![],
+            vec![Constant::NDArray(big), Constant::NDArray(small)],
+            vec![],
+            vec![],
+        )
+        .unwrap();
+        let blob = exec.save().unwrap();
+        // The file holds the blob after 100 bytes of something else, with the first byte of
+        // each array's data changed, so that a read from the file can be told from a copy.
+        let mut file_bytes = vec![0xEEu8; 100];
+        file_bytes.extend_from_slice(&blob);
+        let find = |a: f32, b: f32| {
+            let pat = [a.to_le_bytes(), b.to_le_bytes()].concat();
+            100 + blob.windows(8).position(|w| w == pat).unwrap()
+        };
+        let (big_at, small_at) = (find(0.0, 1.0), find(-1.5, -2.5));
+        file_bytes[big_at] ^= 0x01;
+        file_bytes[small_at] ^= 0x01;
+        let dir = std::env::temp_dir().join(format!("tvmrt_exec_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("lib.bin");
+        std::fs::write(&path, &file_bytes).unwrap();
+        let first_words = |file: Option<BlobFile>| {
+            let mut r = BlobReader::new(&blob, "t");
+            if let Some(f) = file {
+                r = r.with_file(f);
+            }
+            let (body, span) = r.read_blob_span("the executable").unwrap();
+            let e = Executable::load_body_in(body, span).unwrap();
+            let first = |c: &Constant| match c {
+                Constant::NDArray(a) => a.to_vec::<f32>().unwrap()[0].to_bits(),
+                _ => unreachable!(),
+            };
+            (first(&e.constants[0]), first(&e.constants[1]))
+        };
+        let open = || BlobFile::new(std::fs::File::open(&path).unwrap(), 100);
+        // The large array from the file (its changed byte shows), the small one from the blob.
+        let small = (-1.5f32).to_bits();
+        assert_eq!(first_words(Some(open())), (1, small));
+        // Without a file, both from the blob.
+        assert_eq!(first_words(None), (0, small));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -142,8 +142,8 @@ pub fn load_binary(args: Args<'_>, type_key: &'static str) -> Result<Module> {
     // SAFETY: blob loaders are called by `module::blob` with a pointer to a live BlobReader,
     // exclusively ours for the call.
     let r = unsafe { &mut *(h as *mut BlobReader<'_>) };
-    let body = r.read_blob("the Relax executable")?;
-    let exec = Executable::load_body(body)?;
+    let (body, file) = r.read_blob_span("the Relax executable")?;
+    let exec = Executable::load_body_in(body, file)?;
     Ok(Module::new(Box::new(ExecutableNode::new(exec, type_key))))
 }
 
