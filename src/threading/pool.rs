@@ -329,7 +329,13 @@ struct LauncherState {
     busy: AtomicBool,
     /// `Done::count` when the current launch started.
     done_base: AtomicU32,
+    /// Launches in a row that no spinning worker joined (see `Pool::note_unclaimed`).
+    unclaimed: AtomicU32,
 }
+
+/// Launches in a row that no spinning worker joined, after which the machine counts as
+/// oversubscribed.
+const UNCLAIMED_STREAK: u32 = 3;
 
 struct Pool {
     job: Job,
@@ -391,6 +397,7 @@ impl Pool {
             launcher: LauncherState {
                 busy: AtomicBool::new(false),
                 done_base: AtomicU32::new(0),
+                unclaimed: AtomicU32::new(0),
             },
             barrier: Barrier::new(config.spin_count),
             config,
@@ -537,7 +544,8 @@ impl Pool {
         job.claim
             .store(pack(generation, num_task, 1), Ordering::Release);
         job.wake.fetch_add(1, Ordering::SeqCst);
-        if job.sleepers.load(Ordering::SeqCst) != 0 {
+        let sleepers = job.sleepers.load(Ordering::SeqCst);
+        if sleepers != 0 {
             futex_wake(&job.wake, num_task as i32 - 1);
         }
         let was = IN_TASK.with(|t| t.replace(true));
@@ -549,6 +557,7 @@ impl Pool {
             mine += 1;
         }
         IN_TASK.with(|t| t.set(was));
+        self.note_unclaimed(mine == num_task && sleepers == 0);
         // Every task is claimed: wait only for those that workers have started.
         let base = self.launcher.done_base.load(Ordering::Relaxed);
         let target = base.wrapping_add((num_task - mine) as u32);
@@ -588,6 +597,31 @@ impl Pool {
             return -1;
         }
         0
+    }
+
+    /// Counts launches in a row whose tasks the launcher ran all by itself although no
+    /// worker was asleep, i.e. the spinning workers had no core to claim one. That happens
+    /// when the kernel puts a worker on the launcher's own core (more runnable threads than
+    /// cores): the worker then spins its whole budget while the launcher waits for the
+    /// core, and since 200,000 iterations end before the next tick, the spin never sees
+    /// itself preempted. Under two CPU burners that made some mobilenet processes take
+    /// 1.8 × their work in CPU time, every run. A few such launches in a row mark the
+    /// machine oversubscribed (short spins, sleeping waits). Launches of near-empty tasks
+    /// can go unclaimed on an idle machine too (the launcher finishes before a worker
+    /// arrives); they then run with short spins, which costs them tens of nanoseconds.
+    fn note_unclaimed(&self, unclaimed: bool) {
+        let streak = &self.launcher.unclaimed;
+        let n = if unclaimed {
+            streak.load(Ordering::Relaxed) + 1
+        } else {
+            0
+        };
+        if n != streak.load(Ordering::Relaxed) {
+            streak.store(n, Ordering::Relaxed);
+        }
+        if n >= UNCLAIMED_STREAK {
+            note_contention();
+        }
     }
 
     /// Threads a launch may use (the launcher included).
@@ -972,6 +1006,49 @@ mod tests {
             })
         });
         assert!(spread);
+        pool.stop();
+    }
+
+    /// A task that takes long enough for a running worker to claim the other one.
+    unsafe extern "C" fn slow(task: i32, p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        std::thread::sleep(Duration::from_millis(2));
+        unsafe { mark(task, p, cdata) }
+    }
+
+    #[test]
+    fn launches_that_no_spinning_worker_joins_mark_the_machine_oversubscribed() {
+        let pool = private_pool(2);
+        // A worker that never gets a core: woken, it stops before claiming (not asleep).
+        pool.park(true);
+        let streak = within_20s(move || {
+            let mut streaks = Vec::new();
+            for _ in 0..2 + UNCLAIMED_STREAK {
+                let s = shared();
+                assert_eq!(
+                    unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 2) },
+                    0
+                );
+                streaks.push(pool.launcher.unclaimed.load(Ordering::Relaxed));
+            }
+            streaks
+        });
+        // The first launch may find the worker asleep; from then on every launch counts.
+        let last = *streak.last().unwrap();
+        assert!(last >= UNCLAIMED_STREAK, "{streak:?}");
+        assert!(contended());
+        pool.park(false);
+        // A worker that runs claims a task of a slow launch, which ends the streak.
+        let joined = within_20s(move || {
+            (0..200).any(|_| {
+                let s = shared();
+                assert_eq!(
+                    unsafe { launch_on(pool, slow, &s as *const _ as *mut c_void, 2) },
+                    0
+                );
+                pool.launcher.unclaimed.load(Ordering::Relaxed) == 0
+            })
+        });
+        assert!(joined);
         pool.stop();
     }
 
