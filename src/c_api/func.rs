@@ -475,7 +475,17 @@ unsafe extern "C" fn ffi_kernel_n<const N: usize>(
     }
     // SAFETY: the caller's contract; a tvm-ffi kernel's code is the kernel (set with the
     // kind); all `N` arguments converted and written.
-    let rc = unsafe { ffi::call_converted(fast_of(obj).code, &frame.args, N, &mut frame.result) };
+    // The function object's address, already in the handle's register, as the kernel's
+    // handle (see `call_converted`).
+    let rc = unsafe {
+        ffi::call_converted(
+            fast_of(obj).code,
+            obj as *mut c_void,
+            &frame.args,
+            N,
+            &mut frame.result,
+        )
+    };
     // Success with a None result (type index 0), the slots already written: one test, which
     // folds the status into the result's type index (read by `ffi_kernel_finish` only when
     // the status is 0, and then unchanged). `rc` is 0 there; returning it, not a constant,
@@ -534,7 +544,7 @@ unsafe fn ffi_kernel_mixed<const N: usize>(
     }
     let mut result = crate::module::tvm_ffi::abi::TVMFFIAny::NONE;
     // SAFETY: forwarded contract; all `N` arguments converted and written.
-    let rc = unsafe { ffi::call_converted(kernel, &args, N, &mut result) };
+    let rc = unsafe { ffi::call_converted(kernel, obj as *mut c_void, &args, N, &mut result) };
     ffi_kernel_done(rc, &result, ret_val, ret_type_code)
 }
 

@@ -1020,21 +1020,26 @@ mod tests {
         let pool = private_pool(2);
         // A worker that never gets a core: woken, it stops before claiming (not asleep).
         pool.park(true);
+        // Until the woken worker has parked (it may first wait for a core), launches find
+        // it asleep; from then on every launch counts.
         let streak = within_20s(move || {
-            let mut streaks = Vec::new();
-            for _ in 0..2 + UNCLAIMED_STREAK {
+            let mut streak = 0;
+            for _ in 0..20_000 {
                 let s = shared();
                 assert_eq!(
                     unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 2) },
                     0
                 );
-                streaks.push(pool.launcher.unclaimed.load(Ordering::Relaxed));
+                assert_eq!(hits(&s)[..2], [1, 1]);
+                streak = pool.launcher.unclaimed.load(Ordering::Relaxed);
+                if streak >= UNCLAIMED_STREAK {
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(100));
             }
-            streaks
+            streak
         });
-        // The first launch may find the worker asleep; from then on every launch counts.
-        let last = *streak.last().unwrap();
-        assert!(last >= UNCLAIMED_STREAK, "{streak:?}");
+        assert!(streak >= UNCLAIMED_STREAK, "{streak}");
         assert!(contended());
         pool.park(false);
         // A worker that runs claims a task of a slow launch, which ends the streak.

@@ -311,7 +311,10 @@ pub unsafe fn tensor_args<const N: usize>(
 }
 
 /// Calls a tvm-ffi kernel with the first `n` of `args` (from [`plain_args`]); returns its
-/// status, with its result in `result`.
+/// status, with its result in `result`. `handle` is the kernel's first argument, an opaque
+/// context that exported kernels ignore: TVM's own loaders pass NULL (its library module)
+/// or a context object of their own (`Function::FromExternC`, its JIT loaders) to the same
+/// `__tvm_ffi_` symbols. The fast call passes whatever it has in that register.
 ///
 /// # Safety
 /// `kernel` must be a loaded tvm-ffi kernel; `n <= args.len()` and the first `n` of `args`
@@ -319,6 +322,7 @@ pub unsafe fn tensor_args<const N: usize>(
 #[inline(always)]
 pub unsafe fn call_converted(
     kernel: *const c_void,
+    handle: *mut c_void,
     args: &[MaybeUninit<[u64; 2]>],
     n: usize,
     result: &mut TVMFFIAny,
@@ -326,16 +330,10 @@ pub unsafe fn call_converted(
     *result = TVMFFIAny::NONE;
     // SAFETY: `kernel` is the kernel's address; each argument is laid out as a `TVMFFIAny`
     // (two words, the type index in the first's leading 4 bytes, zero padding after it) and
-    // the kernel reads `n` of them; the reference passes a NULL handle and a None result, as
-    // here.
+    // the kernel reads `n` of them; the result starts as None, as the reference passes it.
     unsafe {
         let kernel = std::mem::transmute::<*const c_void, SafeCall>(kernel);
-        kernel(
-            std::ptr::null_mut(),
-            args.as_ptr() as *const TVMFFIAny,
-            n as i32,
-            result,
-        )
+        kernel(handle, args.as_ptr() as *const TVMFFIAny, n as i32, result)
     }
 }
 
@@ -366,7 +364,7 @@ pub unsafe fn call_plain(
         slot.write(unsafe { plain_arg(values, codes, i) }?);
     }
     // SAFETY: forwarded contract; `n` arguments converted.
-    Some(unsafe { call_converted(resource, &args, n, result) })
+    Some(unsafe { call_converted(resource, std::ptr::null_mut(), &args, n, result) })
 }
 
 /// Whether a kernel's result is None (what TIR kernels return).
