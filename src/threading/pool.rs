@@ -329,19 +329,37 @@ struct LauncherState {
     busy: AtomicBool,
     /// `Done::count` when the current launch started.
     done_base: AtomicU32,
-    /// Launches in a row that no spinning worker joined (see `Pool::note_unclaimed`).
+    /// Launches in a row that no spinning worker joined (see `Pool::note_unclaimed`), and
+    /// the sum of the workers' [`Ack`]s when the streak began.
     unclaimed: AtomicU32,
+    acks_then: AtomicU32,
+    /// When the streak began (ns since `epoch`).
+    streak_began: AtomicU64,
+    /// Streaks that marked the machine oversubscribed (tests).
+    unseen_streaks: AtomicU32,
 }
 
-/// Launches in a row that no spinning worker joined, after which the machine counts as
-/// oversubscribed.
-const UNCLAIMED_STREAK: u32 = 3;
+/// How long a streak of unclaimed launches that no worker saw must last to count (a spinning
+/// worker that runs sees a launch within a microsecond).
+const UNCLAIMED_FOR: Duration = Duration::from_micros(20);
+
+/// Launches in a row that no spinning worker joined, nor saw, after which the machine
+/// counts as oversubscribed.
+const UNCLAIMED_STREAK: u32 = 8;
+
+/// A worker's count of the launches it has seen, on a line of its own (written by the
+/// worker once per launch it sees, read by the launcher only at the ends of a streak of
+/// unclaimed launches).
+#[repr(C, align(64))]
+struct Ack(AtomicU32);
 
 struct Pool {
     job: Job,
     done: Done,
     launcher: LauncherState,
     barrier: Barrier,
+    /// One per worker (see [`Ack`]).
+    acks: &'static [Ack],
     // Read-mostly from here on (written at start, stop, on errors and by test hooks).
     config: PoolConfig,
     /// Threads a launch may use: the launcher plus the workers that did start.
@@ -382,6 +400,12 @@ impl Pool {
     /// aborts the process.
     fn start(config: PoolConfig, cpus: &[u32]) -> &'static Pool {
         let wanted = config.threads.clamp(1, MAX_THREADS);
+        // Leaked with the pool, which lives as long as the process.
+        let acks: &'static [Ack] = Box::leak(
+            (1..wanted)
+                .map(|_| Ack(AtomicU32::new(0)))
+                .collect::<Box<[Ack]>>(),
+        );
         let pool: &'static Pool = Box::leak(Box::new(Pool {
             job: Job {
                 claim: AtomicU64::new(0),
@@ -398,8 +422,12 @@ impl Pool {
                 busy: AtomicBool::new(false),
                 done_base: AtomicU32::new(0),
                 unclaimed: AtomicU32::new(0),
+                acks_then: AtomicU32::new(0),
+                streak_began: AtomicU64::new(0),
+                unseen_streaks: AtomicU32::new(0),
             },
             barrier: Barrier::new(config.spin_count),
+            acks,
             config,
             threads: AtomicUsize::new(1),
             shutdown: AtomicBool::new(false),
@@ -426,7 +454,7 @@ impl Pool {
                     if let Some(core) = core {
                         bind_to_core(core);
                     }
-                    pool.worker_loop();
+                    pool.worker_loop(&acks[w - 1]);
                 });
             if spawned.is_err() {
                 break;
@@ -437,7 +465,7 @@ impl Pool {
         pool
     }
 
-    fn worker_loop(&'static self) {
+    fn worker_loop(&'static self, ack: &Ack) {
         // A worker only ever runs tasks: a launch from one of them runs inline.
         IN_TASK.with(|t| t.set(true));
         // The count the pool started with, not a fresh load: a launch may come before this
@@ -459,6 +487,10 @@ impl Pool {
                 current = wake.load(Ordering::Acquire);
             }
             seen = current;
+            ack.0.store(
+                ack.0.load(Ordering::Relaxed).wrapping_add(1),
+                Ordering::Relaxed,
+            );
             if self.shutdown.load(Ordering::Acquire) {
                 return;
             }
@@ -599,28 +631,53 @@ impl Pool {
         0
     }
 
-    /// Counts launches in a row whose tasks the launcher ran all by itself although no
-    /// worker was asleep, i.e. the spinning workers had no core to claim one. That happens
-    /// when the kernel puts a worker on the launcher's own core (more runnable threads than
-    /// cores): the worker then spins its whole budget while the launcher waits for the
-    /// core, and since 200,000 iterations end before the next tick, the spin never sees
-    /// itself preempted. Under two CPU burners that made some mobilenet processes take
-    /// 1.8 × their work in CPU time, every run. A few such launches in a row mark the
-    /// machine oversubscribed (short spins, sleeping waits). Launches of near-empty tasks
-    /// can go unclaimed on an idle machine too (the launcher finishes before a worker
-    /// arrives); they then run with short spins, which costs them tens of nanoseconds.
+    /// Watches launches whose tasks the launcher ran all by itself although no worker was
+    /// asleep. [`UNCLAIMED_STREAK`] of them in a row, over at least [`UNCLAIMED_FOR`], during
+    /// which no worker even saw a launch (its [`Ack`] did not move) mean that the spinning
+    /// workers had no core. That
+    /// happens when the kernel puts a worker on the launcher's own core (more runnable
+    /// threads than cores): the worker then spins its whole budget there while the launcher
+    /// waits for the core, and since 200,000 iterations end before the next tick, the spin
+    /// never sees itself preempted. Under two CPU burners that made some mobilenet
+    /// processes take 1.8 × their work in CPU time, every run. The machine is then marked
+    /// oversubscribed (short spins, sleeping waits). On an idle machine a spinning worker
+    /// sees launches within a microsecond, even those of near-empty tasks that the launcher
+    /// finishes before it arrives, so they never count.
     fn note_unclaimed(&self, unclaimed: bool) {
-        let streak = &self.launcher.unclaimed;
+        let state = &self.launcher;
         let n = if unclaimed {
-            streak.load(Ordering::Relaxed) + 1
+            state.unclaimed.load(Ordering::Relaxed) + 1
         } else {
             0
         };
-        if n != streak.load(Ordering::Relaxed) {
-            streak.store(n, Ordering::Relaxed);
+        let acks = || {
+            self.acks
+                .iter()
+                .fold(0u32, |a, s| a.wrapping_add(s.0.load(Ordering::Relaxed)))
+        };
+        match n {
+            // The workers' lines and the clock are read at the streak's ends only.
+            1 => {
+                state.acks_then.store(acks(), Ordering::Relaxed);
+                state.streak_began.store(now_ns(), Ordering::Relaxed);
+            }
+            UNCLAIMED_STREAK => {
+                // Launches of empty tasks come faster than a spinning worker sees them
+                // (each look at the launch line is a cache miss while the launcher keeps
+                // writing it), so the streak must also last a while.
+                let long = now_ns().saturating_sub(state.streak_began.load(Ordering::Relaxed))
+                    > UNCLAIMED_FOR.as_nanos() as u64;
+                if long && acks() == state.acks_then.load(Ordering::Relaxed) {
+                    state.unseen_streaks.fetch_add(1, Ordering::Relaxed);
+                    note_contention();
+                }
+                state.unclaimed.store(0, Ordering::Relaxed);
+                return;
+            }
+            _ => {}
         }
-        if n >= UNCLAIMED_STREAK {
-            note_contention();
+        if n != state.unclaimed.load(Ordering::Relaxed) {
+            state.unclaimed.store(n, Ordering::Relaxed);
         }
     }
 
@@ -1021,36 +1078,36 @@ mod tests {
         // A worker that never gets a core: woken, it stops before claiming (not asleep).
         pool.park(true);
         // Until the woken worker has parked (it may first wait for a core), launches find
-        // it asleep; from then on every launch counts.
-        let streak = within_20s(move || {
-            let mut streak = 0;
-            for _ in 0..20_000 {
+        // it asleep; from then on every launch counts, and a streak marks the machine.
+        let marked = within_20s(move || {
+            (0..20_000).any(|_| {
                 let s = shared();
                 assert_eq!(
                     unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 2) },
                     0
                 );
                 assert_eq!(hits(&s)[..2], [1, 1]);
-                streak = pool.launcher.unclaimed.load(Ordering::Relaxed);
-                if streak >= UNCLAIMED_STREAK {
-                    break;
-                }
-                std::thread::sleep(Duration::from_micros(100));
-            }
-            streak
+                std::thread::sleep(Duration::from_micros(20));
+                pool.launcher.unseen_streaks.load(Ordering::Relaxed) > 0
+            })
         });
-        assert!(streak >= UNCLAIMED_STREAK, "{streak}");
+        assert!(marked);
         assert!(contended());
         pool.park(false);
         // A worker that runs claims a task of a slow launch, which ends the streak.
         let joined = within_20s(move || {
+            let me = thread_tag();
             (0..200).any(|_| {
                 let s = shared();
                 assert_eq!(
                     unsafe { launch_on(pool, slow, &s as *const _ as *mut c_void, 2) },
                     0
                 );
-                pool.launcher.unclaimed.load(Ordering::Relaxed) == 0
+                let helped = (0..2).any(|t| s.threads[t].load(Ordering::SeqCst) != me);
+                if helped {
+                    assert_eq!(pool.launcher.unclaimed.load(Ordering::Relaxed), 0);
+                }
+                helped
             })
         });
         assert!(joined);
