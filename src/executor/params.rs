@@ -236,8 +236,20 @@ pub fn save_ndarray(out: &mut Vec<u8>, a: &NDArray) -> Result<()> {
     unsafe { save_dltensor(out, a.dltensor()) }
 }
 
-/// Reads one array in the reference's `NDArray::Load` format, into a new CPU array.
-pub fn load_ndarray(r: &mut dyn ByteSource) -> Result<NDArray> {
+/// The header of an array in the reference's `NDArray::Load` format: what the data that
+/// follows it (`size` bytes) fills.
+pub struct ArrayHeader {
+    /// The array's shape.
+    pub shape: Vec<i64>,
+    /// Its data type.
+    pub dtype: DLDataType,
+    /// Bytes of data after the header.
+    pub size: u64,
+}
+
+/// Reads and checks an array's header (up to its data, which at least `size` bytes left
+/// must hold).
+pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     let invalid = |why: String| Error::value(format!("invalid NDArray data: {why}"));
     let magic = read_u64(r, "the array magic number")?;
     let _reserved = read_u64(r, "the array header")?;
@@ -287,23 +299,40 @@ pub fn load_ndarray(r: &mut dyn ByteSource) -> Result<NDArray> {
             r.left()
         )));
     }
-    let arr = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
-    let n = (size as usize).min(arr.nbytes());
+    Ok(ArrayHeader { shape, dtype, size })
+}
+
+/// Reads the data that follows `h` into `arr`, a CPU array of `h`'s shape and type.
+pub fn read_ndarray_data(r: &mut dyn ByteSource, h: &ArrayHeader, arr: &NDArray) -> Result<()> {
+    if arr.device() != DLDevice::CPU || arr.shape() != h.shape.as_slice() || arr.dtype() != h.dtype
+    {
+        return Err(Error::internal(
+            "read_ndarray_data: the array does not match the header",
+        ));
+    }
+    let n = (h.size as usize).min(arr.nbytes());
     if n == 0 {
-        r.take(size as usize, "the array data")?;
-        return Ok(arr);
+        r.take(h.size as usize, "the array data")?;
+        return Ok(());
     }
     let t = arr.dltensor();
-    // SAFETY: a fresh CPU array holding nbytes >= n bytes at data + byte_offset, its own
-    // memory (no overlap with the source).
+    // SAFETY: a CPU array holding nbytes >= n bytes at data + byte_offset (checked against
+    // the header above), memory of its own or of its owner, not the source's.
     unsafe {
         r.take_into(
-            size as usize,
+            h.size as usize,
             (t.data as *mut u8).add(t.byte_offset as usize),
             n,
             "the array data",
-        )?;
+        )
     }
+}
+
+/// Reads one array in the reference's `NDArray::Load` format, into a new CPU array.
+pub fn load_ndarray(r: &mut dyn ByteSource) -> Result<NDArray> {
+    let h = read_ndarray_header(r)?;
+    let arr = NDArray::empty(&h.shape, h.dtype, DLDevice::CPU)?;
+    read_ndarray_data(r, &h, &arr)?;
     Ok(arr)
 }
 
