@@ -634,15 +634,14 @@ impl Pool {
     /// Watches launches whose tasks the launcher ran all by itself although no worker was
     /// asleep. [`UNCLAIMED_STREAK`] of them in a row, over at least [`UNCLAIMED_FOR`], during
     /// which no worker even saw a launch (its [`Ack`] did not move) mean that the spinning
-    /// workers had no core. That
-    /// happens when the kernel puts a worker on the launcher's own core (more runnable
-    /// threads than cores): the worker then spins its whole budget there while the launcher
-    /// waits for the core, and since 200,000 iterations end before the next tick, the spin
-    /// never sees itself preempted. Under two CPU burners that made some mobilenet
-    /// processes take 1.8 × their work in CPU time, every run. The machine is then marked
-    /// oversubscribed (short spins, sleeping waits). On an idle machine a spinning worker
-    /// sees launches within a microsecond, even those of near-empty tasks that the launcher
-    /// finishes before it arrives, so they never count.
+    /// workers had no core. That happens when the kernel puts a worker on the launcher's own
+    /// core (more runnable threads than cores): the worker then spins its whole budget there
+    /// while the launcher waits for the core, and since 200,000 iterations end before the
+    /// next tick, the spin never sees itself preempted. Under two CPU burners that made some
+    /// mobilenet processes take 1.8 × their work in CPU time, every run. The machine is then
+    /// marked oversubscribed (short spins, sleeping waits). On an idle machine a spinning
+    /// worker sees launches within a microsecond, even those of near-empty tasks that the
+    /// launcher finishes before it arrives, so they never count.
     fn note_unclaimed(&self, unclaimed: bool) {
         let state = &self.launcher;
         let n = if unclaimed {
