@@ -77,9 +77,9 @@ pub unsafe extern "C" fn TVMFuncCall(
 /// kind (one load and one indirect jump through [`ARMS`]: as cheap for compiled functions as
 /// a compare and a direct jump, measured, and two instructions less for the others), each
 /// arm a tail call of its own function so that neither this dispatch nor `TVMFuncCall` sets
-/// up a stack frame. Nothing here or in the arms can panic (no allocation,
-/// indexing or unwrapping), so it runs outside the boundary; a failing callee has already set
-/// the last error, which is passed on untouched. Returns `None` for what it does not handle
+/// up a stack frame. Nothing here or in the arms can panic (no allocation, indexing or
+/// unwrapping), so it runs outside the boundary; a failing callee has already set the last
+/// error, which is passed on untouched. Returns `None` for what it does not handle
 /// (Rust functions, bad handles, NULL out slots), which then takes the general path.
 ///
 /// # Safety
@@ -473,10 +473,10 @@ unsafe extern "C" fn ffi_kernel_n<const N: usize>(
         *ret_val = TVMValue::default();
         *ret_type_code = tc::NULLPTR;
     }
+    // The function object's address, already in the handle's register, is the kernel's
+    // handle (see `call_converted`).
     // SAFETY: the caller's contract; a tvm-ffi kernel's code is the kernel (set with the
     // kind); all `N` arguments converted and written.
-    // The function object's address, already in the handle's register, as the kernel's
-    // handle (see `call_converted`).
     let rc = unsafe {
         ffi::call_converted(
             fast_of(obj).code,
