@@ -76,11 +76,21 @@ impl FactoryNode {
                 names.len()
             )));
         }
+        // Headers first, so that the arrays can share one allocation (`params::read_arrays`);
+        // a source that cannot seek back gives each array its own.
+        let mut pending = Vec::with_capacity(names.len());
         let mut p = Vec::with_capacity(names.len());
-        for name in names {
-            let a = params::load_ndarray(r)
-                .map_err(|e| e.context(format!("GraphExecutorFactory: parameter '{name}'")))?;
-            p.push((name, a));
+        for name in &names {
+            let context = |e: Error| e.context(format!("GraphExecutorFactory: parameter '{name}'"));
+            match params::skip_ndarray(r).map_err(context)? {
+                Some(a) => pending.push(a),
+                None => p.push((name.clone(), params::load_ndarray(r).map_err(context)?)),
+            }
+        }
+        if !pending.is_empty() {
+            let arrays = params::read_arrays(r, &pending)
+                .map_err(|e| e.context("GraphExecutorFactory: the parameters"))?;
+            p = names.into_iter().zip(arrays).collect();
         }
         let module_name = params::read_string(r, "the module name")?;
         let mut node = FactoryNode::new(graph_json, p, module_name);

@@ -163,6 +163,20 @@ impl<'a> BlobReader<'a> {
         ))
     }
 
+    /// Where the next read starts.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Goes to a position [`BlobReader::position`] returned.
+    pub fn seek(&mut self, pos: usize) -> Result<()> {
+        if pos > self.data.len() {
+            return Err(self.truncated("a position past the blob's end"));
+        }
+        self.pos = pos;
+        Ok(())
+    }
+
     /// Bytes left.
     pub fn remaining(&self) -> usize {
         self.data.len() - self.pos

@@ -8,14 +8,11 @@
 //! Everything is read with bounds checks and validated before a VM runs it.
 
 use super::bytecode::{self, Instr};
-use crate::executor::params::{
-    read_ndarray_data, read_ndarray_header, save_ndarray, ArrayHeader, ByteSource,
-};
+use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource, PendingArray};
 use crate::module::blob::{copy_out, FileSpan};
-use crate::ndarray::{NDArray, NDArrayObj};
+use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
-use crate::packed_func::tensor::{checked_nbytes, ALLOC_ALIGNMENT};
-use crate::packed_func::types::{DLDataType, DLDevice};
+use crate::packed_func::types::DLDataType;
 use std::collections::HashMap;
 
 /// `kTVMVMBytecodeMagic`.
@@ -190,68 +187,18 @@ impl ByteSource for Reader<'_> {
     fn left(&self) -> usize {
         self.data.len() - self.pos
     }
-}
-
-/// Arrays of one executable's constants smaller than this each get an allocation of their
-/// own; together at least this large, they share one.
-const SHARED_ARRAYS_MIN: usize = 2 << 20;
-
-/// Reads the constant arrays whose headers the parser collected (constant index, header,
-/// position of the data) into `constants`. Arrays that take 2 MiB or more together are
-/// views into one allocation (which they keep alive): one block of transparent huge pages
-/// instead of thousands of 4 KiB pages faulted one at a time (relax_mobilenet's 14 MB of
-/// weights took about 3,200 page faults, most of its load time).
-fn load_arrays(
-    r: &mut Reader<'_>,
-    arrays: Vec<(usize, ArrayHeader, usize)>,
-    constants: &mut [Constant],
-) -> Result<()> {
-    let slot = |h: &ArrayHeader| -> Result<usize> {
-        let n = checked_nbytes(&h.shape, h.dtype)?;
-        n.checked_add(ALLOC_ALIGNMENT - 1)
-            .map(|n| n & !(ALLOC_ALIGNMENT - 1))
-            .ok_or_else(|| Error::value("invalid Relax VM executable: an array is too large"))
-    };
-    let mut total = 0usize;
-    for (_, h, _) in &arrays {
-        total = total
-            .checked_add(slot(h)?)
-            .ok_or_else(|| Error::value("invalid Relax VM executable: the arrays are too large"))?;
+    fn position(&self) -> Option<usize> {
+        Some(self.pos)
     }
-    let shared = if arrays.len() > 1 && total >= SHARED_ARRAYS_MIN {
-        Some(NDArray::empty(
-            &[total as i64],
-            DLDataType::new(1, 8, 1),
-            DLDevice::CPU,
-        )?)
-    } else {
-        None
-    };
-    let mut offset = 0usize;
-    for (i, h, at) in arrays {
-        let arr = match &shared {
-            Some(block) => {
-                let size = slot(&h)?;
-                // SAFETY: `offset + size <= total`, the block's size (the slots sum to it).
-                let data = unsafe { (block.dltensor().data as *mut u8).add(offset) };
-                offset += size;
-                NDArray::from_object(NDArrayObj::view_of_owner(
-                    block.as_object().clone(),
-                    data as *mut std::ffi::c_void,
-                    DLDevice::CPU,
-                    &h.shape,
-                    h.dtype,
-                    0,
-                )?)?
-            }
-            None => NDArray::empty(&h.shape, h.dtype, DLDevice::CPU)?,
-        };
-        r.pos = at;
-        read_ndarray_data(r, &h, &arr)
-            .map_err(|e| e.context(format!("invalid Relax VM executable: constant {i}")))?;
-        constants[i] = Constant::NDArray(arr);
+    fn seek(&mut self, pos: usize) -> Result<()> {
+        if pos > self.data.len() {
+            return Err(Error::internal(
+                "the executable reader cannot seek past its end",
+            ));
+        }
+        self.pos = pos;
+        Ok(())
     }
-    Ok(())
 }
 
 impl Executable {
@@ -333,12 +280,12 @@ impl Executable {
             let tag = r.i32("constant", "a constant tag")?;
             let c = match tag {
                 0 => {
-                    let bad =
-                        |e: Error| e.context(format!("invalid Relax VM executable: constant {i}"));
-                    let h = read_ndarray_header(&mut r).map_err(bad)?;
-                    let at = r.pos;
-                    r.take(h.size as usize, "constant", "the array data")?;
-                    arrays.push((i, h, at));
+                    let pending = skip_ndarray(&mut r)
+                        .map_err(|e| {
+                            e.context(format!("invalid Relax VM executable: constant {i}"))
+                        })?
+                        .ok_or_else(|| Error::internal("the executable reader cannot seek"))?;
+                    arrays.push((i, pending));
                     // Replaced by the array below.
                     Constant::Int(0)
                 }
@@ -362,9 +309,12 @@ impl Executable {
             };
             constants.push(c);
         }
-        let end = r.pos;
-        load_arrays(&mut r, arrays, &mut constants)?;
-        r.pos = end;
+        let (index, pending): (Vec<usize>, Vec<PendingArray>) = arrays.into_iter().unzip();
+        let loaded = read_arrays(&mut r, &pending)
+            .map_err(|e| e.context("invalid Relax VM executable: a constant array"))?;
+        for (i, a) in index.into_iter().zip(loaded) {
+            constants[i] = Constant::NDArray(a);
+        }
         let instr_offset = r.i64_vec("code", "the instruction offsets")?;
         let instr_data = r.i64_vec("code", "the instruction data")?;
         if r.pos != body.len() {
