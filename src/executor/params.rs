@@ -532,6 +532,58 @@ mod tests {
     }
 
     #[test]
+    fn arrays_read_after_their_headers_share_one_block_when_large() {
+        let big: Vec<f32> = (0..300_000).map(|i| i as f32 * 0.5).collect();
+        let odd: Vec<u8> = (0..1_000_003u32).map(|i| (i % 251) as u8).collect();
+        let small = [3i64, -4];
+        let mut bytes = Vec::new();
+        for a in [
+            NDArray::from_slice(&big, &[300_000]).unwrap(),
+            NDArray::from_slice(&odd, &[1_000_003]).unwrap(),
+            NDArray::from_slice(&small, &[2]).unwrap(),
+        ] {
+            save_ndarray(&mut bytes, &a).unwrap();
+        }
+        bytes.extend_from_slice(b"tail");
+        let read = |n: usize| {
+            let mut r = ByteReader::new(&bytes, "t");
+            let pending: Vec<PendingArray> = (0..n)
+                .map(|_| skip_ndarray(&mut r).unwrap().unwrap())
+                .collect();
+            let arrays = read_arrays(&mut r, &pending).unwrap();
+            (arrays, r.position().unwrap())
+        };
+        // All three (3.2 MB): one block, 64-byte slots, the reader left after the last.
+        let (arrays, pos) = read(3);
+        assert_eq!(pos, bytes.len() - 4);
+        assert_eq!(arrays[0].to_vec::<f32>().unwrap(), big);
+        assert_eq!(arrays[1].to_vec::<u8>().unwrap(), odd);
+        assert_eq!(arrays[2].to_vec::<i64>().unwrap(), small);
+        let data = |a: &NDArray| a.dltensor().data as usize;
+        assert_eq!(data(&arrays[1]) - data(&arrays[0]), 1_200_000);
+        assert_eq!(data(&arrays[2]) - data(&arrays[1]), 1_000_064);
+        // One array alone: an allocation of its own, as from `load_ndarray`.
+        let (one, _) = read(1);
+        assert_eq!(one[0].to_vec::<f32>().unwrap(), big);
+        // A source that cannot seek is read array by array.
+        struct Plain<'a>(ByteReader<'a>);
+        impl ByteSource for Plain<'_> {
+            fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
+                self.0.take(n, what)
+            }
+            fn left(&self) -> usize {
+                self.0.left()
+            }
+        }
+        let mut plain = Plain(ByteReader::new(&bytes, "t"));
+        assert!(skip_ndarray(&mut plain).unwrap().is_none());
+        assert_eq!(
+            load_ndarray(&mut plain).unwrap().to_vec::<f32>().unwrap(),
+            big
+        );
+    }
+
+    #[test]
     fn params_round_trip_and_errors() {
         let p = vec![
             (
