@@ -158,8 +158,11 @@ fn garbage_handshakes_do_not_stop_the_server() {
     ] {
         let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
         s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        s.write_all(junk).unwrap();
-        s.shutdown(std::net::Shutdown::Write).unwrap();
+        // The server may drop the connection as soon as it has read enough of the junk, and
+        // then writing the rest or shutting down fails here (EPIPE, ENOTCONN): only that the
+        // connection ends, and that the server goes on serving, is the point.
+        let _ = s.write_all(junk);
+        let _ = s.shutdown(std::net::Shutdown::Write);
         assert!(is_closed(&mut s));
     }
     assert_serves(port);
