@@ -384,11 +384,13 @@ pub struct PendingArray {
 /// [`read_arrays`]; `None` from a source that cannot seek back (read it with
 /// [`load_ndarray`] instead, from the same position).
 pub fn skip_ndarray(r: &mut dyn ByteSource) -> Result<Option<PendingArray>> {
-    let Some(start) = r.position() else {
+    if r.position().is_none() {
+        return Ok(None);
+    }
+    let header = read_ndarray_header(r)?;
+    let Some(at) = r.position() else {
         return Ok(None);
     };
-    let header = read_ndarray_header(r)?;
-    let at = r.position().unwrap_or(start);
     r.take(header.size as usize, "the array data")?;
     Ok(Some(PendingArray { header, at }))
 }
@@ -407,12 +409,14 @@ pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Ve
             .map(|n| n & !(align - 1))
             .ok_or_else(|| Error::value("invalid NDArray data: an array is too large"))
     };
-    let mut total = 0usize;
-    for a in arrays {
-        total = total
-            .checked_add(slot(&a.header)?)
-            .ok_or_else(|| Error::value("invalid NDArray data: the arrays are too large"))?;
-    }
+    let slots = arrays
+        .iter()
+        .map(|a| slot(&a.header))
+        .collect::<Result<Vec<usize>>>()?;
+    let total = slots
+        .iter()
+        .try_fold(0usize, |t, &s| t.checked_add(s))
+        .ok_or_else(|| Error::value("invalid NDArray data: the arrays are too large"))?;
     let shared = if arrays.len() > 1 && total >= SHARED_ARRAYS_MIN {
         let len = i64::try_from(total)
             .map_err(|_| Error::value("invalid NDArray data: the arrays are too large"))?;
@@ -426,11 +430,10 @@ pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Ve
     };
     let mut out = Vec::with_capacity(arrays.len());
     let mut offset = 0usize;
-    for a in arrays {
+    for (a, &size) in arrays.iter().zip(&slots) {
         let h = &a.header;
         let arr = match &shared {
             Some(block) => {
-                let size = slot(h)?;
                 // SAFETY: `offset + size <= total`, the block's size (the slots sum to it).
                 let data = unsafe { (block.dltensor().data as *mut u8).add(offset) };
                 offset += size;

@@ -126,7 +126,10 @@ const FILE_SOURCE_MIN: usize = 1 << 20;
 /// `None` for small blobs or when anything does not match (the blob is then copied from the
 /// mapping as before).
 #[cfg(target_os = "linux")]
-fn file_source(blob: &[u8], file: std::fs::File) -> Option<crate::module::blob::BlobFile> {
+fn file_source(
+    blob: &[u8],
+    (file, meta): (std::fs::File, std::fs::Metadata),
+) -> Option<crate::module::blob::BlobFile> {
     use std::os::unix::fs::MetadataExt;
     if blob.len() < FILE_SOURCE_MIN {
         return None;
@@ -135,7 +138,6 @@ fn file_source(blob: &[u8], file: std::fs::File) -> Option<crate::module::blob::
     // The very file that is mapped, not one put at the same path since it was opened (the
     // dynamic loader hands back an already-loaded library by its name without opening the
     // path again).
-    let meta = file.metadata().ok()?;
     let dev = meta.dev();
     let here = (
         u64::from(libc::major(dev)),
@@ -152,7 +154,10 @@ fn file_source(blob: &[u8], file: std::fs::File) -> Option<crate::module::blob::
 }
 
 #[cfg(not(target_os = "linux"))]
-fn file_source(_blob: &[u8], _file: std::fs::File) -> Option<crate::module::blob::BlobFile> {
+fn file_source(
+    _blob: &[u8],
+    _file: (std::fs::File, std::fs::Metadata),
+) -> Option<crate::module::blob::BlobFile> {
     None
 }
 

@@ -242,9 +242,9 @@ impl Source for &[u8] {
 }
 
 /// Checks the ELF file at `path` (see the module documentation); a missing path or one that
-/// is not a regular file is refused too. Returns the file, open, for whatever else the loader
-/// reads from it.
-pub fn check_file(path: &str) -> Result<File> {
+/// is not a regular file is refused too. Returns the file, open, and its metadata, for
+/// whatever else the loader reads from it.
+pub fn check_file(path: &str) -> Result<(File, std::fs::Metadata)> {
     let f = File::open(path)
         .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
     let meta = f
@@ -259,7 +259,7 @@ pub fn check_file(path: &str) -> Result<File> {
     let src = FileSource::new(f, len)
         .map_err(|e| Error::internal(format!("cannot load {path}: read error: {e}")))?;
     check_source(&src).map_err(|what| Error::internal(format!("cannot load {path}: {what}")))?;
-    Ok(src.file)
+    Ok((src.file, meta))
 }
 
 /// Checks an ELF image held in memory; `name` is used in the error.

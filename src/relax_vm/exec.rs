@@ -274,7 +274,7 @@ impl Executable {
         let nc = r.count(4, "constant", "the number of constants")?;
         let mut constants = Vec::with_capacity(nc);
         // Arrays are read after the section: their headers first, so that they can share
-        // one allocation (see `load_arrays`).
+        // one allocation (see `params::read_arrays`).
         let mut arrays = Vec::new();
         for i in 0..nc {
             let tag = r.i32("constant", "a constant tag")?;
@@ -518,11 +518,6 @@ mod tests {
         assert_eq!(first_words(None), (0, small));
         std::fs::remove_dir_all(&dir).unwrap();
     }
-}
-
-#[cfg(test)]
-mod shared_arrays_tests {
-    use super::*;
 
     #[test]
     fn large_constant_arrays_share_one_block_and_keep_their_values() {

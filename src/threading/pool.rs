@@ -644,11 +644,8 @@ impl Pool {
     /// launcher finishes before it arrives, so they never count.
     fn note_unclaimed(&self, unclaimed: bool) {
         let state = &self.launcher;
-        let n = if unclaimed {
-            state.unclaimed.load(Ordering::Relaxed) + 1
-        } else {
-            0
-        };
+        let prev = state.unclaimed.load(Ordering::Relaxed);
+        let mut n = if unclaimed { prev + 1 } else { 0 };
         let acks = || {
             self.acks
                 .iter()
@@ -670,12 +667,11 @@ impl Pool {
                     state.unseen_streaks.fetch_add(1, Ordering::Relaxed);
                     note_contention();
                 }
-                state.unclaimed.store(0, Ordering::Relaxed);
-                return;
+                n = 0;
             }
             _ => {}
         }
-        if n != state.unclaimed.load(Ordering::Relaxed) {
+        if n != prev {
             state.unclaimed.store(n, Ordering::Relaxed);
         }
     }
