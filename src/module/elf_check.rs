@@ -8,46 +8,44 @@
 //! section points outside the loaded segments. The error names the file and what is wrong.
 
 use crate::packed_func::error::{Error, Result};
+use object::elf;
+use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _};
+use object::Endianness;
 use std::borrow::Cow;
 use std::fs::File;
+use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 
-const ELFCLASS32: u8 = 1;
-const ELFCLASS64: u8 = 2;
-const ELFDATA2LSB: u8 = 1;
-const ELFDATA2MSB: u8 = 2;
-const ET_REL: u16 = 1;
-const ET_EXEC: u16 = 2;
-const ET_DYN: u16 = 3;
-const ET_CORE: u16 = 4;
-const PT_LOAD: u32 = 1;
-const PT_DYNAMIC: u32 = 2;
-/// `e_phnum` value meaning "more program headers than fit the field".
-const PN_XNUM: u16 = 0xffff;
+/// The ELF header of this process's class (a library of the other class is refused first).
+#[cfg(target_pointer_width = "64")]
+type Ehdr = elf::FileHeader64<Endianness>;
+#[cfg(not(target_pointer_width = "64"))]
+type Ehdr = elf::FileHeader32<Endianness>;
+type Phdr = <Ehdr as FileHeader>::ProgramHeader;
+type DynEntry = <Ehdr as FileHeader>::Dyn;
+
 /// Largest dynamic section read (a TVM library's is a few hundred bytes).
 const MAX_DYNAMIC: u64 = 1 << 20;
 
 /// The ELF machine (`e_machine`) of this process, `None` when not in the table below.
 const HOST_MACHINE: Option<u16> = if cfg!(target_arch = "x86_64") {
-    Some(62)
+    Some(elf::EM_X86_64)
 } else if cfg!(target_arch = "aarch64") {
-    Some(183)
+    Some(elf::EM_AARCH64)
 } else if cfg!(target_arch = "x86") {
-    Some(3)
+    Some(elf::EM_386)
 } else if cfg!(target_arch = "arm") {
-    Some(40)
+    Some(elf::EM_ARM)
 } else if cfg!(any(target_arch = "riscv64", target_arch = "riscv32")) {
-    Some(243)
-} else if cfg!(any(target_arch = "powerpc64", target_arch = "powerpc")) {
-    Some(if cfg!(target_arch = "powerpc64") {
-        21
-    } else {
-        20
-    })
+    Some(elf::EM_RISCV)
+} else if cfg!(target_arch = "powerpc64") {
+    Some(elf::EM_PPC64)
+} else if cfg!(target_arch = "powerpc") {
+    Some(elf::EM_PPC)
 } else if cfg!(target_arch = "s390x") {
-    Some(22)
+    Some(elf::EM_S390)
 } else if cfg!(target_arch = "loongarch64") {
-    Some(258)
+    Some(elf::EM_LOONGARCH)
 } else {
     None
 };
@@ -55,130 +53,49 @@ const HOST_MACHINE: Option<u16> = if cfg!(target_arch = "x86_64") {
 /// A printable ELF machine.
 fn machine_name(m: u16) -> String {
     let name = match m {
-        3 => "x86 (i386)",
-        8 => "MIPS",
-        20 => "PowerPC",
-        21 => "PowerPC64",
-        22 => "s390",
-        40 => "ARM (32-bit)",
-        62 => "x86-64",
-        183 => "AArch64",
-        243 => "RISC-V",
-        258 => "LoongArch",
+        elf::EM_386 => "x86 (i386)",
+        elf::EM_MIPS => "MIPS",
+        elf::EM_PPC => "PowerPC",
+        elf::EM_PPC64 => "PowerPC64",
+        elf::EM_S390 => "s390",
+        elf::EM_ARM => "ARM (32-bit)",
+        elf::EM_X86_64 => "x86-64",
+        elf::EM_AARCH64 => "AArch64",
+        elf::EM_RISCV => "RISC-V",
+        elf::EM_LOONGARCH => "LoongArch",
         _ => return format!("machine {m}"),
     };
     format!("{name} (machine {m})")
 }
 
-/// Field widths and byte order of one ELF file.
-#[derive(Copy, Clone)]
-struct Layout {
-    is64: bool,
-    le: bool,
-}
-
-impl Layout {
-    fn u16(&self, b: &[u8], off: usize) -> u16 {
-        let a = [b[off], b[off + 1]];
-        if self.le {
-            u16::from_le_bytes(a)
-        } else {
-            u16::from_be_bytes(a)
-        }
-    }
-
-    fn u32(&self, b: &[u8], off: usize) -> u32 {
-        let a = [b[off], b[off + 1], b[off + 2], b[off + 3]];
-        if self.le {
-            u32::from_le_bytes(a)
-        } else {
-            u32::from_be_bytes(a)
-        }
-    }
-
-    fn u64(&self, b: &[u8], off: usize) -> u64 {
-        let mut a = [0u8; 8];
-        a.copy_from_slice(&b[off..off + 8]);
-        if self.le {
-            u64::from_le_bytes(a)
-        } else {
-            u64::from_be_bytes(a)
-        }
-    }
-
-    /// An address-sized field: 8 bytes in ELF64, 4 in ELF32.
-    fn word(&self, b: &[u8], off: usize) -> u64 {
-        if self.is64 {
-            self.u64(b, off)
-        } else {
-            u64::from(self.u32(b, off))
-        }
-    }
-
-    fn ehdr_size(&self) -> usize {
-        if self.is64 {
-            64
-        } else {
-            52
-        }
-    }
-
-    fn phdr_size(&self) -> usize {
-        if self.is64 {
-            56
-        } else {
-            32
-        }
-    }
-
-    fn shdr_size(&self) -> usize {
-        if self.is64 {
-            64
-        } else {
-            40
-        }
-    }
-
-    fn dyn_size(&self) -> usize {
-        if self.is64 {
-            16
-        } else {
-            8
-        }
-    }
-
-    fn phdr(&self, b: &[u8]) -> Phdr {
-        if self.is64 {
-            Phdr {
-                p_type: self.u32(b, 0),
-                offset: self.u64(b, 8),
-                vaddr: self.u64(b, 16),
-                filesz: self.u64(b, 32),
-                memsz: self.u64(b, 40),
-                align: self.u64(b, 48),
-            }
-        } else {
-            Phdr {
-                p_type: self.u32(b, 0),
-                offset: u64::from(self.u32(b, 4)),
-                vaddr: u64::from(self.u32(b, 8)),
-                filesz: u64::from(self.u32(b, 16)),
-                memsz: u64::from(self.u32(b, 20)),
-                align: u64::from(self.u32(b, 28)),
-            }
-        }
-    }
+/// An address-sized field as `u64` (the identity in ELF64, a widening in ELF32).
+#[allow(clippy::useless_conversion)]
+fn wide(w: <Ehdr as FileHeader>::Word) -> u64 {
+    w.into()
 }
 
 /// The fields of a program header the check uses.
 #[derive(Copy, Clone, Debug)]
-struct Phdr {
+struct Segment {
     p_type: u32,
     offset: u64,
     vaddr: u64,
     filesz: u64,
     memsz: u64,
     align: u64,
+}
+
+impl Segment {
+    fn of(p: &Phdr, e: Endianness) -> Segment {
+        Segment {
+            p_type: p.p_type(e),
+            offset: wide(p.p_offset(e)),
+            vaddr: wide(p.p_vaddr(e)),
+            filesz: wide(p.p_filesz(e)),
+            memsz: wide(p.p_memsz(e)),
+            align: wide(p.p_align(e)),
+        }
+    }
 }
 
 /// Reads byte ranges of the file (callers check that ranges lie inside it).
@@ -281,13 +198,14 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
         ));
     }
     let ident = src.read(0, 16).map_err(io)?;
-    if &ident[..4] != b"\x7fELF" {
+    let field = |offset: usize| ident[offset];
+    if ident[..4] != elf::ELFMAG {
         return Err("not a shared library (no ELF header)".into());
     }
     let host64 = cfg!(target_pointer_width = "64");
-    let is64 = match ident[4] {
-        ELFCLASS64 => true,
-        ELFCLASS32 => false,
+    let is64 = match field(offset_of!(elf::Ident, class)) {
+        elf::ELFCLASS64 => true,
+        elf::ELFCLASS32 => false,
         c => return Err(format!("corrupted ELF header: unknown class {c}")),
     };
     if is64 != host64 {
@@ -297,43 +215,47 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
             if host64 { 64 } else { 32 }
         ));
     }
-    let le = match ident[5] {
-        ELFDATA2LSB => true,
-        ELFDATA2MSB => false,
+    let e = match field(offset_of!(elf::Ident, data)) {
+        elf::ELFDATA2LSB => Endianness::Little,
+        elf::ELFDATA2MSB => Endianness::Big,
         d => return Err(format!("corrupted ELF header: unknown byte order {d}")),
     };
-    if le != cfg!(target_endian = "little") {
+    if e != Endianness::default() {
+        let name = |e| match e {
+            Endianness::Little => "little",
+            Endianness::Big => "big",
+        };
         return Err(format!(
             "the library is {}-endian but this process is {}-endian",
-            if le { "little" } else { "big" },
-            if le { "big" } else { "little" }
+            name(e),
+            name(Endianness::default())
         ));
     }
-    if ident[6] != 1 {
+    let version = field(offset_of!(elf::Ident, version));
+    if version != elf::EV_CURRENT {
         return Err(format!(
-            "corrupted ELF header: unknown ELF version {}",
-            ident[6]
+            "corrupted ELF header: unknown ELF version {version}"
         ));
     }
-    let l = Layout { is64, le };
-    let eh_size = l.ehdr_size() as u64;
+    let eh_size = std::mem::size_of::<Ehdr>() as u64;
     if len < eh_size {
         return Err(format!(
             "truncated: the file has {len} bytes, the ELF header needs {eh_size}"
         ));
     }
-    let eh = src.read(0, eh_size).map_err(io)?;
-    let e_type = l.u16(&eh, 16);
-    match e_type {
-        ET_DYN => {}
-        ET_REL => return Err("an object file (ELF type REL), not a shared library".into()),
-        ET_EXEC => {
+    let eh_bytes = src.read(0, eh_size).map_err(io)?;
+    let (eh, _) = object::pod::from_bytes::<Ehdr>(&eh_bytes)
+        .map_err(|_| "corrupted ELF header: unreadable".to_string())?;
+    match eh.e_type(e) {
+        elf::ET_DYN => {}
+        elf::ET_REL => return Err("an object file (ELF type REL), not a shared library".into()),
+        elf::ET_EXEC => {
             return Err("an executable (ELF type EXEC), not a shared library".into());
         }
-        ET_CORE => return Err("a core dump (ELF type CORE), not a shared library".into()),
+        elf::ET_CORE => return Err("a core dump (ELF type CORE), not a shared library".into()),
         t => return Err(format!("corrupted ELF header: unknown ELF type {t}")),
     }
-    let machine = l.u16(&eh, 18);
+    let machine = eh.e_machine(e);
     if let Some(host) = HOST_MACHINE {
         if machine != host {
             return Err(format!(
@@ -343,23 +265,18 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
             ));
         }
     }
-    let (phoff, shoff, fields) = if is64 {
-        (l.u64(&eh, 32), l.u64(&eh, 40), 54)
-    } else {
-        (u64::from(l.u32(&eh, 28)), u64::from(l.u32(&eh, 32)), 42)
-    };
-    let phentsize = l.u16(&eh, fields);
-    let phnum = l.u16(&eh, fields + 2);
-    let shentsize = l.u16(&eh, fields + 4);
-    let shnum = l.u16(&eh, fields + 6);
+    let phoff: u64 = wide(eh.e_phoff(e));
+    let shoff: u64 = wide(eh.e_shoff(e));
+    let (phentsize, phnum) = (eh.e_phentsize(e), eh.e_phnum(e));
+    let (shentsize, shnum) = (eh.e_shentsize(e), eh.e_shnum(e));
 
     // Section headers: the dynamic loader does not read them, but they sit at the end of the
     // file, so a table past the end is the plainest sign of a truncated file.
     if shoff != 0 || shnum != 0 {
-        if usize::from(shentsize) != l.shdr_size() {
+        let want = std::mem::size_of::<<Ehdr as FileHeader>::SectionHeader>();
+        if usize::from(shentsize) != want {
             return Err(format!(
-                "corrupted ELF header: section header size {shentsize}, expected {}",
-                l.shdr_size()
+                "corrupted ELF header: section header size {shentsize}, expected {want}"
             ));
         }
         let size = u64::from(shnum) * u64::from(shentsize);
@@ -374,13 +291,13 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
     if phnum == 0 {
         return Err("corrupted ELF header: no program headers".into());
     }
-    if phnum == PN_XNUM {
+    if phnum == elf::PN_XNUM {
         return Err("unsupported ELF file: more than 65534 program headers".into());
     }
-    if usize::from(phentsize) != l.phdr_size() {
+    if usize::from(phentsize) != std::mem::size_of::<Phdr>() {
         return Err(format!(
             "corrupted ELF header: program header size {phentsize}, expected {}",
-            l.phdr_size()
+            std::mem::size_of::<Phdr>()
         ));
     }
     let ph_bytes = u64::from(phnum) * u64::from(phentsize);
@@ -391,11 +308,9 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
         ));
     }
     let table = src.read(phoff, ph_bytes).map_err(io)?;
-    let phdrs = || {
-        table
-            .chunks_exact(usize::from(phentsize))
-            .map(|b| l.phdr(b))
-    };
+    let (table, _) = object::pod::slice_from_bytes::<Phdr>(&table, usize::from(phnum))
+        .map_err(|_| "corrupted: unreadable program headers".to_string())?;
+    let phdrs = || table.iter().map(|p| Segment::of(p, e));
 
     let mut dynamic = None;
     let mut any_load = false;
@@ -410,7 +325,7 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
             ));
         }
         match p.p_type {
-            PT_LOAD => {
+            elf::PT_LOAD => {
                 if p.filesz > p.memsz {
                     return Err(format!(
                         "corrupted: loadable segment {i} has {} bytes in the file but only {} \
@@ -434,7 +349,7 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
                 }
                 any_load = true;
             }
-            PT_DYNAMIC => {
+            elf::PT_DYNAMIC => {
                 if dynamic.is_some() {
                     return Err("corrupted: more than one dynamic section".into());
                 }
@@ -452,14 +367,14 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
     // Whether [addr, addr + size) lies in the memory of one loadable segment.
     let mapped = |addr: u64, size: u64| {
         phdrs().any(|p| {
-            p.p_type == PT_LOAD
+            p.p_type == elf::PT_LOAD
                 && addr >= p.vaddr
                 && addr
                     .checked_add(size)
                     .is_some_and(|end| end <= p.vaddr + p.memsz)
         })
     };
-    let dsz = l.dyn_size() as u64;
+    let dsz = std::mem::size_of::<DynEntry>() as u64;
     if dynamic.filesz < dsz || dynamic.filesz > MAX_DYNAMIC {
         return Err(format!(
             "corrupted: the dynamic section has {} bytes",
@@ -474,77 +389,67 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
         ));
     }
     let dyn_bytes = src.read(dynamic.offset, dynamic.filesz).map_err(io)?;
-    check_dynamic(&l, &dyn_bytes, &mapped)
+    let (entries, _) =
+        object::pod::slice_from_bytes::<DynEntry>(&dyn_bytes, (dynamic.filesz / dsz) as usize)
+            .map_err(|_| "corrupted: unreadable dynamic section".to_string())?;
+    check_dynamic(entries, e, &mapped)
+}
+
+/// A dynamic entry's tag.
+fn tag_of(d: &DynEntry, e: Endianness) -> u64 {
+    wide(d.d_tag(e))
 }
 
 /// Checks the dynamic entries: a terminating `DT_NULL`, and that the tables the loader reads
 /// (string and symbol tables, hash tables, relocations, init and fini arrays) are in loaded
 /// memory.
 fn check_dynamic(
-    l: &Layout,
-    bytes: &[u8],
+    entries: &[DynEntry],
+    e: Endianness,
     mapped: &dyn Fn(u64, u64) -> bool,
 ) -> std::result::Result<(), String> {
-    const DT_NULL: u64 = 0;
-    // (address tag, size tag or 0, name)
-    const TABLES: &[(u64, u64, &str)] = &[
-        (4, 0, "DT_HASH"),
-        (5, 10, "DT_STRTAB"),
-        (6, 0, "DT_SYMTAB"),
-        (7, 8, "DT_RELA"),
-        (12, 0, "DT_INIT"),
-        (13, 0, "DT_FINI"),
-        (17, 18, "DT_REL"),
-        (23, 2, "DT_JMPREL"),
-        (25, 27, "DT_INIT_ARRAY"),
-        (26, 28, "DT_FINI_ARRAY"),
-        (0x6fff_fef5, 0, "DT_GNU_HASH"),
-        (0x6fff_fff0, 0, "DT_VERSYM"),
-        (0x6fff_fffc, 0, "DT_VERDEF"),
-        (0x6fff_fffe, 0, "DT_VERNEED"),
+    // (address tag, size tag or none, name)
+    macro_rules! table {
+        ($tag:ident) => {
+            (elf::$tag, None, stringify!($tag))
+        };
+        ($tag:ident, $size:ident) => {
+            (elf::$tag, Some(elf::$size), stringify!($tag))
+        };
+    }
+    const TABLES: &[(u32, Option<u32>, &str)] = &[
+        table!(DT_HASH),
+        table!(DT_STRTAB, DT_STRSZ),
+        table!(DT_SYMTAB),
+        table!(DT_RELA, DT_RELASZ),
+        table!(DT_INIT),
+        table!(DT_FINI),
+        table!(DT_REL, DT_RELSZ),
+        table!(DT_JMPREL, DT_PLTRELSZ),
+        table!(DT_INIT_ARRAY, DT_INIT_ARRAYSZ),
+        table!(DT_FINI_ARRAY, DT_FINI_ARRAYSZ),
+        table!(DT_GNU_HASH),
+        table!(DT_VERSYM),
+        table!(DT_VERDEF),
+        table!(DT_VERNEED),
     ];
-    let step = l.dyn_size();
-    let half = step / 2;
-    // The first value of each tag TABLES names (address or size), by its slot.
-    fn slot(tag: u64) -> Option<usize> {
-        Some(match tag {
-            2 => 0,
-            4..=8 => tag as usize - 3,
-            10 => 6,
-            12 | 13 => tag as usize - 5,
-            17 | 18 => tag as usize - 8,
-            23 => 11,
-            25..=28 => tag as usize - 13,
-            0x6fff_fef5 => 16,
-            0x6fff_fff0 => 17,
-            0x6fff_fffc => 18,
-            0x6fff_fffe => 19,
-            _ => return None,
-        })
-    }
-    let mut values = [None::<u64>; 20];
-    let mut terminated = false;
-    for e in bytes.chunks_exact(step) {
-        let tag = l.word(e, 0);
-        if tag == DT_NULL {
-            terminated = true;
-            break;
-        }
-        if let Some(k) = slot(tag) {
-            values[k].get_or_insert(l.word(e, half));
-        }
-    }
-    if !terminated {
+    let Some(end) = entries
+        .iter()
+        .position(|d| tag_of(d, e) == u64::from(elf::DT_NULL))
+    else {
         return Err("corrupted: the dynamic section has no terminating entry".into());
-    }
-    let value = |tag: u64| slot(tag).and_then(|k| values[k]);
+    };
+    let entries = &entries[..end];
+    // The first value of a tag, as the loader reads it.
+    let value = |tag: u32| {
+        entries
+            .iter()
+            .find(|d| tag_of(d, e) == u64::from(tag))
+            .map(|d| wide(d.d_val(e)))
+    };
     for &(tag, size_tag, name) in TABLES {
         let Some(addr) = value(tag) else { continue };
-        let size = if size_tag == 0 {
-            1
-        } else {
-            value(size_tag).unwrap_or(0).max(1)
-        };
+        let size = size_tag.and_then(value).unwrap_or(0).max(1);
         if !mapped(addr, size) {
             return Err(format!(
                 "corrupted: the dynamic entry {name} points at {addr:#x} ({size} bytes), \
