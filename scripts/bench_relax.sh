@@ -9,10 +9,12 @@
 #                (default 4)
 #   --runs N     timed batches per process (default 10); a batch lasts about 20 ms (at least
 #                one call); the per-call median is over rounds x runs batches
-#   --threads N  TVM_NUM_THREADS for both runtimes (default 1: the reference wheel runs every
-#                parallel launch as one task anyway)
+#   --threads N  TVM_NUM_THREADS for both runtimes (default: the number of CPUs; only the
+#                _par fixtures' kernels launch parallel work, and the reference wheel runs
+#                every parallel launch as one task whatever the setting)
 #   FIXTURE      relax fixtures by name (default: relax_chain relax_mlp, plus relax_resnet18
-#                relax_mobilenet when built with scripts/build_fixtures.py --models)
+#                relax_mobilenet relax_resnet18_par relax_mobilenet_par when built with
+#                scripts/build_fixtures.py --models)
 #
 # Rows per fixture: the call of `main` (median/min, us), load + vm_initialization (ms,
 # median of the rounds), first call (ms), peak RSS (MB, max over the rounds) and ours/ref.
@@ -23,7 +25,7 @@ cd "$(dirname "$0")/.."
 root="$PWD"
 rounds=4
 runs=10
-threads=1
+threads=$(nproc)
 build=1
 fixtures=()
 while [ $# -gt 0 ]; do
@@ -41,7 +43,7 @@ source scripts/env.sh
 FX="${TVMRT_FIXTURES:-$TVMRT_CACHE/fixtures}"
 if [ ${#fixtures[@]} -eq 0 ]; then
   fixtures=(relax_chain relax_mlp)
-  for m in relax_resnet18 relax_mobilenet; do
+  for m in relax_resnet18 relax_mobilenet relax_resnet18_par relax_mobilenet_par; do
     [ -f "$FX/$m.so" ] && fixtures+=("$m")
   done
 fi
@@ -97,7 +99,8 @@ import glob, os, statistics as st, sys
 
 res, names = sys.argv[1], sys.argv[2:]
 meta = dict(l.rstrip("\n").split(" ", 1) for l in open(os.path.join(res, "meta.txt")))
-TARGET = {"relax_chain": 0.5, "relax_mlp": 0.5, "relax_resnet18": 0.95, "relax_mobilenet": 0.95}
+TARGET = {"relax_chain": 0.5, "relax_mlp": 0.5, "relax_resnet18": 0.95, "relax_mobilenet": 0.95,
+          "relax_resnet18_par": 0.95, "relax_mobilenet_par": 0.95}
 
 def load(name, which):
     d = {"CALL_US": [], "LOAD_INIT_MS": [], "FIRST_CALL_MS": [], "MAXRSS_KB": [], "CHECK": set()}

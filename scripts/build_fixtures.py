@@ -13,7 +13,9 @@ passed, so an interrupted or failed build is redone by the next run.
 
   --models / --all  also build resnet18.so and mobilenet.so (about 20 s each, 47 and 17 MB),
                     and the same two models as Relax VM executables through
-                    relay_translator.from_relay (relax_resnet18.so, relax_mobilenet.so)
+                    relay_translator.from_relay (relax_resnet18.so, relax_mobilenet.so), once
+                    as from_relay leaves their kernels and once with each kernel's outer
+                    loops run in parallel (relax_resnet18_par.so, relax_mobilenet_par.so)
   --force           rebuild the requested groups even when the stamp matches
   --verify          build nothing: check the fixtures listed in DIR/manifest.json on whatever
                     runtime `import tvm` loads in this process. A build runs this mode in a
@@ -804,8 +806,11 @@ class Builder:
 
     def relax_big_models(self):
         """resnet18 and mobilenet (the relay.testing workloads of the graph fixtures) through
-        relay_translator.from_relay, weights bound as executable constants."""
+        relay_translator.from_relay, weights bound as executable constants: as from_relay
+        leaves the kernels (unscheduled loops, one thread), and again with every kernel's
+        outer loops run in parallel (parallel_outer_loops), as a scheduled model's are."""
         tvm = self.tvm
+        from tvm import tir
         from tvm.relax.testing import relay_translator
         from tvm.relay import testing
 
@@ -818,11 +823,44 @@ class Builder:
             ("relax_mobilenet", testing.mobilenet.get_workload(batch_size=1)),
         ]:
             rmod = relay_translator.from_relay(mod["main"], target, params, opt_level=3)
+            what = (f"relay.testing {name[6:]} (random weights, bound as constants) converted "
+                    "with relax.testing.relay_translator.from_relay(opt_level=3): data float32"
+                    "[1,3,224,224] -> softmax float32[1,1000]")
             self.relax_export(name, rmod, [("main", [("data", data)], "output")],
+                              target=target, description=what)
+            kernels = [(gv, f) for gv, f in rmod.functions.items()
+                       if isinstance(f, tir.PrimFunc)]
+            for gv, f in kernels:
+                rmod[gv] = parallel_outer_loops(f)
+            self.relax_export(name + "_par", rmod, [("main", [("data", data)], "output")],
                               target=target, description=(
-                f"relay.testing {name[6:]} (random weights, bound as constants) converted with "
-                "relax.testing.relay_translator.from_relay(opt_level=3): data float32"
-                "[1,3,224,224] -> softmax float32[1,1000]"))
+                what + "; every kernel's leading spatial loops fused and run in parallel"))
+
+
+def parallel_outer_loops(func):
+    """A plain CPU schedule for an unscheduled TE kernel: in each block under the root, the
+    loops over the block's leading spatial axes become one fused loop that runs in parallel
+    (TVMBackendParallelLaunch). Every iteration of such a loop writes outputs of its own and
+    keeps its reduction order, so the results are the serial loops' bits. A block whose loops
+    do not match its axes one to one, or whose spatial prefix has fewer than 2 iterations,
+    stays serial."""
+    from tvm import tir
+
+    sch = tir.Schedule(func)
+    for block in sch.get_child_blocks(sch.get_block("root")):
+        loops = sch.get_loops(block)
+        axes = sch.get(block).iter_vars
+        if len(loops) != len(axes):
+            continue
+        lead = []
+        for loop, axis in zip(loops, axes):
+            if axis.iter_type != tir.IterVar.DataPar:
+                break
+            lead.append(loop)
+        if not lead or int(np.prod([int(sch.get(l).extent) for l in lead])) < 2:
+            continue
+        sch.parallel(sch.fuse(*lead) if len(lead) > 1 else lead[0])
+    return sch.mod["main"]
 
 
 def build(out, groups):
@@ -837,7 +875,7 @@ def build(out, groups):
                    b.relax_core)]
     if "models" in groups:
         steps += [("resnet18/mobilenet", b.big_models),
-                  ("relax_resnet18/relax_mobilenet", b.relax_big_models)]
+                  ("relax_resnet18/relax_mobilenet (+ _par)", b.relax_big_models)]
     for label, step in steps:
         t0 = time.time()
         step()

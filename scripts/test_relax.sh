@@ -33,7 +33,8 @@ fx = sys.argv[1]
 m = json.load(open(os.path.join(fx, "manifest.json")))
 want = {"relax_mlp": "core", "relax_mlp_dyn": "core", "relax_control": "core",
         "relax_multi": "core", "relax_chain": "core", "relax_resnet18": "models",
-        "relax_mobilenet": "models"}
+        "relax_mobilenet": "models", "relax_resnet18_par": "models",
+        "relax_mobilenet_par": "models"}
 for name, group in want.items():
     if name not in m:
         print(f"MISSING {group} {name}")

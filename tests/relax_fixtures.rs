@@ -246,7 +246,12 @@ fn relax_resnet18_and_mobilenet() {
     let Some(d) = fixture_dirs::models_dir() else {
         return;
     };
-    for name in ["relax_resnet18", "relax_mobilenet"] {
+    for name in [
+        "relax_resnet18",
+        "relax_mobilenet",
+        "relax_resnet18_par",
+        "relax_mobilenet_par",
+    ] {
         if !d.join(format!("{name}.so")).exists() {
             assert!(
                 std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),

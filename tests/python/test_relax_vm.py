@@ -1,7 +1,8 @@
 """Relax VM executables (the relax_* fixtures, built with relax.build by the reference compiler)
 through TVM's own Python client, tvm.runtime.relax_vm.VirtualMachine, in runtime-only mode:
 every output equals, bit for bit, what the reference runtime returned when the fixtures were
-built. relax_resnet18 / relax_mobilenet run when built with --models."""
+built. relax_resnet18 / relax_mobilenet (and their _par variants) run when built with
+--models."""
 
 import os
 
@@ -14,7 +15,7 @@ from tvm.runtime import relax_vm
 import tvmrt_helpers as H
 
 CORE = ["relax_mlp", "relax_mlp_dyn", "relax_control", "relax_multi", "relax_chain"]
-MODELS = ["relax_resnet18", "relax_mobilenet"]
+MODELS = ["relax_resnet18", "relax_mobilenet", "relax_resnet18_par", "relax_mobilenet_par"]
 
 
 def relax_fixture(name, require="TVMRT_REQUIRE_FIXTURES"):
