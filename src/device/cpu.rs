@@ -6,6 +6,8 @@ use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
 use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 /// Copies `nbytes` of host memory between two byte offsets (memmove semantics), refusing
 /// NULL pointers: the copy of every backend whose memory is host memory.
@@ -67,7 +69,7 @@ pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
         return Err(fail());
     }
     let p = place(raw, total, align);
-    if nbytes >= HUGE_PAGE {
+    if nbytes >= HUGE_PAGE && !HUGE_PAGES_COLD.load(Ordering::Relaxed) {
         advise_huge_pages(p as usize, nbytes);
     }
     Ok(p)
@@ -104,6 +106,52 @@ fn advise_huge_pages(start: usize, len: usize) {
     }
 }
 
+/// Set once a huge page took longer to fault in than its 512 small pages would have: the
+/// process then stops asking for huge pages. That happens in virtual machines whose host
+/// takes back free memory (virtio-balloon free page reporting): a huge page comes from a
+/// large free block, which the host has discarded and must provide again page by page,
+/// while small pages come from memory in use a moment ago. In one such VM 44 MB of weights
+/// took 50–110 ms to fault in as huge pages, 17 ms as small pages and 2.5 ms as huge pages
+/// just freed by the previous process.
+static HUGE_PAGES_COLD: AtomicBool = AtomicBool::new(false);
+
+/// A huge page whose fault takes longer than this is cold (see [`HUGE_PAGES_COLD`]): 512
+/// small page faults take about this long in such a VM, a warm huge page a tenth of it.
+const COLD_HUGE_PAGE: Duration = Duration::from_millis(1);
+
+/// Faults in a block of host memory from [`host_alloc`] that is about to be written in full
+/// (weights read from a file), in one system call per huge page instead of one fault per
+/// small page. Each huge page's fault is timed; once one is cold ([`HUGE_PAGES_COLD`]), the
+/// rest of the block and later blocks get small pages. Does nothing where the kernel cannot
+/// populate (before Linux 5.14): the writes fault the pages in as before.
+///
+/// # Safety
+/// `[start, start + len)` must lie inside one block this process allocated and may write.
+pub unsafe fn prefault(start: *mut c_void, len: usize) {
+    let lo = (start as usize + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
+    let hi = (start as usize + len) & !(HUGE_PAGE - 1);
+    let mut at = lo;
+    while at < hi && !HUGE_PAGES_COLD.load(Ordering::Relaxed) {
+        let t = Instant::now();
+        // SAFETY: [at, at + HUGE_PAGE) lies inside the caller's block; populating changes no
+        // contents.
+        if unsafe { libc::madvise(at as *mut c_void, HUGE_PAGE, libc::MADV_POPULATE_WRITE) } != 0 {
+            return;
+        }
+        if t.elapsed() > COLD_HUGE_PAGE {
+            HUGE_PAGES_COLD.store(true, Ordering::Relaxed);
+        }
+        at += HUGE_PAGE;
+    }
+    if at < hi {
+        // SAFETY: as above, for the rest of the block: small pages, faulted in at once.
+        unsafe {
+            libc::madvise(at as *mut c_void, hi - at, libc::MADV_NOHUGEPAGE);
+            libc::madvise(at as *mut c_void, hi - at, libc::MADV_POPULATE_WRITE);
+        }
+    }
+}
+
 /// Blocks at least this large are kept for reuse when freed: glibc's initial mmap threshold,
 /// so that every block glibc would map fresh (and return to the system at `free`) is kept.
 /// With 1 MiB, the weights of 128 KiB–1 MiB (most of resnet18's convolutions) got fresh,
@@ -113,7 +161,7 @@ const LARGE: usize = 128 << 10;
 /// Most bytes the cache holds.
 const CACHE_BYTES: usize = 256 << 20;
 /// How long a cached block waits for reuse before it goes back to the system.
-const CACHE_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+const CACHE_AGE: Duration = Duration::from_secs(5);
 
 /// Freed large blocks kept for the next allocation that fits them.
 ///
@@ -123,7 +171,7 @@ const CACHE_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 /// freed buffers back from glibc's heap. Bounded ([`CACHE_BYTES`]); blocks unused for
 /// [`CACHE_AGE`] are released at the next free.
 struct LargeCache {
-    blocks: std::sync::Mutex<Vec<(usize, *mut c_void, std::time::Instant)>>,
+    blocks: std::sync::Mutex<Vec<(usize, *mut c_void, Instant)>>,
 }
 
 // SAFETY: the cached pointers are owned by the cache (no other reference exists) and are
@@ -153,7 +201,7 @@ impl LargeCache {
 
     /// Keeps a freed block, or returns it when it does not fit in the cache.
     fn put(&self, raw: *mut c_void, cap: usize) -> Option<*mut c_void> {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let mut release = Vec::new();
         let kept = {
             let mut blocks = self.blocks.lock().unwrap_or_else(|e| e.into_inner());
@@ -389,6 +437,24 @@ impl DeviceApi for CpuDeviceApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefault_keeps_what_the_block_holds() {
+        // Not 2 MiB-aligned and not a multiple of it: a head and a tail outside the huge
+        // pages, both left to ordinary faults.
+        let n = (7 << 20) + 12_345;
+        let p = host_alloc(n, 64).unwrap() as *mut u8;
+        // SAFETY: `n` bytes just allocated.
+        let block = unsafe { std::slice::from_raw_parts_mut(p, n) };
+        for (i, b) in block.iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        // SAFETY: the block just allocated.
+        unsafe { prefault(p as *mut c_void, n) };
+        assert!(block.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+        // SAFETY: from host_alloc, freed once.
+        unsafe { host_free(p as *mut c_void) };
+    }
 
     #[test]
     fn workspace_reuse_and_errors() {

@@ -397,9 +397,10 @@ pub fn skip_ndarray(r: &mut dyn ByteSource) -> Result<Option<PendingArray>> {
 
 /// Reads the data of arrays [`skip_ndarray`] went past, in their order, and leaves the reader
 /// where it was. Arrays that take 2 MiB or more together are views into one allocation
-/// (which they keep alive, each 64-byte aligned): one block of transparent huge pages instead
-/// of thousands of 4 KiB pages faulted one at a time (relax_mobilenet's 14 MB of weights took
-/// about 3,200 page faults, most of its load time).
+/// (which they keep alive, each 64-byte aligned), faulted in before the reads by
+/// [`prefault`](crate::device::cpu::prefault): transparent huge pages where they are cheap,
+/// instead of thousands of 4 KiB pages faulted one at a time (relax_mobilenet's 14 MB of
+/// weights took about 3,200 page faults, most of its load time).
 pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Vec<NDArray>> {
     let end = r.position();
     let align = crate::packed_func::tensor::ALLOC_ALIGNMENT;
@@ -420,11 +421,11 @@ pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Ve
     let shared = if arrays.len() > 1 && total >= SHARED_ARRAYS_MIN {
         let len = i64::try_from(total)
             .map_err(|_| Error::value("invalid NDArray data: the arrays are too large"))?;
-        Some(NDArray::empty(
-            &[len],
-            DLDataType::new(1, 8, 1),
-            DLDevice::CPU,
-        )?)
+        let block = NDArray::empty(&[len], DLDataType::new(1, 8, 1), DLDevice::CPU)?;
+        // SAFETY: the block's `total` bytes, just allocated on the CPU and written in full
+        // below.
+        unsafe { crate::device::cpu::prefault(block.dltensor().data, total) };
+        Some(block)
     } else {
         None
     };
