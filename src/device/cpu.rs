@@ -6,7 +6,7 @@ use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
 use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 /// Copies `nbytes` of host memory between two byte offsets (memmove semantics), refusing
@@ -69,7 +69,7 @@ pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
         return Err(fail());
     }
     let p = place(raw, total, align);
-    if nbytes >= HUGE_PAGE && !HUGE_PAGES_COLD.load(Ordering::Relaxed) {
+    if nbytes >= HUGE_PAGE && !huge_pages_cold() {
         advise_huge_pages(p as usize, nbytes);
     }
     Ok(p)
@@ -106,24 +106,60 @@ fn advise_huge_pages(start: usize, len: usize) {
     }
 }
 
-/// Set once a huge page took longer to fault in than its 512 small pages would have: the
-/// process then stops asking for huge pages. That happens in virtual machines whose host
-/// takes back free memory (virtio-balloon free page reporting): a huge page comes from a
-/// large free block, which the host has discarded and must provide again page by page,
-/// while small pages come from memory in use a moment ago. In one such VM 44 MB of weights
-/// took 50–110 ms to fault in as huge pages, 17 ms as small pages and 2.5 ms as huge pages
-/// just freed by the previous process.
-static HUGE_PAGES_COLD: AtomicBool = AtomicBool::new(false);
+/// Whether huge pages are slow to fault in here (0 not known yet, 1 no, 2 yes): in virtual
+/// machines whose host takes back free memory (virtio-balloon free page reporting), a huge
+/// page comes from a large free block that the host has discarded and must provide again
+/// page by page, while small pages come from memory in use a moment ago. In one such VM 44 MB
+/// of weights took 50–110 ms to fault in as huge pages, 17 ms as small pages, and 2.5 ms as
+/// huge pages just freed by the previous process. Known from the start where the kernel
+/// reports free huge pages to a balloon device ([`reports_free_huge_pages`]); otherwise set
+/// when [`prefault`] times a slow one. Once set, the process asks for small pages only.
+static HUGE_PAGES: AtomicU8 = AtomicU8::new(0);
 
-/// A huge page whose fault takes longer than this is cold (see [`HUGE_PAGES_COLD`]): 512
-/// small page faults take about this long in such a VM, a warm huge page a tenth of it.
+/// Whether huge pages are slow to fault in here (see [`HUGE_PAGES`]).
+fn huge_pages_cold() -> bool {
+    match HUGE_PAGES.load(Ordering::Relaxed) {
+        1 => false,
+        2 => true,
+        _ => {
+            let cold = reports_free_huge_pages(std::path::Path::new("/sys"));
+            HUGE_PAGES.store(if cold { 2 } else { 1 }, Ordering::Relaxed);
+            cold
+        }
+    }
+}
+
+/// Whether the kernel under the sysfs tree `sys` hands free huge pages back to the host: free
+/// page reporting down to the huge page's order (`page_reporting_order`) and a virtio balloon
+/// device that takes reports (feature bit 5, `VIRTIO_BALLOON_F_REPORTING`).
+fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
+    let order =
+        std::fs::read_to_string(sys.join("module/page_reporting/parameters/page_reporting_order"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u32>().ok());
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
+    let huge_order = (HUGE_PAGE / page).trailing_zeros();
+    if order.is_none_or(|o| o > huge_order) {
+        return false;
+    }
+    let Ok(devices) = std::fs::read_dir(sys.join("bus/virtio/drivers/virtio_balloon")) else {
+        return false;
+    };
+    devices.flatten().any(|d| {
+        std::fs::read_to_string(d.path().join("features"))
+            .is_ok_and(|f| f.as_bytes().get(5) == Some(&b'1'))
+    })
+}
+
+/// A huge page whose fault takes longer than this is cold (see [`HUGE_PAGES`]): 512 small
+/// page faults take about this long in such a VM, a warm huge page a tenth of it.
 const COLD_HUGE_PAGE: Duration = Duration::from_millis(1);
 
 /// Faults in a block of host memory from [`host_alloc`] that is about to be written in full
-/// (weights read from a file), in one system call per huge page instead of one fault per
-/// small page. Each huge page's fault is timed; once one is cold ([`HUGE_PAGES_COLD`]), the
-/// rest of the block and later blocks get small pages. Does nothing where the kernel cannot
-/// populate (before Linux 5.14): the writes fault the pages in as before.
+/// (weights read from a file) as huge pages, one system call each, each timed: once one is
+/// cold ([`HUGE_PAGES`]), the rest of the block and later blocks get small pages, all in one
+/// call. Where the kernel cannot populate (before Linux 5.14) the writes fault the pages in.
 ///
 /// # Safety
 /// `[start, start + len)` must lie inside one block this process allocated and may write.
@@ -131,7 +167,7 @@ pub unsafe fn prefault(start: *mut c_void, len: usize) {
     let lo = (start as usize + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
     let hi = (start as usize + len) & !(HUGE_PAGE - 1);
     let mut at = lo;
-    while at < hi && !HUGE_PAGES_COLD.load(Ordering::Relaxed) {
+    while at < hi && !huge_pages_cold() {
         let t = Instant::now();
         // SAFETY: [at, at + HUGE_PAGE) lies inside the caller's block; populating changes no
         // contents.
@@ -139,16 +175,25 @@ pub unsafe fn prefault(start: *mut c_void, len: usize) {
             return;
         }
         if t.elapsed() > COLD_HUGE_PAGE {
-            HUGE_PAGES_COLD.store(true, Ordering::Relaxed);
+            HUGE_PAGES.store(2, Ordering::Relaxed);
         }
         at += HUGE_PAGE;
     }
-    if at < hi {
-        // SAFETY: as above, for the rest of the block: small pages, faulted in at once.
-        unsafe {
-            libc::madvise(at as *mut c_void, hi - at, libc::MADV_NOHUGEPAGE);
-            libc::madvise(at as *mut c_void, hi - at, libc::MADV_POPULATE_WRITE);
-        }
+    if at >= hi {
+        return;
+    }
+    if at > lo {
+        // SAFETY: as above, for the rest of the block: small pages from now on.
+        unsafe { libc::madvise(at as *mut c_void, hi - at, libc::MADV_NOHUGEPAGE) };
+    }
+    // Small pages in one call when the block is fresh; a block used before (its first page
+    // resident) is left alone, since populating pages already there costs about as much.
+    let mut resident = 0u8;
+    // SAFETY: `at` is page-aligned inside the caller's block; one page's status byte.
+    let known = unsafe { libc::mincore(at as *mut c_void, 1, &mut resident) } == 0;
+    if known && resident & 1 == 0 {
+        // SAFETY: as above.
+        unsafe { libc::madvise(at as *mut c_void, hi - at, libc::MADV_POPULATE_WRITE) };
     }
 }
 
@@ -437,6 +482,32 @@ impl DeviceApi for CpuDeviceApi {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_page_reporting_to_a_balloon_is_recognised() {
+        let root = std::env::temp_dir().join(format!("tvmrt_sysfs_{}", std::process::id()));
+        let order = root.join("module/page_reporting/parameters");
+        let balloon = root.join("bus/virtio/drivers/virtio_balloon/virtio0");
+        std::fs::create_dir_all(&order).unwrap();
+        std::fs::create_dir_all(&balloon).unwrap();
+        let set = |o: &str, features: &str| {
+            std::fs::write(order.join("page_reporting_order"), o).unwrap();
+            std::fs::write(balloon.join("features"), features).unwrap();
+        };
+        set("9\n", "0110010100000000\n");
+        assert!(reports_free_huge_pages(&root));
+        // Only blocks larger than a huge page are reported.
+        set("11\n", "0110010100000000\n");
+        assert!(!reports_free_huge_pages(&root));
+        // A balloon without the reporting feature.
+        set("9\n", "0110000100000000\n");
+        assert!(!reports_free_huge_pages(&root));
+        // No balloon at all, or no page reporting.
+        std::fs::remove_dir_all(root.join("bus")).unwrap();
+        assert!(!reports_free_huge_pages(&root));
+        std::fs::remove_dir_all(&root).unwrap();
+        assert!(!reports_free_huge_pages(&root));
+    }
 
     #[test]
     fn prefault_keeps_what_the_block_holds() {
