@@ -106,7 +106,8 @@ fn advise_huge_pages(start: usize, len: usize) {
     }
 }
 
-/// Whether huge pages are slow to fault in here (0 not known yet, 1 no, 2 yes): in virtual
+/// Whether huge pages are slow to fault in here ([`HUGE_UNKNOWN`], [`HUGE_WARM`] or
+/// [`HUGE_COLD`]): in virtual
 /// machines whose host takes back free memory (virtio-balloon free page reporting), a huge
 /// page comes from a large free block that the host has discarded and must provide again
 /// page by page, while small pages come from memory in use a moment ago. In one such VM 44 MB
@@ -114,16 +115,23 @@ fn advise_huge_pages(start: usize, len: usize) {
 /// huge pages just freed by the previous process. Known from the start where the kernel
 /// reports free huge pages to a balloon device ([`reports_free_huge_pages`]); otherwise set
 /// when [`prefault`] times a slow one. Once set, the process asks for small pages only.
-static HUGE_PAGES: AtomicU8 = AtomicU8::new(0);
+static HUGE_PAGES: AtomicU8 = AtomicU8::new(HUGE_UNKNOWN);
+/// [`HUGE_PAGES`]: not looked at yet.
+const HUGE_UNKNOWN: u8 = 0;
+/// [`HUGE_PAGES`]: huge pages are used.
+const HUGE_WARM: u8 = 1;
+/// [`HUGE_PAGES`]: small pages only.
+const HUGE_COLD: u8 = 2;
 
 /// Whether huge pages are slow to fault in here (see [`HUGE_PAGES`]).
 fn huge_pages_cold() -> bool {
     match HUGE_PAGES.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
+        HUGE_WARM => false,
+        HUGE_COLD => true,
         _ => {
             let cold = reports_free_huge_pages(std::path::Path::new("/sys"));
-            HUGE_PAGES.store(if cold { 2 } else { 1 }, Ordering::Relaxed);
+            let state = if cold { HUGE_COLD } else { HUGE_WARM };
+            HUGE_PAGES.store(state, Ordering::Relaxed);
             cold
         }
     }
@@ -175,7 +183,7 @@ pub unsafe fn prefault(start: *mut c_void, len: usize) {
             return;
         }
         if t.elapsed() > COLD_HUGE_PAGE {
-            HUGE_PAGES.store(2, Ordering::Relaxed);
+            HUGE_PAGES.store(HUGE_COLD, Ordering::Relaxed);
         }
         at += HUGE_PAGE;
     }
@@ -507,6 +515,45 @@ mod tests {
         assert!(!reports_free_huge_pages(&root));
         std::fs::remove_dir_all(&root).unwrap();
         assert!(!reports_free_huge_pages(&root));
+    }
+
+    #[test]
+    fn prefault_makes_a_fresh_block_resident() {
+        let n = 7 << 20;
+        // SAFETY: a private anonymous mapping, checked below; unmapped at the end.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                n,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        let page = 4096;
+        let mut status = vec![0u8; n / page];
+        // SAFETY: the mapping's pages, one status byte each.
+        let resident = |status: &mut Vec<u8>| unsafe {
+            assert_eq!(libc::mincore(p, n, status.as_mut_ptr()), 0);
+            status.iter().filter(|&&b| b & 1 == 1).count()
+        };
+        assert_eq!(resident(&mut status), 0, "a fresh mapping has no pages yet");
+        // SAFETY: the mapping is this test's, writable.
+        unsafe { prefault(p, n) };
+        // SAFETY: the mapping's first page, to learn whether the kernel populates at all.
+        if unsafe { libc::madvise(p, page, libc::MADV_POPULATE_WRITE) } != 0 {
+            eprintln!("skipped: this kernel cannot populate (MADV_POPULATE_WRITE)");
+        } else {
+            // Every page of the 2 MiB-aligned span inside the mapping.
+            let lo = (p as usize).next_multiple_of(HUGE_PAGE) - p as usize;
+            let hi = ((p as usize + n) & !(HUGE_PAGE - 1)) - p as usize;
+            resident(&mut status);
+            assert!(status[lo / page..hi / page].iter().all(|&b| b & 1 == 1));
+        }
+        // SAFETY: the mapping made above.
+        unsafe { libc::munmap(p, n) };
     }
 
     #[test]
