@@ -187,3 +187,46 @@ fn info_lists_functions_parameters_constants_and_disassembly() {
     assert!(ok, "{err}");
     assert!(out.contains("@main:") && out.contains("ret "), "{out}");
 }
+
+#[test]
+fn run_scheduled_models_equal_the_reference() {
+    // Parallel kernels (TVMBackendParallelLaunch from every kernel) through the thread pool.
+    let Some(d) = fixture_dirs::models_dir() else {
+        return;
+    };
+    for name in ["relax_mobilenet_par", "relax_resnet18_par"] {
+        let lib = d.join(format!("{name}.so"));
+        if !lib.exists() {
+            assert!(
+                std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
+                "TVMRT_REQUIRE_MODELS is set but {} is missing",
+                lib.display()
+            );
+            eprintln!("skipped: {name} not built (scripts/build_fixtures.py --models)");
+            continue;
+        }
+        let data = d.join(name);
+        let out = tmp(name);
+        let input = format!("data={}", s(&data.join("data.npy")));
+        let (ok, stdout, err) = tvmrt(&[
+            "run",
+            s(&lib),
+            "--input",
+            &input,
+            "--output",
+            s(&out),
+            "--repeat",
+            "1",
+        ]);
+        assert!(ok, "{name}: {err}");
+        assert!(
+            stdout.contains("output 0 [1, 1000] float32"),
+            "{name}: {stdout}"
+        );
+        assert!(
+            npy_data(&out.join("output_0.npy")) == npy_data(&data.join("output.npy")),
+            "{name}: tvmrt's output differs from the reference's"
+        );
+        std::fs::remove_dir_all(&out).ok();
+    }
+}
