@@ -48,6 +48,23 @@ fn tmp(tag: &str) -> PathBuf {
     std::env::temp_dir().join(format!("tvmrt_relax_{tag}_{}", std::process::id()))
 }
 
+/// `tvmrt run LIB --input INPUT --output OUT --repeat N`, which must succeed; its stdout.
+fn run_to(lib: &Path, input: &str, out: &Path, repeat: u32) -> String {
+    let repeat = repeat.to_string();
+    let (ok, stdout, err) = tvmrt(&[
+        "run",
+        s(lib),
+        "--input",
+        input,
+        "--output",
+        s(out),
+        "--repeat",
+        &repeat,
+    ]);
+    assert!(ok, "{}: {err}", lib.display());
+    stdout
+}
+
 #[test]
 fn run_dynamic_mlp_from_files_equals_the_reference() {
     let Some((lib, data)) = fixture("relax_mlp_dyn") else {
@@ -56,17 +73,7 @@ fn run_dynamic_mlp_from_files_equals_the_reference() {
     let out = tmp("mlp");
     for n in [1, 3, 7] {
         let input = format!("x={}", s(&data.join(format!("x_n{n}.npy"))));
-        let (ok, stdout, err) = tvmrt(&[
-            "run",
-            s(&lib),
-            "--input",
-            &input,
-            "--output",
-            s(&out),
-            "--repeat",
-            "2",
-        ]);
-        assert!(ok, "{err}");
+        let stdout = run_to(&lib, &input, &out, 2);
         assert!(
             stdout.contains(&format!("input  x [{n}, 64] float32 (from file)")),
             "{stdout}"
@@ -208,17 +215,7 @@ fn run_scheduled_models_equal_the_reference() {
         let data = d.join(name);
         let out = tmp(name);
         let input = format!("data={}", s(&data.join("data.npy")));
-        let (ok, stdout, err) = tvmrt(&[
-            "run",
-            s(&lib),
-            "--input",
-            &input,
-            "--output",
-            s(&out),
-            "--repeat",
-            "1",
-        ]);
-        assert!(ok, "{name}: {err}");
+        let stdout = run_to(&lib, &input, &out, 1);
         assert!(
             stdout.contains("output 0 [1, 1000] float32"),
             "{name}: {stdout}"
