@@ -198,21 +198,11 @@ fn info_lists_functions_parameters_constants_and_disassembly() {
 #[test]
 fn run_scheduled_models_equal_the_reference() {
     // Parallel kernels (TVMBackendParallelLaunch from every kernel) through the thread pool.
-    let Some(d) = fixture_dirs::models_dir() else {
-        return;
-    };
     for name in ["relax_mobilenet_par", "relax_resnet18_par"] {
-        let lib = d.join(format!("{name}.so"));
-        if !lib.exists() {
-            assert!(
-                std::env::var_os("TVMRT_REQUIRE_MODELS").is_none(),
-                "TVMRT_REQUIRE_MODELS is set but {} is missing",
-                lib.display()
-            );
-            eprintln!("skipped: {name} not built (scripts/build_fixtures.py --models)");
+        let Some(lib) = fixture_dirs::model(name) else {
             continue;
-        }
-        let data = d.join(name);
+        };
+        let data = lib.with_extension("");
         let out = tmp(name);
         let input = format!("data={}", s(&data.join("data.npy")));
         let stdout = run_to(&lib, &input, &out, 1);

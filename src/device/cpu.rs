@@ -97,13 +97,20 @@ const HUGE_PAGE: usize = 2 << 20;
 /// activations of real models are tens of megabytes, and filling them 4 KiB page by page
 /// spent most of a model's load time in page faults. Advice only; errors (no THP) are ignored.
 fn advise_huge_pages(start: usize, len: usize) {
-    let lo = (start + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
-    let hi = (start + len) & !(HUGE_PAGE - 1);
+    let (lo, hi) = huge_span(start, len);
     if hi > lo {
         // SAFETY: [lo, hi) lies inside a block this process just allocated; MADV_HUGEPAGE
         // changes how future faults are served, never the contents.
         unsafe { libc::madvise(lo as *mut c_void, hi - lo, libc::MADV_HUGEPAGE) };
     }
+}
+
+/// The huge pages that `[start, start + len)` holds whole: `[lo, hi)`, empty when `hi <= lo`.
+fn huge_span(start: usize, len: usize) -> (usize, usize) {
+    (
+        (start + HUGE_PAGE - 1) & !(HUGE_PAGE - 1),
+        (start + len) & !(HUGE_PAGE - 1),
+    )
 }
 
 /// Whether huge pages are slow to fault in here ([`HUGE_UNKNOWN`], [`HUGE_WARM`] or
@@ -172,8 +179,7 @@ const COLD_HUGE_PAGE: Duration = Duration::from_millis(1);
 /// # Safety
 /// `[start, start + len)` must lie inside one block this process allocated and may write.
 pub unsafe fn prefault(start: *mut c_void, len: usize) {
-    let lo = (start as usize + HUGE_PAGE - 1) & !(HUGE_PAGE - 1);
-    let hi = (start as usize + len) & !(HUGE_PAGE - 1);
+    let (lo, hi) = huge_span(start as usize, len);
     let mut at = lo;
     while at < hi && !huge_pages_cold() {
         let t = Instant::now();

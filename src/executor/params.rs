@@ -388,9 +388,9 @@ pub fn skip_ndarray(r: &mut dyn ByteSource) -> Result<Option<PendingArray>> {
         return Ok(None);
     }
     let header = read_ndarray_header(r)?;
-    let Some(at) = r.position() else {
-        return Ok(None);
-    };
+    let at = r
+        .position()
+        .ok_or_else(|| Error::internal("a byte source stopped telling its position"))?;
     r.take(header.size as usize, "the array data")?;
     Ok(Some(PendingArray { header, at }))
 }

@@ -329,9 +329,9 @@ struct LauncherState {
     busy: AtomicBool,
     /// `Done::count` when the current launch started.
     done_base: AtomicU32,
-    /// Launches in a row that no spinning worker joined (see `Pool::note_unclaimed`), and
-    /// the sum of the workers' [`Ack`]s when the streak began.
+    /// Launches in a row that no spinning worker joined (see `Pool::note_unclaimed`).
     unclaimed: AtomicU32,
+    /// The sum of the workers' [`Ack`]s when that streak began.
     acks_then: AtomicU32,
     /// When the streak began (ns since `epoch`).
     streak_began: AtomicU64,

@@ -38,3 +38,16 @@ pub fn models_dir() -> Option<PathBuf> {
     })
     .then_some(d)
 }
+
+/// The large-model fixture `NAME.so` in `models_dir()`, or None (skipped, a failure under
+/// TVMRT_REQUIRE_MODELS) when it was not built.
+pub fn model(name: &str) -> Option<PathBuf> {
+    let lib = models_dir()?.join(format!("{name}.so"));
+    crate::skip::available(lib.exists(), "TVMRT_REQUIRE_MODELS", || {
+        format!(
+            "{name} not built: {} is missing (run scripts/build_fixtures.py --models)",
+            lib.display()
+        )
+    })
+    .then_some(lib)
+}
