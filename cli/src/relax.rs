@@ -90,11 +90,12 @@ fn param_infos(ex: &Executable, func: &str) -> tvm_runtime::Result<Vec<ParamInfo
         .collect();
     let mut ndims: Vec<Option<i64>> = vec![None; infos.len()];
     let n_params = infos.len() as i64;
+    let (instr_offset, instr_data) = ex.code_words();
     for pc in fi.start_instr.max(0)..fi.end_instr {
-        let Some(&off) = ex.instr_offset.get(pc as usize) else {
+        let Some(&off) = instr_offset.get(pc as usize) else {
             break;
         };
-        let words = ex.instr_data.get(off as usize..).unwrap_or(&[]);
+        let words = instr_data.get(off as usize..).unwrap_or(&[]);
         // Call: [1, dst, func, nargs, args...]
         if words.len() < 4 || words[0] != 1 {
             continue;

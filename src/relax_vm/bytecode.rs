@@ -104,12 +104,73 @@ fn decode_arg(w: i64, at: usize, k: usize) -> Result<Arg> {
     })
 }
 
+/// A run of little-endian `i64` words, as the code section stores them.
+#[derive(Clone, Copy, Debug)]
+pub struct Words<'a>(&'a [u8]);
+
+impl<'a> Words<'a> {
+    /// The words of `bytes`; a trailing partial word is ignored.
+    pub fn new(bytes: &'a [u8]) -> Self {
+        Words(&bytes[..bytes.len() - bytes.len() % 8])
+    }
+    /// The number of words.
+    pub fn len(&self) -> usize {
+        self.0.len() / 8
+    }
+    /// Whether there are no words.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    /// Word `i`, if there is one.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<i64> {
+        let at = i.checked_mul(8)?;
+        let b = self.0.get(at..at.checked_add(8)?)?;
+        Some(i64::from_le_bytes(b.try_into().ok()?))
+    }
+    /// All words.
+    pub fn iter(self) -> impl Iterator<Item = i64> + 'a {
+        self.0
+            .chunks_exact(8)
+            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
+}
+
+/// Little-endian bytes of words (for [`Words`] over words held in memory).
+pub fn words_to_bytes(words: &[i64]) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_le_bytes()).collect()
+}
+
+/// The decoded code section.
+pub struct Decoded {
+    /// One instruction per offset.
+    pub code: Vec<Instr>,
+    /// The call arguments of all instructions, in order.
+    pub args: Vec<Arg>,
+    /// Whether the words are exactly what [`encode`] makes of `code` and `args`: each
+    /// instruction right after the previous one, none overlapping, no word left over (what a
+    /// compiler writes).
+    pub canonical: bool,
+}
+
 /// Decodes every instruction (structure only; indices are checked by [`validate`]).
-pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
-    let mut code = Vec::with_capacity(offsets.len());
-    // Every call argument takes one word of `data`, after the call's four.
-    let mut args = Vec::with_capacity(data.len().saturating_sub(4 * offsets.len()));
-    for (i, &off) in offsets.iter().enumerate() {
+pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
+    let n = offsets.len();
+    // The argument list is sized exactly first (one fresh heap page costs more than the pass).
+    let nargs_total = offsets
+        .iter()
+        .filter_map(|off| {
+            let o = usize::try_from(off).ok()?;
+            (data.get(o)? == 1).then(|| data.get(o.checked_add(3)?))?
+        })
+        .filter(|&k| (0..=data.len() as i64).contains(&k))
+        .fold(0usize, |acc, k| acc.saturating_add(k as usize))
+        .min(data.len());
+    let mut code = Vec::with_capacity(n);
+    let mut args = Vec::with_capacity(nargs_total);
+    let mut next = 0i64;
+    let mut canonical = true;
+    for (i, off) in offsets.iter().enumerate() {
         let past_end = || {
             bad(format!(
                 "instruction {i} at word {off} runs past the end of the code ({} words)",
@@ -117,13 +178,12 @@ pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
             ))
         };
         // The instruction's words: from its offset to the end of the code.
-        let w = usize::try_from(off)
+        let start = usize::try_from(off)
             .ok()
-            .and_then(|o| data.get(o..))
-            .filter(|w| !w.is_empty())
+            .filter(|&o| o < data.len())
             .ok_or_else(past_end)?;
-        let field = |k: usize| w.get(k).copied().ok_or_else(past_end);
-        let ins = match w[0] {
+        let field = |k: usize| data.get(start + k).ok_or_else(past_end);
+        let (ins, len) = match field(0)? {
             1 => {
                 let dst = reg(field(1)?, i)?;
                 let func = field(2)?;
@@ -138,29 +198,77 @@ pub fn decode(offsets: &[i64], data: &[i64]) -> Result<(Vec<Instr>, Vec<Arg>)> {
                         "instruction {i}: invalid argument count {nargs}"
                     )));
                 }
-                let words = w.get(4..4 + nargs as usize).ok_or_else(past_end)?;
+                let nargs = nargs as usize;
+                if start + 4 + nargs > data.len() {
+                    return Err(past_end());
+                }
                 let begin = args.len();
-                for (k, &x) in words.iter().enumerate() {
-                    args.push(decode_arg(x, i, k)?);
+                for k in 0..nargs {
+                    args.push(decode_arg(field(4 + k)?, i, k)?);
                 }
                 if args.len() > u32::MAX as usize {
                     return Err(bad("too many call arguments".into()));
                 }
-                Instr::Call {
+                let ins = Instr::Call {
                     dst,
                     func,
                     args_begin: begin as u32,
                     nargs: nargs as u32,
-                }
+                };
+                (ins, 4 + nargs as i64)
             }
-            2 => Instr::Ret(reg(field(1)?, i)?),
-            3 => Instr::Goto(field(1)?),
-            4 => Instr::If(reg(field(1)?, i)?, field(2)?),
+            2 => (Instr::Ret(reg(field(1)?, i)?), 2),
+            3 => (Instr::Goto(field(1)?), 2),
+            4 => (Instr::If(reg(field(1)?, i)?, field(2)?), 3),
             op => return Err(bad(format!("instruction {i}: unknown opcode {op}"))),
         };
+        canonical &= off == next;
+        next = off + len;
         code.push(ins);
     }
-    Ok((code, args))
+    canonical &= next == data.len() as i64;
+    Ok(Decoded {
+        code,
+        args,
+        canonical,
+    })
+}
+
+fn arg_raw(a: Arg) -> i64 {
+    const LOW56: i64 = (1 << 56) - 1;
+    let (kind, value) = match a {
+        Arg::Reg(r) => (0i64, reg_raw(r)),
+        Arg::Imm(v) => (1, v),
+        Arg::Const(c) => (2, c as i64),
+        Arg::Func(g) => (3, g as i64),
+    };
+    (kind << 56) | (value & LOW56)
+}
+
+/// The code section's words (`instr_offset`, `instr_data`) for decoded instructions: the
+/// inverse of [`decode`] where it found the layout canonical.
+pub fn encode(code: &[Instr], args: &[Arg]) -> (Vec<i64>, Vec<i64>) {
+    let mut offsets = Vec::with_capacity(code.len());
+    let mut data = Vec::with_capacity(4 * code.len() + args.len());
+    for ins in code {
+        offsets.push(data.len() as i64);
+        match *ins {
+            Instr::Call {
+                dst,
+                func,
+                args_begin,
+                nargs,
+            } => {
+                data.extend([1, reg_raw(dst), func as i64, nargs as i64]);
+                let a = &args[args_begin as usize..(args_begin + nargs) as usize];
+                data.extend(a.iter().map(|&a| arg_raw(a)));
+            }
+            Instr::Ret(r) => data.extend([2, reg_raw(r)]),
+            Instr::Goto(off) => data.extend([3, off]),
+            Instr::If(c, off) => data.extend([4, reg_raw(c), off]),
+        }
+    }
+    (offsets, data)
 }
 
 /// Checks every VM function: its instruction range, the registers, constant and function

@@ -7,7 +7,7 @@
 //! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
 //! Everything is read with bounds checks and validated before a VM runs it.
 
-use super::bytecode::{self, Instr};
+use super::bytecode::{self, Instr, Words};
 use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource, PendingArray};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
@@ -94,14 +94,13 @@ pub struct Executable {
     pub func_map: HashMap<String, usize>,
     /// The constant pool.
     pub constants: Vec<Constant>,
-    /// Start word of each instruction.
-    pub instr_offset: Vec<i64>,
-    /// The instruction words.
-    pub instr_data: Vec<i64>,
     /// Decoded instructions (one per `instr_offset` entry).
     pub(crate) code: Vec<Instr>,
     /// Call arguments of all decoded instructions.
     pub(crate) call_args: Vec<bytecode::Arg>,
+    /// The code section's words as read, kept only where re-encoding `code` would not give
+    /// them back (a layout no compiler writes); otherwise they are re-encoded when needed.
+    raw_code: Option<Box<(Vec<i64>, Vec<i64>)>>,
 }
 
 /// Largest register file a function may ask for (guards against absurd allocations).
@@ -165,11 +164,11 @@ impl<'a> Reader<'a> {
         })
     }
     fn i64_vec(&mut self, section: &str, what: &str) -> Result<Vec<i64>> {
+        Ok(self.words(section, what)?.iter().collect())
+    }
+    fn words(&mut self, section: &str, what: &str) -> Result<Words<'a>> {
         let n = self.count(8, section, what)?;
-        let b = self.take(n * 8, section, what)?;
-        Ok(b.chunks_exact(8)
-            .map(|w| i64::from_le_bytes(w.try_into().expect("8")))
-            .collect())
+        Ok(Words::new(self.take(n * 8, section, what)?))
     }
 }
 
@@ -315,15 +314,15 @@ impl Executable {
         for (i, a) in index.into_iter().zip(loaded) {
             constants[i] = Constant::NDArray(a);
         }
-        let instr_offset = r.i64_vec("code", "the instruction offsets")?;
-        let instr_data = r.i64_vec("code", "the instruction data")?;
+        let instr_offset = r.words("code", "the instruction offsets")?;
+        let instr_data = r.words("code", "the instruction data")?;
         if r.pos != body.len() {
             return Err(Error::value(format!(
                 "invalid Relax VM executable: {} unexpected bytes after the code section",
                 body.len() - r.pos
             )));
         }
-        Self::from_parts(funcs, constants, instr_offset, instr_data)
+        Self::from_words(funcs, constants, instr_offset, instr_data)
     }
 
     /// Builds and validates an executable from its sections.
@@ -333,22 +332,46 @@ impl Executable {
         instr_offset: Vec<i64>,
         instr_data: Vec<i64>,
     ) -> Result<Executable> {
-        let mut func_map = HashMap::new();
+        let (o, d) = (
+            bytecode::words_to_bytes(&instr_offset),
+            bytecode::words_to_bytes(&instr_data),
+        );
+        Self::from_words(funcs, constants, Words::new(&o), Words::new(&d))
+    }
+
+    /// Builds and validates an executable from its sections, the code as stored.
+    fn from_words(
+        funcs: Vec<FuncInfo>,
+        constants: Vec<Constant>,
+        instr_offset: Words<'_>,
+        instr_data: Words<'_>,
+    ) -> Result<Executable> {
+        let mut func_map = HashMap::with_capacity(funcs.len());
         for (i, f) in funcs.iter().enumerate() {
             func_map.insert(f.name.clone(), i);
         }
-        let (code, call_args) = bytecode::decode(&instr_offset, &instr_data)?;
+        let d = bytecode::decode(instr_offset, instr_data)?;
+        let raw_code = (!d.canonical)
+            .then(|| Box::new((instr_offset.iter().collect(), instr_data.iter().collect())));
         let exec = Executable {
             funcs,
             func_map,
             constants,
-            instr_offset,
-            instr_data,
-            code,
-            call_args,
+            code: d.code,
+            call_args: d.args,
+            raw_code,
         };
         bytecode::validate(&exec)?;
         Ok(exec)
+    }
+
+    /// The code section as stored: the start word of each instruction (`instr_offset`) and
+    /// the instruction words (`instr_data`).
+    pub fn code_words(&self) -> (Vec<i64>, Vec<i64>) {
+        match &self.raw_code {
+            Some(raw) => raw.as_ref().clone(),
+            None => bytecode::encode(&self.code, &self.call_args),
+        }
     }
 
     /// `SaveToBinary`: the executable in the reference's format, byte for byte.
@@ -416,8 +439,9 @@ impl Executable {
                 }
             }
         }
-        v(&mut out, &self.instr_offset);
-        v(&mut out, &self.instr_data);
+        let (instr_offset, instr_data) = self.code_words();
+        v(&mut out, &instr_offset);
+        v(&mut out, &instr_data);
         Ok(out)
     }
 
@@ -517,6 +541,45 @@ mod tests {
         // Without a file, both from the blob.
         assert_eq!(first_words(None), (0, small));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn ret_main(end_instr: i64, offsets: Vec<i64>, data: Vec<i64>) -> Executable {
+        let main = FuncInfo {
+            kind: FuncKind::VmFunc,
+            name: "main".into(),
+            start_instr: 0,
+            end_instr,
+            num_args: 1,
+            register_file_size: 1,
+            param_names: vec!["x".into()],
+        };
+        Executable::from_parts(vec![main], vec![], offsets, data).unwrap()
+    }
+
+    #[test]
+    fn code_is_re_encoded_when_saved_and_kept_as_read_where_that_would_differ() {
+        // What a compiler writes (goto +2; %0 = main(-5, %0); ret %0): nothing is kept, the
+        // words come back from the decoded code.
+        let imm = |v: i64| 1 << 56 | (v & ((1 << 56) - 1));
+        let offsets = vec![0, 2, 8];
+        let data = vec![3, 2, 1, 0, 0, 2, imm(-5), 0, 2, 0];
+        let e = ret_main(3, offsets.clone(), data.clone());
+        assert!(e.raw_code.is_none());
+        assert_eq!(e.code_words(), (offsets, data));
+        // Layouts no compiler writes: a word before the first instruction, two instructions
+        // on the same words, a word after the last. Saved back word for word.
+        for (end, offsets, data) in [
+            (1, vec![1], vec![77, 2, 0]),
+            (2, vec![0, 0], vec![2, 0]),
+            (1, vec![0], vec![2, 0, 77]),
+        ] {
+            let e = ret_main(end, offsets.clone(), data.clone());
+            assert!(e.raw_code.is_some());
+            assert_eq!(e.code_words(), (offsets.clone(), data.clone()));
+            let again = Executable::load(&e.save().unwrap()).unwrap();
+            assert_eq!(again.code_words(), (offsets, data));
+            assert_eq!(again.save().unwrap(), e.save().unwrap());
+        }
     }
 
     #[test]
