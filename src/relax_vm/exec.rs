@@ -97,7 +97,7 @@ pub struct Executable {
     /// Decoded instructions (one per `instr_offset` entry).
     pub(crate) code: Vec<Instr>,
     /// Call arguments of all decoded instructions.
-    pub(crate) call_args: Vec<bytecode::Arg>,
+    pub(crate) call_args: Vec<bytecode::PackedArg>,
     /// The code section's words as read, kept only where re-encoding `code` would not give
     /// them back (a layout no compiler writes); otherwise they are re-encoded when needed.
     raw_code: Option<Box<(Vec<i64>, Vec<i64>)>>,

@@ -8,7 +8,7 @@
 //! VM runs on the calling thread (checked against a thread-local stack of running VMs), so a
 //! stray pointer is an error, never a dereference.
 
-use super::bytecode::{Arg, Instr, Reg};
+use super::bytecode::{Arg, Instr, PackedArg, Reg};
 use super::exec::{Constant, Executable, FuncKind};
 use super::memory::{self, Allocator, StorageObj};
 use crate::module::Module;
@@ -621,7 +621,7 @@ impl VmCore {
         frame.values.clear();
         frame.codes.clear();
         for a in args {
-            let (v, c) = match *a {
+            let (v, c) = match a.get() {
                 Arg::Reg(Reg::R(i)) => reg_to_c(&frame.regs[i as usize]),
                 Arg::Reg(Reg::Void) => (
                     TVMValue {
@@ -687,35 +687,35 @@ impl VmCore {
         st: &VmState,
         frame: &Frame,
         kind: Fast,
-        args: &[Arg],
+        args: &[PackedArg],
     ) -> Option<Result<RetValue>> {
-        let value = |a: &Arg| -> Option<&RetValue> {
-            match *a {
+        let value = |a: &PackedArg| -> Option<&RetValue> {
+            match a.get() {
                 Arg::Reg(Reg::R(i)) => frame.regs.get(i as usize),
                 Arg::Const(k) => st.consts.0.get(k as usize),
                 _ => None,
             }
         };
-        let obj = |a: &Arg| match value(a) {
+        let obj = |a: &PackedArg| match value(a) {
             Some(RetValue::Object(o)) => Some(o),
             _ => None,
         };
-        let int = |a: &Arg| match *a {
+        let int = |a: &PackedArg| match a.get() {
             Arg::Imm(i) => Some(i),
             _ => match value(a) {
                 Some(RetValue::Int(i)) => Some(*i),
                 _ => None,
             },
         };
-        let dtype = |a: &Arg| match value(a) {
+        let dtype = |a: &PackedArg| match value(a) {
             Some(RetValue::DataType(t)) => Some(*t),
             _ => None,
         };
-        let shape = |a: &Arg| obj(a)?.downcast_ref::<ShapeTupleObj>().map(|s| s.dims());
+        let shape = |a: &PackedArg| obj(a)?.downcast_ref::<ShapeTupleObj>().map(|s| s.dims());
         // The shape heap: `Some(None)` for null, `Some(Some((p, n)))` for an int64 CPU tensor
         // of n values (aligned), `None` otherwise.
-        let heap_of = |a: &Arg| -> Option<Option<(*mut i64, usize)>> {
-            if matches!(a, Arg::Reg(Reg::Void)) || matches!(value(a), Some(RetValue::Null)) {
+        let heap_of = |a: &PackedArg| -> Option<Option<(*mut i64, usize)>> {
+            if a.get() == Arg::Reg(Reg::Void) || matches!(value(a), Some(RetValue::Null)) {
                 return Some(None);
             }
             let t = obj(a)?.downcast_ref::<NDArrayObj>()?.dltensor();
@@ -743,9 +743,12 @@ impl VmCore {
                 Some(StorageObj::alloc_tensor(storage, off, dims, dt).map(RetValue::Object))
             }
             Fast::AllocStorage => {
-                let [Arg::Reg(Reg::Vm), shp, dev, hint, _scope] = args else {
+                let [vm, shp, dev, hint, _scope] = args else {
                     return None;
                 };
+                if vm.get() != Arg::Reg(Reg::Vm) {
+                    return None;
+                }
                 let (dims, dev, hint) = (shape(shp)?, int(dev)?, dtype(hint)?);
                 let n = st.devices.len() as i64;
                 if dev < -1 || dev >= n {
