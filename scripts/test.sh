@@ -58,6 +58,8 @@ if command -v cargo-clippy >/dev/null 2>&1 || cargo clippy --version >/dev/null 
 fi
 step "fmt"
 cargo fmt --all -- --check
+step "rustdoc (no broken or private links in the public docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib
 
 step "fixtures incl. resnet18 and mobilenet (cached)"
 "$TVMRT_PYTHON" scripts/build_fixtures.py --models

@@ -24,9 +24,9 @@
 //! 8. [`rpc`]: TVM's RPC protocol, server and client;
 //! 9. [`c_api`]: the `extern "C"` surface, which converts and delegates inside one boundary.
 //!
-//! Each room registers its own global functions beside their code; [`register_all`] is the
+//! Each room registers its own global functions beside their code; `register_all` is the
 //! one composition root that calls them, on the first use of the registry. The crate root is
-//! above every room: the registry (room 1) calls [`register_all`], and nothing else in a
+//! above every room: the registry (room 1) calls `register_all`, and nothing else in a
 //! room names the root.
 
 pub mod c_api;

@@ -47,7 +47,7 @@ pub static CPU: CpuDeviceApi = CpuDeviceApi;
 /// Implemented as `malloc` plus manual alignment, with the original pointer and the block's
 /// size stored just below the aligned one: glibc's `posix_memalign` takes a slow path for
 /// every call, which made small array allocations several times more expensive than
-/// `malloc`. Large blocks are taken from [`LargeCache`] when one fits.
+/// `malloc`. Large blocks are taken from `LargeCache` when one fits.
 #[inline]
 pub fn host_alloc(nbytes: usize, alignment: usize) -> Result<*mut c_void> {
     let align = alignment.max(16).next_power_of_two();
@@ -173,7 +173,7 @@ const COLD_HUGE_PAGE: Duration = Duration::from_millis(1);
 
 /// Faults in a block of host memory from [`host_alloc`] that is about to be written in full
 /// (weights read from a file) as huge pages, one system call each, each timed: once one is
-/// cold ([`HUGE_PAGES`]), the rest of the block and later blocks get small pages, all in one
+/// cold (`HUGE_PAGES`), the rest of the block and later blocks get small pages, all in one
 /// call. Where the kernel cannot populate (before Linux 5.14) the writes fault the pages in.
 ///
 /// # Safety

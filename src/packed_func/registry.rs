@@ -2,7 +2,7 @@
 //!
 //! The registry type lives here, in the lowest room, and knows nothing of the rooms above it.
 //! Each room registers its own functions beside their implementation (a `register(&mut
-//! Registrar)` function in the room); the composition root, [`crate::register_all`], calls them
+//! Registrar)` function in the room); the composition root, `crate::register_all`, calls them
 //! all once, on the first use of the registry.
 //!
 //! Registration writes into the same map the lookups read, one entry at a time, under a lock

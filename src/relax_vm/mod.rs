@@ -5,7 +5,7 @@
 //! - [`bytecode`]: instruction decoding, validation and disassembly;
 //! - [`interp`]: the interpreter (frames, registers, closures, the VM context);
 //! - [`vm_module`]: the executable and VM modules and their loaders;
-//! - [`builtins`]: the `vm.builtin.*` functions executables call;
+//! - `builtins`: the `vm.builtin.*` functions executables call;
 //! - [`memory`]: `vm.Storage` and the naive and pooled allocators;
 //! - [`report`]: `runtime.profiling.Report` (from the profilers' JSON, as tables);
 //! - `sort`: the `tvm.contrib.sort.*` externs compiled CPU kernels call;

@@ -6,9 +6,9 @@
 //! owned by the executor, so `run` is a loop of calls over prepared `TVMValue` arrays; for
 //! functions compiled by TVM the call goes straight to the function pointer.
 //!
-//! Rooms: [`storage`] plans and allocates the pool, [`args`] builds the argument tables,
-//! [`ops`] runs them, [`io`] sets and reads inputs, outputs and parameters, [`profile`] times
-//! nodes, [`node`] is the module object and [`api`] the safe Rust face.
+//! Rooms: `storage` plans and allocates the pool, `args` builds the argument tables,
+//! `ops` runs them, `io` sets and reads inputs, outputs and parameters, `profile` times
+//! nodes, `node` is the module object and `api` the safe Rust face.
 
 mod api;
 mod args;

@@ -230,7 +230,7 @@ unsafe fn plain_arg(values: *const TVMValue, codes: *const i32, i: usize) -> Opt
 
 /// Writes the first `N` arguments to `args` as `TVMFFIAny` values (each two words:
 /// `head(type index)`, then the payload's bits), with the conversion unrolled, each written
-/// as soon as it is converted; `false` when one is not plain ([`plain_type_index`]), with `args`
+/// as soon as it is converted; `false` when one is not plain (`plain_type_index`), with `args`
 /// then only partly written.
 ///
 /// # Safety
@@ -337,8 +337,8 @@ pub unsafe fn call_converted(
     }
 }
 
-/// Calls a tvm-ffi kernel when every argument is a plain value ([`plain_type_index`]) and there
-/// are at most [`INLINE_ARGS`]: the arguments are converted into a stack buffer, with no
+/// Calls a tvm-ffi kernel when every argument is a plain value (`plain_type_index`) and there
+/// are at most `INLINE_ARGS`: the arguments are converted into a stack buffer, with no
 /// allocation, no thread-local and no error state touched (a failure is read by the caller,
 /// through [`finish`]). Returns the kernel's status with its result in `result`, or `None`,
 /// having called nothing, otherwise. (`TVMFuncCall`'s fast path runs [`plain_args`] and

@@ -1,6 +1,6 @@
 //! The Vulkan instance, its physical devices (one TVM device id each) and their logical
-//! devices. [`properties`] holds what a device reports, [`memory`] its buffers and mapped
-//! memory, [`stream`] its single command stream and the pipelined transfers.
+//! devices. `properties` holds what a device reports, `memory` its buffers and mapped
+//! memory, `stream` its single command stream and the pipelined transfers.
 //!
 //! Everything here is created on first use: a process that never touches a Vulkan device never
 //! loads `libvulkan`. Without a loader or a driver the context records why, and every Vulkan
