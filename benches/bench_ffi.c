@@ -12,11 +12,18 @@
  * and the minimum over repetitions of the mean ns per call, and the two ratios (tvm-ffi /
  * classic). On a shared machine the minimum is the steadier figure.
  *
+ * Then the same two kernels alone, called directly through their symbols (`CLASSIC_FUNC`,
+ * `__tvm_ffi_FFI_FUNC`) with the arguments already in each ABI's form, as a C program would
+ * without any runtime, alternated the same way: the part of the ratio that is the kernels'
+ * own (TVM 0.27's kernel checks each argument's tvm-ffi type index; TVM 0.16's its type code).
+ *
  * With BENCH_FFI_CALLS=K in the environment it makes K calls of each instead, once, through
  * two functions of their own (calls_classic, calls_ffi) and prints nothing else: the form to
  * run under `valgrind --tool=callgrind`, whose inclusive instruction counts of the two
  * functions divided by K are the instructions per call (scripts/bench_callgrind.sh does this).
  */
+#include <dlfcn.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +74,53 @@ static double time_calls(kernel* k, long iters) {
   return (now_ns() - t0) / iters;
 }
 
+/* The kernels' own signatures: TVM 0.16's TVMBackendPackedCFunc and TVM 0.27's
+ * TVMFFISafeCallType over 16-byte TVMFFIAny values. */
+typedef int (*classic_kernel)(TVMValue*, int*, int, TVMValue*, int*, void*);
+typedef struct {
+  int32_t type_index;
+  uint32_t zero_padding;
+  void* v_ptr;
+} ffi_any;
+typedef int (*ffi_kernel)(void*, const ffi_any*, int32_t, ffi_any*);
+enum { FFI_DLTENSOR_PTR = 7 };
+
+static double time_classic_kernel(classic_kernel f, TVMValue* v, int* c, long iters) {
+  TVMValue rv;
+  int rc;
+  double t0 = now_ns();
+  for (long i = 0; i < iters; i++) {
+    if (f(v, c, 3, &rv, &rc, NULL)) {
+      fprintf(stderr, "bench_ffi: the classic kernel failed\n");
+      exit(1);
+    }
+  }
+  return (now_ns() - t0) / iters;
+}
+
+static double time_ffi_kernel(ffi_kernel f, const ffi_any* a, long iters) {
+  double t0 = now_ns();
+  for (long i = 0; i < iters; i++) {
+    ffi_any result = {0, 0, NULL}; /* None: what the caller must pass */
+    if (f(NULL, a, 3, &result)) {
+      fprintf(stderr, "bench_ffi: the tvm-ffi kernel failed\n");
+      exit(1);
+    }
+  }
+  return (now_ns() - t0) / iters;
+}
+
+static void* kernel_symbol(const char* path, const char* name) {
+  /* The library is loaded already (by the runtime); this takes another reference. */
+  void* h = dlopen(path, RTLD_LAZY | RTLD_LOCAL);
+  void* f = h ? dlsym(h, name) : NULL;
+  if (!f) {
+    fprintf(stderr, "bench_ffi: %s: no symbol %s\n", path, name);
+    exit(1);
+  }
+  return f;
+}
+
 /* Kept out of line and apart (noipa: not merged as identical) so that callgrind reports each
  * kernel's calls as a function of its own. */
 __attribute__((noipa)) static void calls_classic(kernel* k, long iters) {
@@ -113,6 +167,31 @@ int main(int argc, char** argv) {
   qsort(b, REPS, sizeof(double), cmp);
   printf("N=%lld median: classic %.1f ns/call, tvm-ffi %.1f ns/call, ratio %.2f; "
          "min: classic %.1f, tvm-ffi %.1f, ratio %.2f\n",
+         (long long)n, a[REPS / 2], b[REPS / 2], b[REPS / 2] / a[REPS / 2], a[0], b[0],
+         b[0] / a[0]);
+
+  char ffi_name[256];
+  snprintf(ffi_name, sizeof ffi_name, "__tvm_ffi_%s", argv[4]);
+  classic_kernel ck = (classic_kernel)kernel_symbol(argv[1], argv[2]);
+  ffi_kernel fk = (ffi_kernel)kernel_symbol(argv[3], ffi_name);
+  TVMValue cv[3];
+  int cc[3];
+  ffi_any fa[3];
+  for (int i = 0; i < 3; i++) {
+    cv[i].v_handle = t[i];
+    cc[i] = kTVMDLTensorHandle;
+    fa[i] = (ffi_any){FFI_DLTENSOR_PTR, 0, t[i]};
+  }
+  time_classic_kernel(ck, cv, cc, iters / 10);
+  time_ffi_kernel(fk, fa, iters / 10);
+  for (int r = 0; r < REPS; r++) {
+    a[r] = time_classic_kernel(ck, cv, cc, iters);
+    b[r] = time_ffi_kernel(fk, fa, iters);
+  }
+  qsort(a, REPS, sizeof(double), cmp);
+  qsort(b, REPS, sizeof(double), cmp);
+  printf("N=%lld kernels alone, no runtime: median classic %.1f ns/call, tvm-ffi %.1f ns/call, "
+         "ratio %.2f; min: classic %.1f, tvm-ffi %.1f, ratio %.2f\n",
          (long long)n, a[REPS / 2], b[REPS / 2], b[REPS / 2] / a[REPS / 2], a[0], b[0],
          b[0] / a[0]);
   return 0;
