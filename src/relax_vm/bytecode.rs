@@ -204,8 +204,16 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
             (data.get(o)? == 1).then(|| data.get(o.checked_add(3)?))?
         })
         .filter(|&k| (0..=data.len() as i64).contains(&k))
-        .fold(0usize, |acc, k| acc.saturating_add(k as usize))
-        .min(data.len());
+        .fold(0usize, |acc, k| acc.saturating_add(k as usize));
+    // Each argument has a word of its own unless calls overlap, which no compiler writes and
+    // which could otherwise make a small executable decode into billions of arguments.
+    if nargs_total > data.len() {
+        return Err(bad(format!(
+            "the calls have {nargs_total} arguments in all, more than the {} words of the \
+             code (instructions overlap)",
+            data.len()
+        )));
+    }
     let mut code = Vec::with_capacity(n);
     let mut args = Vec::with_capacity(nargs_total);
     let mut next = 0i64;

@@ -580,6 +580,28 @@ mod tests {
             assert_eq!(again.code_words(), (offsets, data));
             assert_eq!(again.save().unwrap(), e.save().unwrap());
         }
+        // Calls that share their argument words: refused before anything is allocated for
+        // them (10,000 offsets onto one call of 10,000 arguments would be 10^8 arguments).
+        let mut data = vec![1, 0, 0, 10_000];
+        data.extend(std::iter::repeat_n(0, 10_000));
+        let main = FuncInfo {
+            kind: FuncKind::VmFunc,
+            name: "main".into(),
+            start_instr: 0,
+            end_instr: 10_000,
+            num_args: 1,
+            register_file_size: 1,
+            param_names: vec!["x".into()],
+        };
+        let e = Executable::from_parts(vec![main], vec![], vec![0; 10_000], data)
+            .err()
+            .unwrap();
+        assert!(
+            e.message
+                .contains("100000000 arguments in all, more than the 10004 words"),
+            "{}",
+            e.message
+        );
     }
 
     #[test]
