@@ -46,7 +46,13 @@ fn cap_allocations() {
                 for &d in s.dims() {
                     n = n.saturating_mul(d.max(0));
                 }
-                if n.saturating_mul(8) > MAX_STORAGE {
+                // Bytes per element from the dtype hint (wide types and many lanes included);
+                // 8 when the hint is not a data type (the builtin then refuses the call).
+                let elem = a
+                    .dtype(3)
+                    .map(|t| (t.bits as i64 * t.lanes as i64 + 7) / 8)
+                    .unwrap_or(8);
+                if n.saturating_mul(elem.max(1)) > MAX_STORAGE {
                     return Err(tvm_runtime::Error::value("fuzz harness: storage too large"));
                 }
             }
