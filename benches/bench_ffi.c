@@ -74,6 +74,16 @@ static double time_calls(kernel* k, long iters) {
   return (now_ns() - t0) / iters;
 }
 
+/* Sorts the per-repetition means and prints the medians, the minima and their ratios. */
+static void report(int64_t n, const char* what, double* a, double* b, int reps) {
+  qsort(a, reps, sizeof(double), cmp);
+  qsort(b, reps, sizeof(double), cmp);
+  printf("N=%lld%s median: classic %.1f ns/call, tvm-ffi %.1f ns/call, ratio %.2f; "
+         "min: classic %.1f, tvm-ffi %.1f, ratio %.2f\n",
+         (long long)n, what, a[reps / 2], b[reps / 2], b[reps / 2] / a[reps / 2], a[0], b[0],
+         b[0] / a[0]);
+}
+
 /* The kernels' own signatures: TVM 0.16's TVMBackendPackedCFunc and TVM 0.27's
  * TVMFFISafeCallType over 16-byte TVMFFIAny values. */
 typedef int (*classic_kernel)(TVMValue*, int*, int, TVMValue*, int*, void*);
@@ -163,12 +173,7 @@ int main(int argc, char** argv) {
     a[r] = time_calls(&classic, iters);
     b[r] = time_calls(&ffi, iters);
   }
-  qsort(a, REPS, sizeof(double), cmp);
-  qsort(b, REPS, sizeof(double), cmp);
-  printf("N=%lld median: classic %.1f ns/call, tvm-ffi %.1f ns/call, ratio %.2f; "
-         "min: classic %.1f, tvm-ffi %.1f, ratio %.2f\n",
-         (long long)n, a[REPS / 2], b[REPS / 2], b[REPS / 2] / a[REPS / 2], a[0], b[0],
-         b[0] / a[0]);
+  report(n, "", a, b, REPS);
 
   char ffi_name[256];
   snprintf(ffi_name, sizeof ffi_name, "__tvm_ffi_%s", argv[4]);
@@ -188,11 +193,6 @@ int main(int argc, char** argv) {
     a[r] = time_classic_kernel(ck, cv, cc, iters);
     b[r] = time_ffi_kernel(fk, fa, iters);
   }
-  qsort(a, REPS, sizeof(double), cmp);
-  qsort(b, REPS, sizeof(double), cmp);
-  printf("N=%lld kernels alone, no runtime: median classic %.1f ns/call, tvm-ffi %.1f ns/call, "
-         "ratio %.2f; min: classic %.1f, tvm-ffi %.1f, ratio %.2f\n",
-         (long long)n, a[REPS / 2], b[REPS / 2], b[REPS / 2] / a[REPS / 2], a[0], b[0],
-         b[0] / a[0]);
+  report(n, " kernels alone (no runtime)", a, b, REPS);
   return 0;
 }
