@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 use tvm_runtime::executor::TensorInfo;
 use tvm_runtime::packed_func::types::{DLDevice, DL_UINT};
+use tvm_runtime::relax_vm::bytecode::{Arg, Instr, Reg};
 use tvm_runtime::relax_vm::exec::{Constant, Executable, FuncKind};
 use tvm_runtime::relax_vm::vm_module::ExecutableNode;
 use tvm_runtime::relax_vm::{api::Value, VirtualMachine};
@@ -58,14 +59,6 @@ impl ParamInfo {
     }
 }
 
-/// A call argument word: kind in the top 8 bits, a sign-extended 56-bit value.
-fn decode_arg(w: i64) -> (u8, i64) {
-    (((w as u64) >> 56) as u8, (w << 8) >> 8)
-}
-const ARG_REG: u8 = 0;
-const ARG_IMM: u8 = 1;
-const ARG_CONST: u8 = 2;
-
 /// Reads the parameter checks (`check_tensor_info`, `match_shape`) of a VM function.
 fn param_infos(ex: &Executable, func: &str) -> tvm_runtime::Result<Vec<ParamInfo>> {
     let idx = ex.func_index(func).ok_or_else(|| {
@@ -90,44 +83,38 @@ fn param_infos(ex: &Executable, func: &str) -> tvm_runtime::Result<Vec<ParamInfo
         .collect();
     let mut ndims: Vec<Option<i64>> = vec![None; infos.len()];
     let n_params = infos.len() as i64;
-    let (instr_offset, instr_data) = ex.code_words();
     for pc in fi.start_instr.max(0)..fi.end_instr {
-        let Some(&off) = instr_offset.get(pc as usize) else {
+        let Some(ins) = ex.instr(pc as usize) else {
             break;
         };
-        let words = instr_data.get(off as usize..).unwrap_or(&[]);
-        // Call: [1, dst, func, nargs, args...]
-        if words.len() < 4 || words[0] != 1 {
-            continue;
-        }
-        let nargs = words[3].max(0) as usize;
-        let Some(args) = words.get(4..4 + nargs) else {
+        let Instr::Call { func, .. } = ins else {
             continue;
         };
-        let Some(callee) = ex.funcs.get(words[2] as usize) else {
+        let Some(callee) = ex.funcs.get(func as usize) else {
             continue;
         };
-        let args: Vec<(u8, i64)> = args.iter().map(|&w| decode_arg(w)).collect();
-        let Some(&(ARG_REG, r)) = args.first() else {
+        let args: Vec<Arg> = ex.args_of(&ins).iter().map(|a| a.get()).collect();
+        let Some(&Arg::Reg(Reg::R(r))) = args.first() else {
             continue;
         };
+        let r = r as i64;
         if !(0..n_params).contains(&r) {
             continue;
         }
         let p = &mut infos[r as usize];
         match callee.name.as_str() {
             "vm.builtin.check_tensor_info" if p.dtype.is_none() && args.len() >= 2 => {
-                if let (ARG_IMM, n) = args[1] {
+                if let Arg::Imm(n) = args[1] {
                     ndims[r as usize] = Some(n).filter(|&n| n >= 0);
                 }
-                if let Some(&(ARG_CONST, c)) = args.get(2).filter(|_| args.len() == 4) {
+                if let Some(&Arg::Const(c)) = args.get(2).filter(|_| args.len() == 4) {
                     if let Some(Constant::DataType(d)) = ex.constants.get(c as usize) {
                         p.dtype = Some(*d);
                     }
                 }
             }
             "vm.builtin.match_shape" if p.shape.is_none() && args.len() >= 3 => {
-                let (ARG_IMM, ndim) = args[2] else { continue };
+                let Arg::Imm(ndim) = args[2] else { continue };
                 let pairs = args.get(3..3 + 2 * ndim.max(0) as usize).unwrap_or(&[]);
                 if pairs.len() == 2 * ndim as usize {
                     // code 0: the extent must equal the immediate; others read the heap
@@ -135,7 +122,7 @@ fn param_infos(ex: &Executable, func: &str) -> tvm_runtime::Result<Vec<ParamInfo
                         pairs
                             .chunks(2)
                             .map(|c| match (c[0], c[1]) {
-                                ((ARG_IMM, 0), (ARG_IMM, v)) => Some(v),
+                                (Arg::Imm(0), Arg::Imm(v)) => Some(v),
                                 _ => None,
                             })
                             .collect(),

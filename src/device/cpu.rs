@@ -138,8 +138,16 @@ fn huge_pages_cold() -> bool {
         _ => {
             let cold = reports_free_huge_pages(std::path::Path::new("/sys"));
             let state = if cold { HUGE_COLD } else { HUGE_WARM };
-            HUGE_PAGES.store(state, Ordering::Relaxed);
-            cold
+            // A verdict set meanwhile (`prefault` timing a cold page) is kept.
+            match HUGE_PAGES.compare_exchange(
+                HUGE_UNKNOWN,
+                state,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => cold,
+                Err(now) => now == HUGE_COLD,
+            }
         }
     }
 }

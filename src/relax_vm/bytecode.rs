@@ -295,21 +295,17 @@ fn arg_raw(a: Arg) -> i64 {
 
 /// The code section's words (`instr_offset`, `instr_data`) for decoded instructions: the
 /// inverse of [`decode`] where it found the layout canonical.
-pub fn encode(code: &[Instr], args: &[PackedArg]) -> (Vec<i64>, Vec<i64>) {
-    let mut offsets = Vec::with_capacity(code.len());
-    let mut data = Vec::with_capacity(4 * code.len() + args.len());
-    for ins in code {
+pub fn encode(exec: &Executable) -> (Vec<i64>, Vec<i64>) {
+    let mut offsets = Vec::with_capacity(exec.code.len());
+    let mut data = Vec::with_capacity(4 * exec.code.len() + exec.call_args.len());
+    for ins in &exec.code {
         offsets.push(data.len() as i64);
         match *ins {
             Instr::Call {
-                dst,
-                func,
-                args_begin,
-                nargs,
+                dst, func, nargs, ..
             } => {
                 data.extend([1, reg_raw(dst), func as i64, nargs as i64]);
-                let a = &args[args_begin as usize..(args_begin + nargs) as usize];
-                data.extend(a.iter().map(|a| arg_raw(a.get())));
+                data.extend(exec.args_of(ins).iter().map(|a| arg_raw(a.get())));
             }
             Instr::Ret(r) => data.extend([2, reg_raw(r)]),
             Instr::Goto(off) => data.extend([3, off]),
@@ -359,21 +355,16 @@ pub fn validate(exec: &Executable) -> Result<()> {
         };
         for pc in f.start_instr..f.end_instr {
             let in_fn = |t: i64| f.start_instr <= t && t < f.end_instr;
-            match exec.code[pc as usize] {
-                Instr::Call {
-                    dst,
-                    func,
-                    args_begin,
-                    nargs,
-                } => {
+            let ins = &exec.code[pc as usize];
+            match *ins {
+                Instr::Call { dst, func, .. } => {
                     check_reg(dst, pc)?;
                     if func as u64 >= nfunc {
                         return Err(ctx(format!(
                             "instruction {pc}: function index {func} is out of range ({nfunc} functions)"
                         )));
                     }
-                    let a = &exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
-                    for arg in a {
+                    for arg in exec.args_of(ins) {
                         match arg.get() {
                             Arg::Reg(r) => check_reg(r, pc)?,
                             Arg::Const(c) if c as u64 >= nconst => {
@@ -452,15 +443,11 @@ pub fn as_text(exec: &Executable) -> String {
         os += &format!("@{}:\n", f.name);
         for pc in f.start_instr..f.end_instr {
             os += "  ";
-            match exec.code[pc as usize] {
-                Instr::Call {
-                    dst,
-                    func,
-                    args_begin,
-                    nargs,
-                } => {
-                    let a = &exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
-                    let args: Vec<String> = a
+            let ins = &exec.code[pc as usize];
+            match *ins {
+                Instr::Call { dst, func, .. } => {
+                    let args: Vec<String> = exec
+                        .args_of(ins)
                         .iter()
                         .map(|a| match a.get() {
                             Arg::Reg(r) => reg_text(r),
@@ -502,15 +489,11 @@ pub fn as_python(exec: &Executable) -> String {
             f.name, f.num_args
         );
         for pc in f.start_instr..f.end_instr {
-            match exec.code[pc as usize] {
-                Instr::Call {
-                    dst,
-                    func,
-                    args_begin,
-                    nargs,
-                } => {
-                    let a = &exec.call_args[args_begin as usize..(args_begin + nargs) as usize];
-                    let args: Vec<String> = a
+            let ins = &exec.code[pc as usize];
+            match *ins {
+                Instr::Call { dst, func, .. } => {
+                    let args: Vec<String> = exec
+                        .args_of(ins)
                         .iter()
                         .map(|a| match a.get() {
                             Arg::Reg(Reg::Vm) => "ib.r(vm)".to_string(),

@@ -370,7 +370,23 @@ impl Executable {
     pub fn code_words(&self) -> (Vec<i64>, Vec<i64>) {
         match &self.raw_code {
             Some(raw) => raw.as_ref().clone(),
-            None => bytecode::encode(&self.code, &self.call_args),
+            None => bytecode::encode(self),
+        }
+    }
+
+    /// The decoded instruction at `pc`.
+    pub fn instr(&self, pc: usize) -> Option<Instr> {
+        self.code.get(pc).copied()
+    }
+
+    /// The arguments of a call instruction of this executable (none for the others).
+    #[inline]
+    pub fn args_of(&self, ins: &Instr) -> &[bytecode::PackedArg] {
+        match *ins {
+            Instr::Call {
+                args_begin, nargs, ..
+            } => &self.call_args[args_begin as usize..(args_begin + nargs) as usize],
+            _ => &[],
         }
     }
 
