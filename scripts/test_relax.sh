@@ -18,8 +18,8 @@ B="$PWD/build/test_relax"
 mkdir -p "$B/ref-lib" "$B/ours-lib"
 
 if [ ! -f "$FX/manifest.json" ]; then
-  [ -z "${TVMRT_REQUIRE_FIXTURES:-}" ] || { echo "test_relax: no $FX/manifest.json"; exit 1; }
-  echo "skipped: fixtures not built (scripts/build_fixtures.py)"; exit 0
+  tvmrt_skip TVMRT_REQUIRE_FIXTURES "fixtures not built: no $FX/manifest.json (scripts/build_fixtures.py)"
+  exit 0
 fi
 ln -sf "$TVMRT_REF_LIB" "$B/ref-lib/libtvm_runtime.so"
 ln -sf "$PWD/target/release/libtvm_runtime.so" "$B/ours-lib/libtvm_runtime.so"
@@ -62,7 +62,7 @@ while read -r what a b rest; do
     req=TVMRT_REQUIRE_FIXTURES flag=""
     if [ "$a" = models ]; then req=TVMRT_REQUIRE_MODELS flag=" --models"; fi
     if [ -n "${!req:-}" ]; then echo "FAIL $b: not built but $req is set"; failed=1
-    else echo "skipped: $b not built (scripts/build_fixtures.py$flag)"; fi
+    else tvmrt_skip "$b not built (scripts/build_fixtures.py$flag)"; fi
     continue
   fi
   name="$a"; read -r lib func args <<< "$b $rest"
