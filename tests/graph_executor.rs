@@ -1226,7 +1226,7 @@ fn compiled_mlp_fixture_equals_the_reference() {
     let npz = read_npz(&std::fs::read(&npz_path).unwrap())
         .unwrap_or_else(|| panic!("{}: not a readable .npz", npz_path.display()));
     for info in &inputs {
-        let mut a = NDArray::empty(&info.shape, info.dtype, DLDevice::CPU).unwrap();
+        let a = NDArray::empty(&info.shape, info.dtype, DLDevice::CPU).unwrap();
         let (_, shape, data) = npz
             .get(&info.name)
             .unwrap_or_else(|| panic!("mlp.npz has no input {}", info.name));

@@ -652,7 +652,8 @@ fn elf_symbol<'a>(img: &'a [u8], name: &str) -> Option<&'a [u8]> {
             if &img[n..end] != name.as_bytes() {
                 continue;
             }
-            let (shndx, value, len) = (u16_at(sym + 6), u64_at(img, sym + 8), u64_at(img, sym + 16));
+            let (shndx, value, len) =
+                (u16_at(sym + 6), u64_at(img, sym + 8), u64_at(img, sym + 16));
             let (addr, file_off) = (u64_at(img, sec(shndx) + 16), u64_at(img, sec(shndx) + 24));
             let start = (file_off + value - addr) as usize;
             return Some(&img[start..start + len as usize]);
@@ -945,7 +946,10 @@ fn kernel_calls_of(disasm: &str, func: &str) -> Vec<String> {
         match words.next() {
             Some("call") => {
                 let name = words.next().unwrap();
-                assert!(packed.contains(name), "@{func} calls the VM function {name}");
+                assert!(
+                    packed.contains(name),
+                    "@{func} calls the VM function {name}"
+                );
                 if !name.starts_with("vm.builtin.") {
                     calls.push(name.to_string());
                 }
@@ -1015,7 +1019,12 @@ fn profiler_reports_every_kernel_call() {
         .map(|c| c["Name"]["string"].as_str().unwrap())
         .filter(|n| !n.starts_with("vm.builtin."))
         .collect();
-    assert_eq!(kernels, want, "{}: the profiled kernel calls", file.display());
+    assert_eq!(
+        kernels,
+        want,
+        "{}: the profiled kernel calls",
+        file.display()
+    );
     for c in calls {
         assert_eq!(c["Device"]["string"], "cpu0");
         assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() >= 0.0);
