@@ -56,8 +56,8 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-step "build (release: the shipped library)"
-cargo build --release --lib
+step "build (release: the shipped library and the tvmrt binary, which the Python suite's RPC tests need on both runtimes)"
+cargo build --release
 
 if command -v cargo-clippy >/dev/null 2>&1 || cargo clippy --version >/dev/null 2>&1; then
   step "clippy"

@@ -600,28 +600,44 @@ fn fixtures_match_the_reference_bit_for_bit() {
             let out = vm
                 .call(f, &args)
                 .unwrap_or_else(|err| panic!("{}: {f}: {err}", file.display()));
-            let flat = out.flatten();
-            let keys = c["outputs"].as_array().unwrap();
-            let mut shapes_ok = true;
-            for (i, k) in keys.iter().enumerate() {
-                let want = npz.array(k.as_str().unwrap());
-                match flat.get(i) {
-                    Some(got) => {
-                        assert_eq!(got.shape(), want.shape(), "{f} output {i}");
-                        assert_eq!(
-                            bytes_of(got),
-                            bytes_of(&want),
-                            "{}: {f} output {i}",
-                            file.display()
-                        );
-                    }
-                    None => shapes_ok = false,
-                }
-            }
-            if !shapes_ok {
-                eprintln!("note: {f} returns non-tensor outputs; compared the tensors only");
+            let where_ = format!("{}: {f}", file.display());
+            check_result(&where_, &c["result"], &out, &mut npz);
+        }
+    }
+}
+
+/// Checks a returned value against the manifest's `result` (a key: a tensor; {"shape": key}:
+/// a ShapeTuple; a list: a tuple) and the reference's arrays, bit for bit.
+fn check_result(
+    where_: &str,
+    res: &serde_json::Value,
+    got: &tvm_runtime::relax_vm::api::Value,
+    npz: &mut Npz,
+) {
+    use tvm_runtime::relax_vm::api::Value as V;
+    match (res, got) {
+        (serde_json::Value::String(k), V::Tensor(got)) => {
+            let want = npz.array(k);
+            assert_eq!(got.dtype(), want.dtype(), "{where_}: {k}");
+            assert_eq!(got.shape(), want.shape(), "{where_}: {k}");
+            assert!(bytes_of(got) == bytes_of(&want), "{where_}: {k} differs");
+        }
+        (serde_json::Value::Array(items), V::Tuple(got)) => {
+            assert_eq!(items.len(), got.len(), "{where_}: tuple size");
+            for (i, (r, g)) in items.iter().zip(got).enumerate() {
+                check_result(&format!("{where_}[{i}]"), r, g, npz);
             }
         }
+        (serde_json::Value::Object(m), V::Other(RetValue::Object(o))) => {
+            let k = m["shape"].as_str().unwrap();
+            let dims = o
+                .downcast_ref::<tvm_runtime::object::containers::ShapeTupleObj>()
+                .unwrap_or_else(|| panic!("{where_}: {} is not a shape", o.type_key()))
+                .dims()
+                .to_vec();
+            assert_eq!(dims, npz.array(k).to_vec::<i64>().unwrap(), "{where_}: {k}");
+        }
+        (r, g) => panic!("{where_}: expected {r}, got {g:?}"),
     }
 }
 
