@@ -62,6 +62,8 @@ cargo build --release
 if command -v cargo-clippy >/dev/null 2>&1 || cargo clippy --version >/dev/null 2>&1; then
   step "clippy"
   cargo clippy --all-targets -- -D warnings
+else
+  tvmrt_skip "clippy (not installed)"
 fi
 step "fmt"
 cargo fmt --all -- --check
