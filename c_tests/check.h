@@ -132,6 +132,27 @@ static inline const char* check_last_error_(void) {
   } while (0)
 
 /* Prints the summary line and returns the process exit status. */
+/*
+ * Reports checks that cannot run on this runtime (the C twin of tests/common/skip.rs): prints
+ * "skipped: <test>: <why>" and appends it to $TVMRT_SKIP_LOG, which the test command's
+ * summary counts. With the environment variable `require` (a TVMRT_REQUIRE_* switch, or NULL
+ * for none) set, it is a failed check instead.
+ */
+static inline void check_skip(const char* test, const char* require, const char* why) {
+  if (require != NULL && getenv(require) != NULL && getenv(require)[0] != '\0') {
+    check_count_(0);
+    fprintf(stderr, "%s: %s is set, but this cannot run: %s\n", test, require, why);
+    return;
+  }
+  printf("skipped: %s: %s\n", test, why);
+  const char* log = getenv("TVMRT_SKIP_LOG");
+  FILE* f = log != NULL && log[0] != '\0' ? fopen(log, "a") : NULL;
+  if (f != NULL) {
+    fprintf(f, "skipped: %s: %s\n", test, why);
+    fclose(f);
+  }
+}
+
 static inline int check_summary(const char* name) {
   int total = __atomic_load_n(&check_total_, __ATOMIC_SEQ_CST);
   int failed = __atomic_load_n(&check_failed_, __ATOMIC_SEQ_CST);

@@ -381,7 +381,7 @@ static void test_create_view(void) {
   TVMFunctionHandle view = NULL;
   CHECK_OK(TVMFuncGetGlobal("runtime.TVMArrayCreateView", &view));
   if (view == NULL) {
-    printf("test_ndarray: runtime.TVMArrayCreateView not registered, view checks skipped\n");
+    check_skip("test_ndarray", NULL, "view checks (runtime.TVMArrayCreateView is not registered)");
     return;
   }
   TVMArrayHandle a = alloc_1d(12, kDLFloat, 32);

@@ -59,8 +59,8 @@ echo "--- drop-in on resnet18 and mobilenet (every output byte hashed)"
 for m in resnet18 mobilenet; do
   so="$TVMRT_CACHE/fixtures/$m.so"
   if [ ! -f "$so" ]; then
-    [ -z "${TVMRT_REQUIRE_MODELS:-}" ] || { echo "missing $so"; exit 1; }
-    echo "skipped: $m not built (scripts/build_fixtures.py --models)"; continue
+    tvmrt_skip TVMRT_REQUIRE_MODELS "$m not built: no $so (scripts/build_fixtures.py --models)"
+    continue
   fi
   LD_LIBRARY_PATH="$B/ref-lib" "$B/deploy_ref" "$so" data > "$B/$m.ref.out"
   LD_LIBRARY_PATH="$B/ours-lib" "$B/deploy_ref" "$so" data > "$B/$m.ours.out"

@@ -28,11 +28,8 @@ fixtures="$TVMRT_CACHE/fixtures"
 models=(--model examples/models/mlp.so)
 if [ -f "$fixtures/mobilenet.so" ]; then
   models+=(--model "$fixtures/mobilenet.so")
-elif [ -n "${TVMRT_REQUIRE_MODELS:-}" ]; then
-  echo "soak: TVMRT_REQUIRE_MODELS is set but $fixtures/mobilenet.so is missing" >&2
-  exit 1
 else
-  echo "skipped: mobilenet (fixture not built); the threads run the MLP only"
+  tvmrt_skip TVMRT_REQUIRE_MODELS "mobilenet (no $fixtures/mobilenet.so); the threads run the MLP only"
 fi
 "$soak" threads --threads 8 --runs "$runs" "${models[@]}"
 "$soak" cycles --cycles "$cycles" --model examples/models/mlp.so
@@ -43,10 +40,7 @@ if [ -f "$fixtures/packed_call.so" ] && [ -x "$TVMRT_PYTHON" ]; then
   cp target/release/libtvm_runtime.so "$tmp/"
   TVM_LIBRARY_PATH="$tmp" TVM_USE_RUNTIME_LIB=1 TVM_FFI=ctypes \
     "$TVMRT_PYTHON" scripts/soak_callbacks.py "$fixtures" "$calls"
-elif [ -n "${TVMRT_REQUIRE_FIXTURES:-}" ]; then
-  echo "soak: TVMRT_REQUIRE_FIXTURES is set but the packed_call fixture or Python is missing" >&2
-  exit 1
 else
-  echo "skipped: callbacks into Python (packed_call fixture or TVM's Python package missing)"
+  tvmrt_skip TVMRT_REQUIRE_FIXTURES "callbacks into Python (packed_call fixture or TVM's Python package missing)"
 fi
 echo "soak: passed"

@@ -11,8 +11,11 @@
 #
 # Rust tests build with the `quick` profile (optimised, no LTO); LTO and one codegen unit stay
 # for the shipped library (`--release`), which the C, Python and example stages use. Tests that
-# cannot run here (no GPU, no fixtures) are skipped through tests/common/skip.rs; the summary at
-# the end counts and lists them.
+# cannot run here (no GPU, no fixtures) skip through one mechanism per language, each writing
+# to $TVMRT_SKIP_LOG and each failing instead under the matching TVMRT_REQUIRE_* switch:
+# tests/common/skip.rs (Rust and CLI tests), tvmrt_helpers.skip and conftest.py (Python: every
+# pytest skip is logged), tvmrt_skip in scripts/skip.sh (the scripts) and SKIP in
+# c_tests/check.h (the C suite). The summary at the end counts them per suite and lists them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 quick=0
@@ -32,6 +35,10 @@ skip_summary() {
   local n
   n="$(sort -u "$TVMRT_SKIP_LOG" | grep -c . || true)"
   printf '\n==> %s skipped test(s)%s\n' "$n" "$([ "$n" = 0 ] || echo ':')"
+  [ "$n" = 0 ] && return 0
+  # Per suite: the test binary, python[ref|ours], the script or the C test.
+  printf '    by suite:%s\n' "$(sort -u "$TVMRT_SKIP_LOG" | sed -nE 's/^skipped: ([^: ]+).*/\1/p' \
+    | sort | uniq -c | awk '{printf " %s %s,", $2, $1}' | sed 's/,$//')"
   sort -u "$TVMRT_SKIP_LOG" | sed 's/^/    /'
 }
 trap skip_summary EXIT
@@ -49,12 +56,14 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
-step "build (release: the shipped library)"
-cargo build --release --lib
+step "build (release: the shipped library and the tvmrt binary, which the Python suite's RPC tests need on both runtimes)"
+cargo build --release
 
 if command -v cargo-clippy >/dev/null 2>&1 || cargo clippy --version >/dev/null 2>&1; then
   step "clippy"
   cargo clippy --all-targets -- -D warnings
+else
+  tvmrt_skip "clippy (not installed)"
 fi
 step "fmt"
 cargo fmt --all -- --check

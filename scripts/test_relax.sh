@@ -18,8 +18,8 @@ B="$PWD/build/test_relax"
 mkdir -p "$B/ref-lib" "$B/ours-lib"
 
 if [ ! -f "$FX/manifest.json" ]; then
-  [ -z "${TVMRT_REQUIRE_FIXTURES:-}" ] || { echo "test_relax: no $FX/manifest.json"; exit 1; }
-  echo "skipped: fixtures not built (scripts/build_fixtures.py)"; exit 0
+  tvmrt_skip TVMRT_REQUIRE_FIXTURES "fixtures not built: no $FX/manifest.json (scripts/build_fixtures.py)"
+  exit 0
 fi
 ln -sf "$TVMRT_REF_LIB" "$B/ref-lib/libtvm_runtime.so"
 ln -sf "$PWD/target/release/libtvm_runtime.so" "$B/ours-lib/libtvm_runtime.so"
@@ -62,7 +62,7 @@ while read -r what a b rest; do
     req=TVMRT_REQUIRE_FIXTURES flag=""
     if [ "$a" = models ]; then req=TVMRT_REQUIRE_MODELS flag=" --models"; fi
     if [ -n "${!req:-}" ]; then echo "FAIL $b: not built but $req is set"; failed=1
-    else echo "skipped: $b not built (scripts/build_fixtures.py$flag)"; fi
+    else tvmrt_skip "$b not built (scripts/build_fixtures.py$flag)"; fi
     continue
   fi
   name="$a"; read -r lib func args <<< "$b $rest"
@@ -86,6 +86,8 @@ if [ "$which" != ref ] && [ -f "$FX/relax_mlp.so" ]; then
   ex=target/release/examples/relax_api
   [ -x "$ex" ] || cargo build --release --example relax_api --quiet
   "$ex" "$FX/relax_mlp.so" || { echo "FAIL relax_api example"; failed=1; }
+elif [ "$which" != ref ]; then
+  tvmrt_skip TVMRT_REQUIRE_FIXTURES "the safe Rust API example: no $FX/relax_mlp.so (scripts/build_fixtures.py)"
 fi
 [ "$failed" = 0 ] || { echo "test_relax: FAILED"; exit 1; }
 echo "test_relax: all relax fixtures equal the reference from C"

@@ -23,7 +23,7 @@ source scripts/env.sh
 step() { printf '\n==> %s\n' "$*"; }
 host=x86_64-unknown-linux-gnu
 if [ "$(rustc -vV | sed -n 's/^host: //p')" != "$host" ]; then
-  echo "skipped: sanitizer stage (the host is not $host)"
+  tvmrt_skip "sanitizer stage (the host is not $host)"
   exit 0
 fi
 export RUSTC_BOOTSTRAP=1
@@ -83,9 +83,7 @@ if [ -d "$std_src" ]; then
     cargo_san test -Zbuild-std --target-dir target/tsan --lib \
     --test concurrency --test registry --test core_api --test rpc
 else
-  msg="skipped: ThreadSanitizer (needs the rust-src component to rebuild std, and no rustup)"
-  echo "$msg"
-  if [ -n "${TVMRT_SKIP_LOG:-}" ]; then echo "$msg" >>"$TVMRT_SKIP_LOG"; fi
+  tvmrt_skip "ThreadSanitizer (needs the rust-src component to rebuild std, and no rustup)"
 fi
 
 step "CPU-only release library: C suite and sizes"

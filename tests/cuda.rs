@@ -183,6 +183,7 @@ fn exist_attribute_and_runtime_enabled() {
 #[test]
 fn no_driver_errors_are_clear() {
     if cuda::device_count() > 0 {
+        skip::report("a CUDA device is present: the no-driver errors cannot be checked");
         return;
     }
     let e = NDArray::empty(&[4], F32, cuda0()).unwrap_err();
@@ -239,6 +240,7 @@ fn ptx_file_loader() {
 #[test]
 fn calling_a_kernel_without_driver_errors_clearly() {
     if cuda::device_count() > 0 {
+        skip::report("a CUDA device is present: the no-driver errors cannot be checked");
         return;
     }
     let m = load_dso();

@@ -1208,7 +1208,7 @@ fn read_npz(bytes: &[u8]) -> Option<HashMap<String, NpyArray>> {
 }
 
 #[test]
-fn compiled_mlp_fixture_if_present() {
+fn compiled_mlp_fixture_equals_the_reference() {
     let Some(dir) = fixture_dirs::dir() else {
         return;
     };
@@ -1221,29 +1221,21 @@ fn compiled_mlp_fixture_if_present() {
     let lib = tvm_runtime::module::load_from_file(so.to_str().unwrap(), "").unwrap();
     let ex = GraphExecutor::from_factory(&lib, &[DLDevice::CPU]).unwrap();
     let inputs = ex.input_info().unwrap();
-    let npz = std::fs::read(dir.join("mlp.npz"))
-        .ok()
-        .and_then(|b| read_npz(&b));
+    // The inputs the reference ran and its outputs (scripts/build_fixtures.py saves both).
+    let npz_path = dir.join("mlp.npz");
+    let npz = read_npz(&std::fs::read(&npz_path).unwrap())
+        .unwrap_or_else(|| panic!("{}: not a readable .npz", npz_path.display()));
     for info in &inputs {
-        let n: i64 = info.shape.iter().product();
-        let mut a = NDArray::empty(&info.shape, info.dtype, DLDevice::CPU).unwrap();
-        match npz.as_ref().and_then(|z| z.get(&info.name)) {
-            Some((_, shape, data)) if *shape == info.shape && data.len() == a.nbytes() => {
-                // SAFETY: a fresh CPU array of exactly data.len() bytes.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        data.as_ptr(),
-                        a.dltensor().data as *mut u8,
-                        data.len(),
-                    )
-                };
-            }
-            _ if info.dtype == <f32 as tvm_runtime::Element>::DTYPE => {
-                let v: Vec<f32> = (0..n).map(|i| (i % 7) as f32 * 0.1).collect();
-                a.copy_from_slice(&v).unwrap();
-            }
-            _ => {}
-        }
+        let a = NDArray::empty(&info.shape, info.dtype, DLDevice::CPU).unwrap();
+        let (_, shape, data) = npz
+            .get(&info.name)
+            .unwrap_or_else(|| panic!("mlp.npz has no input {}", info.name));
+        assert_eq!(*shape, info.shape, "input {}", info.name);
+        assert_eq!(data.len(), a.nbytes(), "input {}", info.name);
+        // SAFETY: a fresh CPU array of exactly data.len() bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), a.dltensor().data as *mut u8, data.len())
+        };
         ex.set_input(&info.name, &a).unwrap();
     }
     ex.run().unwrap();
@@ -1252,30 +1244,19 @@ fn compiled_mlp_fixture_if_present() {
     for (i, info) in outs.iter().enumerate() {
         let o = ex.output(i).unwrap();
         assert_eq!(o.shape(), info.shape.as_slice());
-        if o.dtype() == <f32 as tvm_runtime::Element>::DTYPE {
-            let v = o.to_vec::<f32>().unwrap();
-            assert!(v.iter().all(|x| x.is_finite()));
-            let key = ["output", "output_0", "out", "y"]
-                .iter()
-                .map(|k| {
-                    if i == 0 {
-                        k.to_string()
-                    } else {
-                        k.replace('0', &i.to_string())
-                    }
-                })
-                .find(|k| npz.as_ref().is_some_and(|z| z.contains_key(k)));
-            if let (Some(k), Some(z)) = (key, npz.as_ref()) {
-                let (_, _, data) = &z[&k];
-                let want: Vec<f32> = data
-                    .chunks(4)
-                    .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
-                    .collect();
-                for (a, b) in v.iter().zip(&want) {
-                    assert!((a - b).abs() <= 1e-4 + 1e-4 * b.abs(), "{a} vs {b}");
-                }
-                println!("mlp.so output {i} matches {k} of mlp.npz");
-            }
+        assert_eq!(o.dtype(), <f32 as tvm_runtime::Element>::DTYPE);
+        let v = o.to_vec::<f32>().unwrap();
+        let key = format!("output_{i}");
+        let (_, _, data) = npz
+            .get(&key)
+            .unwrap_or_else(|| panic!("mlp.npz has no {key}"));
+        let want: Vec<f32> = data
+            .chunks(4)
+            .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(v.len(), want.len(), "{key}");
+        for (a, b) in v.iter().zip(&want) {
+            assert!((a - b).abs() <= 1e-4 + 1e-4 * b.abs(), "{key}: {a} vs {b}");
         }
     }
 }

@@ -105,22 +105,18 @@ fn manifest(d: &Path) -> serde_json::Map<String, Value> {
     }
 }
 
-/// The fixture's manifest entry, or None (with `skipped:`) when it was not built; a failure
-/// when TVMRT_REQUIRE_FIXTURES is set.
+/// The fixture's manifest entry, or None (skipped through tests/common/skip.rs) when it was
+/// not built; a failure when TVMRT_REQUIRE_FIXTURES is set.
 fn entry(d: &Path, name: &str) -> Option<Value> {
-    match manifest(d).get(name) {
-        Some(e) => Some(e.clone()),
-        None => {
-            assert!(
-                std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
-                "TVMRT_REQUIRE_FIXTURES is set but {name} is not in {}/manifest.json \
-                 (rebuild with scripts/build_fixtures.py)",
-                d.display()
-            );
-            eprintln!("skipped: {name} is not in the fixtures (rebuild them)");
-            None
-        }
-    }
+    let e = manifest(d).get(name).cloned();
+    skip::available(e.is_some(), "TVMRT_REQUIRE_FIXTURES", || {
+        format!(
+            "{name} is not in {}/manifest.json (rebuild with scripts/build_fixtures.py)",
+            d.display()
+        )
+    })
+    .then_some(e)
+    .flatten()
 }
 
 /// Loads the executable and makes a VM on the CPU with the pooled allocator, as Python does.

@@ -555,10 +555,11 @@ fn bytes_of(a: &NDArray) -> Vec<u8> {
     .to_vec()
 }
 
-fn relax_fixtures() -> Vec<(std::path::PathBuf, serde_json::Value)> {
-    let Some(d) = fixture_dirs::dir() else {
-        return vec![];
-    };
+/// Every Relax library of the fixtures with its manifest entry, or None (skipped through
+/// tests/common/skip.rs; a failure under TVMRT_REQUIRE_FIXTURES) when the fixtures are not
+/// built or hold no Relax library.
+fn relax_fixtures() -> Option<Vec<(std::path::PathBuf, serde_json::Value)>> {
+    let d = fixture_dirs::dir()?;
     let m: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(d.join("manifest.json")).unwrap()).unwrap();
     let v: Vec<_> = m
@@ -568,19 +569,22 @@ fn relax_fixtures() -> Vec<(std::path::PathBuf, serde_json::Value)> {
         .filter(|e| e["kind"] == "relax")
         .map(|e| (d.clone(), e.clone()))
         .collect();
-    if v.is_empty() {
-        eprintln!("skipped: the fixtures hold no Relax libraries");
-    }
-    v
+    skip::available(!v.is_empty(), "TVMRT_REQUIRE_FIXTURES", || {
+        format!(
+            "{}/manifest.json lists no Relax library (rebuild with scripts/build_fixtures.py)",
+            d.display()
+        )
+    })
+    .then_some(v)
 }
 
 #[test]
 fn fixtures_match_the_reference_bit_for_bit() {
-    for (d, e) in relax_fixtures() {
+    let Some(fixtures) = relax_fixtures() else {
+        return;
+    };
+    for (d, e) in fixtures {
         let file = d.join(e["file"].as_str().unwrap());
-        if e["bytes"].as_u64().unwrap_or(0) > 20_000_000 {
-            continue;
-        }
         let vm = VirtualMachine::load(file.to_str().unwrap()).unwrap();
         vm.init(&[tvm_runtime::DLDevice::CPU]).unwrap();
         let mut npz =
@@ -596,47 +600,158 @@ fn fixtures_match_the_reference_bit_for_bit() {
             let out = vm
                 .call(f, &args)
                 .unwrap_or_else(|err| panic!("{}: {f}: {err}", file.display()));
-            let flat = out.flatten();
-            let keys = c["outputs"].as_array().unwrap();
-            let mut shapes_ok = true;
-            for (i, k) in keys.iter().enumerate() {
-                let want = npz.array(k.as_str().unwrap());
-                match flat.get(i) {
-                    Some(got) => {
-                        assert_eq!(got.shape(), want.shape(), "{f} output {i}");
-                        assert_eq!(
-                            bytes_of(got),
-                            bytes_of(&want),
-                            "{}: {f} output {i}",
-                            file.display()
-                        );
-                    }
-                    None => shapes_ok = false,
-                }
-            }
-            if !shapes_ok {
-                eprintln!("note: {f} returns non-tensor outputs; compared the tensors only");
-            }
+            let where_ = format!("{}: {f}", file.display());
+            check_result(&where_, &c["result"], &out, &mut npz);
         }
     }
 }
 
+/// Checks a returned value against the manifest's `result` (a key: a tensor; {"shape": key}:
+/// a ShapeTuple; a list: a tuple) and the reference's arrays, bit for bit.
+fn check_result(
+    where_: &str,
+    res: &serde_json::Value,
+    got: &tvm_runtime::relax_vm::api::Value,
+    npz: &mut Npz,
+) {
+    use tvm_runtime::relax_vm::api::Value as V;
+    match (res, got) {
+        (serde_json::Value::String(k), V::Tensor(got)) => {
+            let want = npz.array(k);
+            assert_eq!(got.dtype(), want.dtype(), "{where_}: {k}");
+            assert_eq!(got.shape(), want.shape(), "{where_}: {k}");
+            assert!(bytes_of(got) == bytes_of(&want), "{where_}: {k} differs");
+        }
+        (serde_json::Value::Array(items), V::Tuple(got)) => {
+            assert_eq!(items.len(), got.len(), "{where_}: tuple size");
+            for (i, (r, g)) in items.iter().zip(got).enumerate() {
+                check_result(&format!("{where_}[{i}]"), r, g, npz);
+            }
+        }
+        (serde_json::Value::Object(m), V::Other(RetValue::Object(o))) => {
+            let k = m["shape"].as_str().unwrap();
+            let dims = o
+                .downcast_ref::<tvm_runtime::object::containers::ShapeTupleObj>()
+                .unwrap_or_else(|| panic!("{where_}: {} is not a shape", o.type_key()))
+                .dims()
+                .to_vec();
+            assert_eq!(dims, npz.array(k).to_vec::<i64>().unwrap(), "{where_}: {k}");
+        }
+        (r, g) => panic!("{where_}: expected {r}, got {g:?}"),
+    }
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+}
+
+/// The bytes of the symbol `name` of an ELF64 little-endian shared library, located through
+/// the symbol tables and the section that holds the symbol (read here, independently of the
+/// runtime's own loader); `size` is taken from the symbol table.
+fn elf_symbol<'a>(img: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    assert!(img.starts_with(b"\x7fELF\x02\x01"), "not an ELF64 LE file");
+    let u16_at = |at: usize| u16::from_le_bytes(img[at..at + 2].try_into().unwrap()) as usize;
+    let u32_at = |at: usize| u32::from_le_bytes(img[at..at + 4].try_into().unwrap()) as usize;
+    let (shoff, shentsize, shnum) = (u64_at(img, 0x28) as usize, u16_at(0x3a), u16_at(0x3c));
+    let sec = |i: usize| shoff + i * shentsize;
+    for i in 0..shnum {
+        let h = sec(i);
+        // SHT_SYMTAB (2) or SHT_DYNSYM (11), with their string table at sh_link.
+        if !matches!(u32_at(h + 4), 2 | 11) {
+            continue;
+        }
+        let (off, size) = (u64_at(img, h + 24) as usize, u64_at(img, h + 32) as usize);
+        let strtab = u64_at(img, sec(u32_at(h + 40)) + 24) as usize;
+        for sym in (off..off + size).step_by(24) {
+            let n = strtab + u32_at(sym);
+            let end = n + img[n..].iter().position(|&c| c == 0).unwrap();
+            if &img[n..end] != name.as_bytes() {
+                continue;
+            }
+            let (shndx, value, len) =
+                (u16_at(sym + 6), u64_at(img, sym + 8), u64_at(img, sym + 16));
+            let (addr, file_off) = (u64_at(img, sec(shndx) + 16), u64_at(img, sec(shndx) + 24));
+            let start = (file_off + value - addr) as usize;
+            return Some(&img[start..start + len as usize]);
+        }
+    }
+    None
+}
+
+/// The `SaveToBinary` bytes of the Relax executable stored in a library exported by TVM: the
+/// payload of the `relax.Executable` (v0.16) / `relax.VMExecutable` entry of the library's
+/// `__tvm_dev_mblob` (`u64 nbytes`, `u64 count`, then per entry a type key string and the
+/// entry's payload; the executable's payload is one length-prefixed string).
+fn stored_executable(lib: &std::path::Path) -> Vec<u8> {
+    let img = std::fs::read(lib).unwrap();
+    let blob = elf_symbol(&img, "__tvm_dev_mblob")
+        .unwrap_or_else(|| panic!("{}: no __tvm_dev_mblob", lib.display()));
+    let n = u64_at(blob, 0) as usize;
+    let s = &blob[8..8 + n];
+    fn string<'a>(s: &'a [u8], p: &mut usize) -> &'a [u8] {
+        let len = u64_at(s, *p) as usize;
+        *p += 8 + len;
+        &s[*p - len..*p]
+    }
+    let mut p = 8;
+    for _ in 0..u64_at(s, 0) {
+        match string(s, &mut p) {
+            b"_lib" => {}
+            b"_import_tree" => {
+                for _ in 0..2 {
+                    p += 8 + 8 * u64_at(s, p) as usize;
+                }
+            }
+            b"relax.Executable" | b"relax.VMExecutable" => {
+                let start = p;
+                string(s, &mut p);
+                return s[start..p].to_vec();
+            }
+            k => panic!(
+                "{}: blob entry {} before the executable",
+                lib.display(),
+                String::from_utf8_lossy(k)
+            ),
+        }
+    }
+    panic!("{}: no Relax executable in __tvm_dev_mblob", lib.display())
+}
+
+/// Our `SaveToBinary` of every fixture's executable equals, byte for byte, the bytes the
+/// reference compiler stored in the library; loading our bytes back saves them again.
 #[test]
 fn fixture_executables_save_back_byte_identically() {
-    for (d, e) in relax_fixtures() {
+    let Some(fixtures) = relax_fixtures() else {
+        return;
+    };
+    for (d, e) in fixtures {
         let file = d.join(e["file"].as_str().unwrap());
         let m = Module::load(file.to_str().unwrap()).unwrap();
         let bytes = m.node().save_to_binary().unwrap();
+        let stored = stored_executable(&file);
+        assert!(
+            bytes == stored,
+            "{}: our save ({} bytes) differs from the executable stored in the library ({} bytes){}",
+            file.display(),
+            bytes.len(),
+            stored.len(),
+            bytes
+                .iter()
+                .zip(&stored)
+                .position(|(a, b)| a != b)
+                .map_or(String::new(), |i| format!(", first at byte {i}"))
+        );
         let again = load_executable_bytes(&bytes, "relax.Executable").unwrap();
         assert_eq!(again.node().save_to_binary().unwrap(), bytes);
-        if let Some(dis) = e["disasm"].as_str() {
-            let want = std::fs::read_to_string(d.join(dis)).unwrap();
-            let got = match m.function("as_text").unwrap().call(&[]).unwrap() {
-                RetValue::Str(s) => s,
-                o => panic!("{o:?}"),
-            };
-            assert_eq!(got, want, "{}", file.display());
-        }
+        let dis = e["disasm"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{}: the manifest names no disassembly", file.display()));
+        let want = std::fs::read_to_string(d.join(dis)).unwrap();
+        let got = match m.function("as_text").unwrap().call(&[]).unwrap() {
+            RetValue::Str(s) => s,
+            o => panic!("{o:?}"),
+        };
+        assert_eq!(got, want, "{}", file.display());
     }
 }
 
@@ -752,9 +867,11 @@ fn stateful_calls_and_saved_functions() {
     }
 }
 
-/// The first Relax fixture call whose first argument is a tensor.
+/// The first Relax fixture call whose first argument is a float32 tensor, or None (skipped
+/// through tests/common/skip.rs; a failure under TVMRT_REQUIRE_FIXTURES) when the fixtures
+/// are not built or no call takes one.
 fn first_tensor_call() -> Option<(VirtualMachine, String, Vec<NDArray>, std::path::PathBuf)> {
-    for (d, e) in relax_fixtures() {
+    for (d, e) in relax_fixtures()? {
         let file = d.join(e["file"].as_str().unwrap());
         let mut npz =
             Npz(npyz::npz::NpzArchive::open(d.join(e["expected"].as_str().unwrap())).unwrap());
@@ -775,6 +892,10 @@ fn first_tensor_call() -> Option<(VirtualMachine, String, Vec<NDArray>, std::pat
             }
         }
     }
+    skip::available(false, "TVMRT_REQUIRE_FIXTURES", || {
+        "no Relax fixture call takes a float32 tensor first (rebuild with scripts/build_fixtures.py)"
+            .into()
+    });
     None
 }
 
@@ -821,11 +942,69 @@ fn wrong_inputs_get_the_reference_wording() {
     assert_eq!(e.kind, tvm_runtime::ErrorKind::InternalError);
 }
 
+/// The kernel calls (calls of the library's functions: neither `vm.builtin.*` nor VM
+/// functions) that one run of the VM function `func` makes, in order, read from the
+/// reference compiler's disassembly of the executable. The function must be straight-line
+/// code (no `If`, no `goto`) calling no other VM function, so that every run makes exactly
+/// these calls.
+fn kernel_calls_of(disasm: &str, func: &str) -> Vec<String> {
+    let packed: std::collections::HashSet<&str> = disasm
+        .lines()
+        .filter_map(|l| l.strip_prefix('@')?.strip_suffix(" packed_func;"))
+        .collect();
+    let body = disasm
+        .split("\n\n")
+        .find_map(|b| b.trim_start().strip_prefix(&format!("@{func}:\n")))
+        .unwrap_or_else(|| panic!("no @{func}: in the disassembly"));
+    let mut calls = Vec::new();
+    for l in body.lines().map(str::trim) {
+        let mut words = l.split_whitespace();
+        match words.next() {
+            Some("call") => {
+                let name = words.next().unwrap();
+                assert!(
+                    packed.contains(name),
+                    "@{func} calls the VM function {name}"
+                );
+                if !name.starts_with("vm.builtin.") {
+                    calls.push(name.to_string());
+                }
+            }
+            Some("ret") | None => {}
+            Some(op) => panic!("@{func} is not straight-line code: {l} ({op})"),
+        }
+    }
+    calls
+}
+
 #[test]
 fn profiler_reports_every_kernel_call() {
-    let Some((vm, f, args, file)) = first_tensor_call() else {
+    let Some(fixtures) = relax_fixtures() else {
         return;
     };
+    let found = fixtures.iter().find(|(_, e)| e["file"] == "relax_chain.so");
+    if !skip::available(found.is_some(), "TVMRT_REQUIRE_FIXTURES", || {
+        "relax_chain is not in the fixtures (rebuild with scripts/build_fixtures.py)".into()
+    }) {
+        return;
+    }
+    let (d, e) = found.unwrap();
+    let file = d.join("relax_chain.so");
+    let c = &e["calls"][0];
+    let f = c["function"].as_str().unwrap().to_string();
+    let mut npz =
+        Npz(npyz::npz::NpzArchive::open(d.join(e["expected"].as_str().unwrap())).unwrap());
+    let args: Vec<NDArray> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| npz.array(k.as_str().unwrap()))
+        .collect();
+    let disasm = std::fs::read_to_string(d.join(e["disasm"].as_str().unwrap())).unwrap();
+    let want = kernel_calls_of(&disasm, &f);
+    assert_eq!(want.len(), 100, "relax_chain makes a hundred kernel calls");
+    let vm = VirtualMachine::load(file.to_str().unwrap()).unwrap();
+    vm.init(&[tvm_runtime::DLDevice::CPU]).unwrap();
     // A profiler VM over the same executable.
     let m = Module::load(file.to_str().unwrap()).unwrap();
     let pvm = Module::from_object(
@@ -850,7 +1029,18 @@ fn profiler_reports_every_kernel_call() {
     };
     let j: serde_json::Value = serde_json::from_str(&json).unwrap();
     let calls = j["calls"].as_array().unwrap();
-    assert!(!calls.is_empty());
+    // Every kernel call of the run, in order, and no kernel call more.
+    let kernels: Vec<&str> = calls
+        .iter()
+        .map(|c| c["Name"]["string"].as_str().unwrap())
+        .filter(|n| !n.starts_with("vm.builtin."))
+        .collect();
+    assert_eq!(
+        kernels,
+        want,
+        "{}: the profiled kernel calls",
+        file.display()
+    );
     for c in calls {
         assert_eq!(c["Device"]["string"], "cpu0");
         assert!(c["Duration (us)"]["microseconds"].as_f64().unwrap() >= 0.0);

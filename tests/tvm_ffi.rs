@@ -3,6 +3,9 @@
 //! Skipped, with a message, when the fixtures were not built, unless TVMRT_REQUIRE_FIXTURES is
 //! set (as the test command does): then it fails.
 
+#[path = "common/skip.rs"]
+mod skip;
+
 use std::ffi::{c_int, c_void, CString};
 use std::path::PathBuf;
 use tvm_runtime::c_api::error::TVMGetLastError;
@@ -12,6 +15,8 @@ use tvm_runtime::packed_func::registry;
 use tvm_runtime::packed_func::types::{type_code as tc, TVMValue};
 use tvm_runtime::{Element, NDArray};
 
+/// The tvm-ffi fixture directory, or None (skipped through tests/common/skip.rs; a failure
+/// under TVMRT_REQUIRE_FIXTURES) when it was not built.
 fn fixtures() -> Option<PathBuf> {
     let base = std::env::var("TVMRT_CACHE")
         .map(PathBuf::from)
@@ -19,16 +24,14 @@ fn fixtures() -> Option<PathBuf> {
             PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
         });
     let d = base.join("ffi_fixtures");
-    if d.join("manifest.json").exists() {
-        return Some(d);
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
-        "TVMRT_REQUIRE_FIXTURES is set but {} has no manifest.json",
-        d.display()
-    );
-    eprintln!("skipped: tvm-ffi fixtures not built (run scripts/build_ffi_fixtures.py)");
-    None
+    let ok = d.join("manifest.json").exists();
+    skip::available(ok, "TVMRT_REQUIRE_FIXTURES", || {
+        format!(
+            "tvm-ffi fixtures not built: {} has no manifest.json (run scripts/build_ffi_fixtures.py)",
+            d.display()
+        )
+    })
+    .then_some(d)
 }
 
 struct Npz(npyz::npz::NpzArchive<std::io::BufReader<std::fs::File>>);

@@ -11,19 +11,17 @@ mod skip;
 use run::tvmrt;
 use std::path::PathBuf;
 
-/// The fixture directory, or None (skipped) when it was not built.
+/// The fixture directory, or None (skipped through tests/common/skip.rs; a failure under
+/// TVMRT_REQUIRE_FIXTURES) when it was not built.
 fn fixture() -> Option<PathBuf> {
     let d = fixture_dirs::dir()?.join("llm");
-    if d.join("stamp").exists() {
-        return Some(d);
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
-        "TVMRT_REQUIRE_FIXTURES is set but {} is missing",
-        d.display()
-    );
-    eprintln!("skipped: the LLM fixture was not built (scripts/build_llm_fixtures.py)");
-    None
+    skip::available(d.join("stamp").exists(), "TVMRT_REQUIRE_FIXTURES", || {
+        format!(
+            "the LLM fixture was not built: {} has no stamp (scripts/build_llm_fixtures.py)",
+            d.display()
+        )
+    })
+    .then_some(d)
 }
 
 fn npz_i32(path: &PathBuf, key: &str) -> Vec<i32> {

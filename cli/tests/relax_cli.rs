@@ -11,21 +11,15 @@ mod skip;
 use run::tvmrt;
 use std::path::{Path, PathBuf};
 
-/// The fixture library, or None (skipped) when it was not built; a failure under
-/// TVMRT_REQUIRE_FIXTURES.
+/// The fixture library and its data directory, or None (skipped through
+/// tests/common/skip.rs) when it was not built; a failure under TVMRT_REQUIRE_FIXTURES.
 fn fixture(name: &str) -> Option<(PathBuf, PathBuf)> {
     let d = fixture_dirs::dir()?;
     let lib = d.join(format!("{name}.so"));
-    if lib.exists() {
-        return Some((lib, d.join(name)));
-    }
-    assert!(
-        std::env::var_os("TVMRT_REQUIRE_FIXTURES").is_none(),
-        "TVMRT_REQUIRE_FIXTURES is set but {} is missing",
-        lib.display()
-    );
-    eprintln!("skipped: {name} not built (scripts/build_fixtures.py)");
-    None
+    skip::available(lib.exists(), "TVMRT_REQUIRE_FIXTURES", || {
+        format!("{} not built (scripts/build_fixtures.py)", lib.display())
+    })
+    .then(|| (lib, d.join(name)))
 }
 
 /// The data bytes of a .npy file (after its header).

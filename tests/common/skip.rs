@@ -3,6 +3,10 @@
 //! sets it), appends that line to it, so the test command's summary counts and lists every
 //! skip. With the test's `TVMRT_REQUIRE_*` switch set (`TVMRT_REQUIRE_CUDA`,
 //! `TVMRT_REQUIRE_VULKAN`, `TVMRT_REQUIRE_FIXTURES`, `TVMRT_REQUIRE_MODELS`) it fails instead.
+//! The other suites have twins writing the same lines to the same log: `skip` in
+//! tests/python/tvmrt_helpers.py (conftest.py logs every pytest skip), `tvmrt_skip` in
+//! scripts/skip.sh and `check_skip` in c_tests/check.h. A test must never return early, or
+//! accept a missing input, without going through one of them.
 
 #![allow(dead_code)]
 
@@ -15,8 +19,9 @@ pub fn available(present: bool, require: &str, why: impl FnOnce() -> String) -> 
         return true;
     }
     let why = why();
+    // Set means set to something: an empty value is off, as in the scripts and Python.
     assert!(
-        std::env::var_os(require).is_none(),
+        std::env::var_os(require).is_none_or(|v| v.is_empty()),
         "{require} is set, but this test cannot run: {why}"
     );
     report(&why);

@@ -76,3 +76,31 @@ def pytest_sessionstart(session):
         tr = session.config.pluginmanager.get_plugin("terminalreporter")
         if tr is not None:
             tr.write_line(_HEADER)
+
+
+def _skip_reason(report):
+    r = report.longrepr
+    if isinstance(r, tuple) and len(r) == 3:
+        return str(r[2]).removeprefix("Skipped: ")
+    return str(r)
+
+
+def _log_skip(report):
+    """Every skip of the run (H.skip, a skipif mark, pytest.skip anywhere) goes to
+    $TVMRT_SKIP_LOG, as tests/common/skip.rs does for the Rust tests, so that the test
+    command's summary counts and lists it (pytest's own summary lists them too: -rs)."""
+    if not report.skipped or hasattr(report, "wasxfail"):
+        return
+    line = f"skipped: python[{H.WHICH}]::{report.nodeid}: {_skip_reason(report)}"
+    log = os.environ.get("TVMRT_SKIP_LOG")
+    if log:
+        with open(log, "a") as f:
+            f.write(line + "\n")
+
+
+def pytest_runtest_logreport(report):
+    _log_skip(report)
+
+
+def pytest_collectreport(report):
+    _log_skip(report)

@@ -9,8 +9,6 @@ import sys
 import tempfile
 import time
 
-import pytest
-
 import tvmrt_helpers as H
 
 HOST = "127.0.0.1"
@@ -27,7 +25,8 @@ def _first(paths):
 
 
 def tvmrt_bin():
-    """Our `tvmrt` binary, or a skip."""
+    """Our `tvmrt` binary, or a skip (a failure under TVMRT_REQUIRE_FIXTURES: the test command
+    builds it)."""
     p = _first(
         [
             os.environ.get("TVMRT_BIN"),
@@ -36,12 +35,14 @@ def tvmrt_bin():
         ]
     )
     if p is None:
-        pytest.skip("skipped: no tvmrt binary built (cargo build --release)")
+        H.skip("no tvmrt binary built (cargo build --release)", H.REQUIRE_FIXTURES)
     return p
 
 
 def lib_dir(which, tmp_path_factory):
-    """A directory holding only the chosen libtvm_runtime.so ('ours' or 'ref'), or a skip."""
+    """A directory holding only the chosen libtvm_runtime.so ('ours' or 'ref'), or a skip (a
+    failure under TVMRT_REQUIRE_FIXTURES: the test command builds ours and installs the
+    reference)."""
     if which == "ref":
         src = H.REF_LIB
     else:
@@ -53,7 +54,7 @@ def lib_dir(which, tmp_path_factory):
             ]
         )
     if src is None or not os.path.isfile(src):
-        pytest.skip(f"skipped: no {which} libtvm_runtime.so available")
+        H.skip(f"no {which} libtvm_runtime.so available", H.REQUIRE_FIXTURES)
     d = tmp_path_factory.mktemp(f"lib_{which}")
     shutil.copy(src, d / "libtvm_runtime.so")
     return str(d)

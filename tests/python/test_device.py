@@ -87,15 +87,15 @@ def _vulkan_present():
 )
 def test_absent_gpu_devices_do_not_exist(ctor):
     if ctor is tvm.cuda and _gpu_present():
-        pytest.skip("this machine has an NVIDIA GPU")
+        H.skip("this machine has an NVIDIA GPU")
     if ctor is tvm.vulkan and _vulkan_present():
-        pytest.skip("this machine has a Vulkan driver")
+        H.skip("this machine has a Vulkan driver")
     assert ctor(0).exist is False
 
 
 def test_absent_device_attribute_raises():
     if _gpu_present():
-        pytest.skip("this machine has an NVIDIA GPU")
+        H.skip("this machine has an NVIDIA GPU")
     with pytest.raises(Exception) as ei:
         tvm.cuda(0).max_threads_per_block
     assert "cuda" in str(ei.value)
@@ -103,7 +103,7 @@ def test_absent_device_attribute_raises():
 
 def test_alloc_on_absent_device_raises():
     if _gpu_present():
-        pytest.skip("this machine has an NVIDIA GPU")
+        H.skip("this machine has an NVIDIA GPU")
     with pytest.raises(Exception) as ei:
         tvm.nd.empty((4,), "float32", tvm.cuda(0))
     assert "cuda" in str(ei.value)
@@ -202,8 +202,9 @@ def _physical_cores():
     return len(cores)
 
 
-@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="x86-64 rule")
 def test_num_threads_default_x86():
+    if platform.machine() not in ("x86_64", "AMD64"):
+        H.skip("an x86-64 rule")
     out = H.run_python(_NUM_THREADS, env_remove=["TVM_NUM_THREADS", "OMP_NUM_THREADS"])
     got = int(out.strip().splitlines()[-1])
     if H.IS_OURS:

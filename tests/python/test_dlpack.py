@@ -1,6 +1,7 @@
 """DLPack in and out: to_dlpack/from_dlpack, numpy's __dlpack__ both ways, ownership."""
 
 import ctypes
+import functools
 import gc
 
 import numpy as np
@@ -24,7 +25,18 @@ DTYPES = [
 ]
 
 HAS_NP_DLPACK = hasattr(np, "from_dlpack") and hasattr(np.ndarray, "__dlpack__")
-needs_np_dlpack = pytest.mark.skipif(not HAS_NP_DLPACK, reason="numpy without DLPack support")
+
+
+def needs_np_dlpack(test):
+    """Skips the test (through H.skip) when numpy has no DLPack support."""
+
+    @functools.wraps(test)
+    def run(*args, **kwargs):
+        if not HAS_NP_DLPACK:
+            H.skip("numpy without DLPack support")
+        return test(*args, **kwargs)
+
+    return run
 
 
 @pytest.mark.parametrize("dtype", DTYPES + ["bool", "bfloat16"])

@@ -122,7 +122,7 @@ def _no_entry_function():
 
 def _gpu_absent():
     if os.path.exists("/dev/nvidia0") or os.path.exists("/dev/nvidiactl"):
-        pytest.skip("this machine has an NVIDIA GPU")
+        H.skip("this machine has an NVIDIA GPU")
 
 
 CASES = [

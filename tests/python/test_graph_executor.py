@@ -19,7 +19,7 @@ MODELS = ["mlp", "mlp_linked", "conv"]
 def model(name):
     entry, path, e = H.fixture_entry(name)
     if not entry.get("graph"):
-        pytest.skip(f"{name} is not a graph fixture")
+        H.skip(f"{name} is not a graph fixture (rebuild the fixtures)", H.REQUIRE_FIXTURES)
     return entry, tvm.runtime.load_module(path), e
 
 
@@ -140,7 +140,7 @@ def test_graph_executor_create_from_json_and_params():
     jpath = os.path.join(H.FIXTURES, "mlp.json")
     ppath = os.path.join(H.FIXTURES, "mlp.params")
     if not (os.path.isfile(jpath) and os.path.isfile(ppath)):
-        pytest.skip("mlp.json / mlp.params are not in the fixtures")
+        H.skip("mlp.json / mlp.params are not in the fixtures", H.REQUIRE_FIXTURES)
     with open(jpath) as f:
         graph = f.read()
     with open(ppath, "rb") as f:

@@ -21,7 +21,7 @@ def gf(name):
     if f is None:
         if H.IS_OURS:
             pytest.fail(f"{name} is not registered on ours")
-        pytest.skip(f"skipped: {name} is not registered by the reference runtime")
+        H.skip(f"{name} is not registered by the reference runtime")
     return f
 
 
@@ -129,7 +129,7 @@ def test_update_remove_clear(cache):
 
 def test_tensor_cache_aliases(cache, tmp_path):
     if not H.IS_OURS:
-        pytest.skip("skipped: vm.builtin.tensor_cache.* are TVM v0.22+ names (reference is 0.16)")
+        H.skip("vm.builtin.tensor_cache.* are TVM v0.22+ names (reference is 0.16)")
     p = params()
     gf("vm.builtin.tensor_cache.load")(dump(tmp_path, p), 1, 0)
     np.testing.assert_array_equal(cache["get"]("param_0").numpy(), p["param_0"])
@@ -181,7 +181,7 @@ BAD = {
 def test_bad_cache_is_an_error_and_loads_nothing(cache, tmp_path, how):
     d = corrupt(tmp_path, how)
     if not H.IS_OURS and how in ("size_disagrees", "dtype_disagrees", "outside_shard"):
-        pytest.skip("skipped: the reference does not check record sizes (it reads out of bounds)")
+        H.skip("the reference does not check record sizes (it reads out of bounds)")
     with pytest.raises((tvm.TVMError, ValueError)) as e:
         cache["load"](d, 1, 0)
     if H.IS_OURS:

@@ -21,9 +21,7 @@ DIR = os.path.join(H.FIXTURES, "llm")
 @pytest.fixture(scope="module")
 def decoder():
     if not os.path.isfile(os.path.join(DIR, "stamp")):
-        if os.environ.get("TVMRT_REQUIRE_FIXTURES"):
-            pytest.fail(f"TVMRT_REQUIRE_FIXTURES is set but {DIR} was not built")
-        pytest.skip(f"skipped: no LLM fixture in {DIR} (run scripts/build_llm_fixtures.py)")
+        H.skip(f"no LLM fixture in {DIR} (run scripts/build_llm_fixtures.py)", H.REQUIRE_FIXTURES)
     meta = json.load(open(os.path.join(DIR, "meta.json")))
     e = np.load(os.path.join(DIR, "expected.npz"))
     vm = relax_vm.VirtualMachine(tvm.runtime.load_module(os.path.join(DIR, "decoder.so")), tvm.cpu())

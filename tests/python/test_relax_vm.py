@@ -4,6 +4,7 @@ every output equals, bit for bit, what the reference runtime returned when the f
 built. relax_resnet18 / relax_mobilenet (and their _par variants) run when built with
 --models."""
 
+import json
 import os
 
 import numpy as np
@@ -21,9 +22,7 @@ MODELS = ["relax_resnet18", "relax_mobilenet", "relax_resnet18_par", "relax_mobi
 def relax_fixture(name, require="TVMRT_REQUIRE_FIXTURES"):
     """(manifest entry, loaded executable, expected arrays); a missing fixture skips, or fails
     under TVMRT_REQUIRE_FIXTURES (TVMRT_REQUIRE_MODELS for the large models)."""
-    if os.environ.get(require) and name not in H.manifest():
-        pytest.fail(f"{require} is set but {name} was not built (scripts/build_fixtures.py)")
-    entry, path, e = H.fixture_entry(name)
+    entry, path, e = H.fixture_entry(name, require)
     assert entry["kind"] == "relax"
     lib = tvm.runtime.load_module(path)
     return entry, lib, e
@@ -105,10 +104,39 @@ def test_relax_save_function_and_time_evaluator():
     assert len(res.results) == 2 and all(t > 0 for t in res.results)
 
 
-def test_relax_profiler_report_lists_the_kernel_calls():
+def kernel_calls_of(disasm, func):
+    """The kernel calls (of the library's functions: neither vm.builtin.* nor VM functions)
+    one run of the VM function `func` makes, in order, from the reference compiler's
+    disassembly. `func` must be straight-line code calling no VM function, so that every run
+    makes exactly these calls."""
+    packed = {
+        line[1 : -len(" packed_func;")]
+        for line in disasm.splitlines()
+        if line.startswith("@") and line.endswith(" packed_func;")
+    }
+    body = next(b for b in disasm.split("\n\n") if b.strip().startswith(f"@{func}:\n"))
+    calls = []
+    for line in body.strip().splitlines()[1:]:
+        words = line.split()
+        if words[0] == "call":
+            assert words[1] in packed, f"@{func} calls the VM function {words[1]}"
+            if not words[1].startswith("vm.builtin."):
+                calls.append(words[1])
+        else:
+            assert words[0] == "ret", f"@{func} is not straight-line code: {line}"
+    return calls
+
+
+def test_relax_profiler_report_lists_every_kernel_call():
     entry, lib, e = relax_fixture("relax_chain")
+    with open(os.path.join(H.FIXTURES, entry["disasm"])) as f:
+        want = kernel_calls_of(f.read(), "main")
+    assert len(want) == 100, "relax_chain makes a hundred kernel calls"
     vm = relax_vm.VirtualMachine(lib, tvm.cpu(), profile=True)
     report = vm.profile("main", tvm.nd.array(e[entry["calls"][0]["args"][0]]))
+    calls = json.loads(report.json())["calls"]
+    got = [c["Name"]["string"] for c in calls if not c["Name"]["string"].startswith("vm.builtin.")]
+    assert got == want, "the profiled kernel calls are not the run's"
     table = report.table()
     assert "add" in table and "multiply" in table, table
 

@@ -47,7 +47,7 @@ def fixture_path(name):
     H.manifest()
     p = os.path.join(H.FIXTURES, name)
     if not os.path.isfile(p):
-        pytest.skip(f"skipped: fixture {name} missing")
+        H.skip(f"fixture {name} missing (run scripts/build_fixtures.py)", H.REQUIRE_FIXTURES)
     return p
 
 
@@ -147,7 +147,7 @@ def test_kernel_on_python_server(py_server):
     if not H.IS_OURS:
         # A mismatch inside the reference itself, whatever the server's runtime: hhb's client
         # sends load_module(path, options, cc); TVM's Python server takes load_module(path).
-        pytest.skip("skipped: the reference client's load_module does not fit the Python server")
+        H.skip("the reference client's load_module does not fit the Python server")
     remote = connect(py_server.port)
     check_kernel_session(remote)
 

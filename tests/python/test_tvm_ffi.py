@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tvm
+import tvmrt_helpers as H
 from tvmrt_helpers import CACHE, IS_OURS, LOADED_LIB
 
 FFI_FIXTURES = os.path.join(CACHE, "ffi_fixtures")
@@ -25,9 +26,10 @@ FFI_LIB = os.path.join(
 def fixture(name):
     path = os.path.join(FFI_FIXTURES, "manifest.json")
     if not os.path.isfile(path):
-        if os.environ.get("TVMRT_REQUIRE_FIXTURES"):
-            pytest.fail(f"TVMRT_REQUIRE_FIXTURES is set but {path} is missing")
-        pytest.skip("tvm-ffi fixtures not built (run scripts/build_ffi_fixtures.py)")
+        H.skip(
+            f"tvm-ffi fixtures not built: no {path} (run scripts/build_ffi_fixtures.py)",
+            H.REQUIRE_FIXTURES,
+        )
     with open(path) as f:
         entry = json.load(f)[name]
     return os.path.join(FFI_FIXTURES, entry["file"]), np.load(os.path.join(FFI_FIXTURES, entry["data"]))
@@ -39,7 +41,7 @@ def load(name, func):
         # The reference opens any shared library, but finds none of its kernels.
         with pytest.raises((tvm.TVMError, AttributeError)):
             tvm.runtime.load_module(so)[func]
-        pytest.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries (checked)")
+        H.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries (checked)")
     return tvm.runtime.load_module(so), data
 
 
@@ -118,7 +120,7 @@ _LOCAL_HOST = textwrap.dedent(
 def run_local_host(extra_lib):
     so, _ = fixture("add")
     if not IS_OURS:
-        pytest.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries")
+        H.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries")
     out = subprocess.run(
         [sys.executable, "-c", _LOCAL_HOST, LOADED_LIB, so, extra_lib],
         capture_output=True, text=True, timeout=60, env={"PATH": os.environ.get("PATH", "")},
@@ -133,9 +135,7 @@ def test_error_symbol_resolves_with_the_runtime_opened_rtld_local():
 
 def test_tvms_own_libtvm_ffi_keeps_its_symbol_and_errors_still_arrive():
     if not os.path.isfile(FFI_LIB):
-        if os.environ.get("TVMRT_REQUIRE_FIXTURES"):
-            pytest.fail(f"TVMRT_REQUIRE_FIXTURES is set but {FFI_LIB} is missing")
-        pytest.skip(f"no {FFI_LIB}")
+        H.skip(f"no {FFI_LIB}", H.REQUIRE_FIXTURES)
     assert run_local_host(FFI_LIB) == "-1 ValueError: Mismatched C.shape[0] on argument #2 when calling:"
 
 
@@ -154,7 +154,7 @@ def test_relax_models_on_tvm_016s_virtual_machine(name, calls):
     if not IS_OURS:
         with pytest.raises((tvm.TVMError, AttributeError, ValueError)):
             relax_vm.VirtualMachine(tvm.runtime.load_module(so), tvm.cpu())
-        pytest.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries (checked)")
+        H.skip("the reference (TVM 0.16) cannot run tvm-ffi libraries (checked)")
     vm = relax_vm.VirtualMachine(tvm.runtime.load_module(so), tvm.cpu())
     for args, result in calls:
         out = vm["main"](*[tvm.nd.array(d[k]) for k in args])

@@ -21,6 +21,9 @@ from tvm._ffi import base as _base
 CACHE = os.environ.get("TVMRT_CACHE", os.path.expanduser("~/.cache/tvm-runtime-rs"))
 REF_LIB = os.environ.get("TVMRT_REF_LIB", os.path.join(CACHE, "wheel", "tvm", "libtvm_runtime.so"))
 FIXTURES = os.environ.get("TVMRT_FIXTURES", os.path.join(CACHE, "fixtures"))
+# The switches that turn a skip into a failure (the test command sets them).
+REQUIRE_FIXTURES = "TVMRT_REQUIRE_FIXTURES"
+REQUIRE_MODELS = "TVMRT_REQUIRE_MODELS"
 
 LOADED_LIB = os.path.realpath(_base._LIB._name)
 TVM_VERSION = tvm.__version__
@@ -42,6 +45,17 @@ WHICH = _which()
 IS_OURS = WHICH == "ours"
 
 
+def skip(why, require=None):
+    """The suite's one way to skip a test that cannot run here (the Python twin of
+    tests/common/skip.rs). With `require` (a `TVMRT_REQUIRE_*` switch: FIXTURES, MODELS, VULKAN,
+    CUDA) set in the environment the test fails instead. conftest.py writes every skip of the
+    run, whatever raised it, to `$TVMRT_SKIP_LOG`, which the test command's summary counts."""
+    __tracebackhide__ = True  # pytest reports the caller's line
+    if require and os.environ.get(require):
+        pytest.fail(f"{require} is set, but this test cannot run: {why}", pytrace=False)
+    pytest.skip(why)
+
+
 def xfail_ours(reason):
     """A strict xfail that applies only when the suite runs on our runtime.
 
@@ -57,26 +71,27 @@ def xfail_ours(reason):
 def manifest():
     path = os.path.join(FIXTURES, "manifest.json")
     if not os.path.isfile(path):
-        pytest.skip(f"no fixtures: {path} is missing (run scripts/build_fixtures.py)")
+        skip(f"no fixtures: {path} is missing (run scripts/build_fixtures.py)", REQUIRE_FIXTURES)
     with open(path) as f:
         return json.load(f)
 
 
-def fixture_entry(name):
+def fixture_entry(name, require=None):
     """(manifest entry, path of the library, loaded expected arrays or None); skips when the
-    fixture is not there."""
+    fixture is not there, or fails under `require` (default TVMRT_REQUIRE_FIXTURES)."""
+    require = require or REQUIRE_FIXTURES
     m = manifest()
     if name not in m:
-        pytest.skip(f"fixture {name!r} is not in {FIXTURES}/manifest.json")
+        skip(f"fixture {name!r} is not in {FIXTURES}/manifest.json", require)
     entry = m[name]
     lib = os.path.join(FIXTURES, entry["file"])
     if not os.path.isfile(lib):
-        pytest.skip(f"fixture file {lib} is missing")
+        skip(f"fixture file {lib} is missing", require)
     expected = None
     if entry.get("expected"):
         npz = os.path.join(FIXTURES, entry["expected"])
         if not os.path.isfile(npz):
-            pytest.skip(f"fixture data {npz} is missing")
+            skip(f"fixture data {npz} is missing", require)
         with np.load(npz) as z:
             expected = {k: z[k] for k in z.files}
     return entry, lib, expected
@@ -84,7 +99,7 @@ def fixture_entry(name):
 
 def fixture_function(entry, name):
     if name not in entry.get("functions", {}):
-        pytest.skip(f"the manifest lists no function {name!r} for {entry['file']}")
+        skip(f"the manifest lists no function {name!r} for {entry['file']}", REQUIRE_FIXTURES)
     return name
 
 
