@@ -1,6 +1,8 @@
 //! The serving side of a session: calls, copies and syscalls executed in this process, with a
-//! handle table. Every handle or data address the peer sends back must be one this table handed
-//! out (the reference dereferences whatever arrives); the peer only ever sees opaque numbers.
+//! handle table. Every handle or data address the peer sends back, opaque handles (type code 3)
+//! included, must be one this table handed out (the reference dereferences whatever arrives);
+//! the peer only ever sees table numbers, never an address of this process. Calls run confined
+//! to the session's work directory (see [`crate::packed_func::confine`]).
 
 use super::codec::{self, code, Reader, WireTensor, WireValue, Writer};
 use super::endpoint::Channel;
@@ -9,6 +11,7 @@ use crate::module::Module;
 use crate::ndarray::NDArrayObj;
 use crate::object::containers::StringObj;
 use crate::object::{ObjectRef, TYPE_MODULE, TYPE_NDARRAY, TYPE_PACKED_FUNC};
+use crate::packed_func::confine;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry;
@@ -18,6 +21,7 @@ use crate::packed_func::types::{
 use crate::packed_func::value::{object_to_c, RetValue};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::path::PathBuf;
 
 /// What a handle stands for.
 enum Entry {
@@ -31,6 +35,10 @@ enum Entry {
         nbytes: u64,
     },
     Stream {
+        ptr: *mut c_void,
+    },
+    /// An opaque handle a call returned (e.g. `device_api.cpu`).
+    Opaque {
         ptr: *mut c_void,
     },
 }
@@ -47,6 +55,7 @@ impl Entry {
             Entry::NDArray(_) => "an NDArray",
             Entry::Alloc { .. } => "device memory",
             Entry::Stream { .. } => "a stream",
+            Entry::Opaque { .. } => "an opaque handle",
         }
     }
 }
@@ -55,6 +64,11 @@ impl Entry {
 pub struct LocalSession {
     entries: HashMap<u64, Entry>,
     next: u64,
+    /// Table numbers of the opaque handles handed out, by address (one number per address).
+    opaque: HashMap<usize, u64>,
+    /// Where calls are confined: unknown until the first call, then the work directory
+    /// (`Ok(None)` without a server environment: not confined), or why there is none usable.
+    root: Option<std::result::Result<Option<PathBuf>, String>>,
 }
 
 // SAFETY: the raw pointers in the table are device memory and streams owned by this session,
@@ -111,6 +125,8 @@ impl LocalSession {
         LocalSession {
             entries: HashMap::new(),
             next: 1,
+            opaque: HashMap::new(),
+            root: None,
         }
     }
 
@@ -209,7 +225,7 @@ impl LocalSession {
             RetValue::Int(i) => vec![int(tc::INT), WireValue::Int(i)],
             RetValue::Bool(b) => vec![int(tc::INT), WireValue::Int(b as i64)],
             RetValue::Float(f) => vec![int(tc::FLOAT), WireValue::Float(f)],
-            RetValue::Handle(h) => vec![int(tc::OPAQUE_HANDLE), WireValue::Handle(h as u64)],
+            RetValue::Handle(h) => vec![int(tc::OPAQUE_HANDLE), WireValue::Handle(self.opaque_handle(h))],
             RetValue::DataType(t) => vec![int(tc::DATA_TYPE), WireValue::DataType(t)],
             RetValue::Device(d) => vec![int(tc::DEVICE), WireValue::Device(d)],
             RetValue::Str(s) => vec![int(tc::STR), WireValue::Str(s.into_bytes())],
@@ -247,6 +263,53 @@ impl LocalSession {
         })
     }
 
+    /// The table number of an opaque handle a call returned (0 for NULL).
+    fn opaque_handle(&mut self, ptr: *mut c_void) -> u64 {
+        if ptr.is_null() {
+            return 0;
+        }
+        if let Some(h) = self.opaque.get(&(ptr as usize)) {
+            return *h;
+        }
+        let h = self.insert(Entry::Opaque { ptr });
+        self.opaque.insert(ptr as usize, h);
+        h
+    }
+
+    /// The session's work directory, asked once of the server environment
+    /// (`tvm.rpc.server.workpath`, registered by our standalone server and by TVM's Python
+    /// server): `Ok(None)` when there is no server environment.
+    fn work_dir(&mut self) -> std::result::Result<Option<PathBuf>, String> {
+        if let Some(r) = &self.root {
+            return r.clone();
+        }
+        let r = match registry::get("tvm.rpc.server.workpath") {
+            None => Ok(None),
+            Some(f) => match f.call(&[crate::packed_func::value::ArgValue::Str(c".")]) {
+                Ok(RetValue::Str(s)) => Ok(Some(PathBuf::from(s))),
+                Ok(RetValue::Object(o)) if o.downcast_ref::<StringObj>().is_some() => {
+                    let s = o.downcast_ref::<StringObj>().expect("checked");
+                    Ok(Some(PathBuf::from(String::from_utf8_lossy(s.as_bytes()).as_ref())))
+                }
+                Ok(other) => Err(format!(
+                    "tvm.rpc.server.workpath returned {other:?}, not a path"
+                )),
+                Err(e) => Err(format!("the session has no work directory ({e})")),
+            },
+        };
+        self.root = Some(r.clone());
+        r
+    }
+
+    /// Confines the calling thread to the session's work directory for one call.
+    fn confine(&mut self) -> Option<confine::Guard> {
+        match self.work_dir() {
+            Ok(Some(d)) => Some(confine::enter(&d)),
+            Ok(None) => None,
+            Err(why) => Some(confine::enter_denied(why)),
+        }
+    }
+
     /// Calls a local function with wire arguments.
     pub fn call_plain(&mut self, f: &Function, args: &[WireValue]) -> Result<RetValue> {
         let mut store = ArgStore::default();
@@ -260,6 +323,7 @@ impl LocalSession {
             codes.push(c);
         }
         let mut rv = RetValue::Null;
+        let _confined = self.confine();
         // SAFETY: values/codes hold `len` entries whose pointees live in `store` and the table
         // for the whole call.
         unsafe {
@@ -280,7 +344,22 @@ impl LocalSession {
             WireValue::Int(i) => (TVMValue { v_int64: *i }, tc::INT),
             WireValue::Bool(b) => (TVMValue { v_int64: *b as i64 }, tc::BOOL),
             WireValue::Float(f) => (TVMValue { v_float64: *f }, tc::FLOAT),
-            WireValue::Handle(h) => (handle(*h as usize as *mut c_void), tc::OPAQUE_HANDLE),
+            WireValue::Handle(0) => (handle(std::ptr::null_mut()), tc::NULLPTR),
+            WireValue::Handle(h) => match self.entries.get(h) {
+                Some(Entry::Opaque { ptr } | Entry::Stream { ptr }) => (handle(*ptr), tc::OPAQUE_HANDLE),
+                Some(e) => {
+                    return Err(Error::type_error(format!(
+                        "RPC: opaque handle {h:#x} names {}, not an opaque handle",
+                        e.kind()
+                    )))
+                }
+                None => {
+                    return Err(Error::value(format!(
+                        "RPC: opaque handle {h:#x} was not handed out by this server (or was \
+                         freed); a client cannot send addresses"
+                    )))
+                }
+            },
             WireValue::Null => (handle(std::ptr::null_mut()), tc::NULLPTR),
             WireValue::DataType(t) => (TVMValue { v_type: *t }, tc::DATA_TYPE),
             WireValue::Device(d) => (TVMValue { v_device: *d }, tc::DEVICE),
@@ -759,5 +838,53 @@ impl LocalSession {
             }
             _ => Err(Error::value(format!("RPC: unknown syscall code {c}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forged_opaque_handles_are_refused() {
+        let mut s = LocalSession::new();
+        let f = registry::get("runtime.module.loadbinary_GraphExecutorFactory").unwrap();
+        let e = s
+            .call_plain(&f, &[WireValue::Handle(0x4141_4141)])
+            .unwrap_err();
+        assert!(e.message.contains("0x41414141"), "{e}");
+        assert!(e.message.contains("not handed out"), "{e}");
+    }
+
+    #[test]
+    fn returned_opaque_handles_are_table_numbers() {
+        let mut s = LocalSession::new();
+        let f = registry::get("device_api.cpu").unwrap();
+        let addr = match f.call(&[]).unwrap() {
+            RetValue::Handle(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let rv = s.call_plain(&f, &[]).unwrap();
+        let v = s.encode_return(rv).unwrap();
+        let h = match v.as_slice() {
+            [WireValue::Int(c), WireValue::Handle(h)] if *c == tc::OPAQUE_HANDLE as i64 => *h,
+            other => panic!("{other:?}"),
+        };
+        assert_ne!(h, addr as u64);
+        assert_eq!(h, 1, "the first number of a fresh table");
+        let again = s.call_plain(&f, &[]).unwrap();
+        assert_eq!(s.encode_return(again).unwrap(), v, "one number per address");
+        // The number sent back stands for the address again, and only it.
+        let mut store = ArgStore::default();
+        let (val, code) = s.to_c(&WireValue::Handle(h), &mut store).unwrap();
+        assert_eq!(code, tc::OPAQUE_HANDLE);
+        // SAFETY: `to_c` wrote a handle.
+        assert_eq!(unsafe { val.v_handle }, addr);
+        let (_, code) = s.to_c(&WireValue::Handle(0), &mut store).unwrap();
+        assert_eq!(code, tc::NULLPTR);
+        assert!(s.to_c(&WireValue::Handle(h + 1), &mut store).is_err());
+        let fh = s.insert(Entry::Func(f));
+        let e = s.to_c(&WireValue::Handle(fh), &mut store).unwrap_err();
+        assert!(e.message.contains("names a function"), "{e}");
     }
 }
