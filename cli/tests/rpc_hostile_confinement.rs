@@ -251,7 +251,11 @@ fn a_symlink_member_cannot_lead_a_second_archive_outside() {
     srv.dirs.push(outside.clone());
     let sess = srv.connect();
     let link = outside.to_str().unwrap().as_bytes();
-    let e = load_archive(&sess, "lib.tar", archive(&[member(b"link", b'2', link, b"")]));
+    let e = load_archive(
+        &sess,
+        "lib.tar",
+        archive(&[member(b"link", b'2', link, b"")]),
+    );
     assert!(e.contains("'link'") && e.contains("symbolic link"), "{e}");
     let _ = load_archive(
         &sess,
@@ -277,7 +281,12 @@ fn a_hard_link_member_cannot_read_a_server_file() {
     let e = load_archive(
         &sess,
         "lib.tar",
-        archive(&[member(b"pw", b'1', secret.to_str().unwrap().as_bytes(), b"")]),
+        archive(&[member(
+            b"pw",
+            b'1',
+            secret.to_str().unwrap().as_bytes(),
+            b"",
+        )]),
     );
     assert!(e.contains("'pw'") && e.contains("hard link"), "{e}");
     if let Ok(v) = call(&sess, "tvm.rpc.server.download", &[s("lib.objs/pw")]) {
@@ -383,8 +392,14 @@ fn path_globals_are_confined_to_the_work_directory() {
             vec![secret.clone()],
         ),
         ("runtime.LoadDevicePlugin", vec![secret.clone()]),
-        ("vm.builtin.ndarray_cache.load", vec![p(&outside), int(1), int(0)]),
-        ("vm.builtin.tensor_cache.load", vec![s("esc"), int(1), int(0)]),
+        (
+            "vm.builtin.ndarray_cache.load",
+            vec![p(&outside), int(1), int(0)],
+        ),
+        (
+            "vm.builtin.tensor_cache.load",
+            vec![s("esc"), int(1), int(0)],
+        ),
     ];
     for (name, args) in cases {
         let e = call_err(&sess, name, &args);

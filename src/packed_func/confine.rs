@@ -48,8 +48,14 @@ fn set(root: Root) -> Guard {
 pub fn enter(dir: &Path) -> Guard {
     set(match dir.canonicalize() {
         Ok(d) if d.is_dir() => Root::Dir(d),
-        Ok(_) => Root::Deny(format!("the work directory {} is not a directory", dir.display())),
-        Err(e) => Root::Deny(format!("the work directory {} is unusable: {e}", dir.display())),
+        Ok(_) => Root::Deny(format!(
+            "the work directory {} is not a directory",
+            dir.display()
+        )),
+        Err(e) => Root::Deny(format!(
+            "the work directory {} is unusable: {e}",
+            dir.display()
+        )),
     })
 }
 
@@ -182,7 +188,10 @@ mod tests {
         {
             let _g = enter(&root);
             assert_eq!(resolve("a.bin", "t").unwrap(), real.join("a.bin"));
-            assert_eq!(resolve("sub/new.bin", "t").unwrap(), real.join("sub/new.bin"));
+            assert_eq!(
+                resolve("sub/new.bin", "t").unwrap(),
+                real.join("sub/new.bin")
+            );
             let abs = root.join("new.bin");
             assert_eq!(
                 resolve(abs.to_str().unwrap(), "t").unwrap(),

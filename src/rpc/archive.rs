@@ -214,7 +214,10 @@ mod tests {
             (b"../up.o", b'0', b"", "'..'"),
             (b"a/../../up.o", b'0', b"", "'..'"),
         ] {
-            let bytes = archive(&[member(b"ok.o", b'0', b"", b"x"), member(name, kind, link, b"")]);
+            let bytes = archive(&[
+                member(b"ok.o", b'0', b"", b"x"),
+                member(name, kind, link, b""),
+            ]);
             let e = unpack_bytes(&d, &bytes).unwrap_err();
             let shown = String::from_utf8_lossy(name);
             assert!(e.message.contains(why), "{shown}: {e}");
@@ -237,7 +240,9 @@ mod tests {
         std::os::unix::fs::symlink(&outside, d.join("lib.objs")).unwrap();
         let bytes = archive(&[member(b"a.o", b'0', b"", b"A")]);
         unpack_bytes(&d, &bytes).unwrap();
-        assert!(std::fs::symlink_metadata(d.join("lib.objs")).unwrap().is_dir());
+        assert!(std::fs::symlink_metadata(d.join("lib.objs"))
+            .unwrap()
+            .is_dir());
         assert!(!outside.join("a.o").exists());
         std::fs::remove_dir_all(&d).unwrap();
         std::fs::remove_dir_all(&outside).unwrap();

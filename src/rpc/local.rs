@@ -225,7 +225,10 @@ impl LocalSession {
             RetValue::Int(i) => vec![int(tc::INT), WireValue::Int(i)],
             RetValue::Bool(b) => vec![int(tc::INT), WireValue::Int(b as i64)],
             RetValue::Float(f) => vec![int(tc::FLOAT), WireValue::Float(f)],
-            RetValue::Handle(h) => vec![int(tc::OPAQUE_HANDLE), WireValue::Handle(self.opaque_handle(h))],
+            RetValue::Handle(h) => vec![
+                int(tc::OPAQUE_HANDLE),
+                WireValue::Handle(self.opaque_handle(h)),
+            ],
             RetValue::DataType(t) => vec![int(tc::DATA_TYPE), WireValue::DataType(t)],
             RetValue::Device(d) => vec![int(tc::DEVICE), WireValue::Device(d)],
             RetValue::Str(s) => vec![int(tc::STR), WireValue::Str(s.into_bytes())],
@@ -289,7 +292,9 @@ impl LocalSession {
                 Ok(RetValue::Str(s)) => Ok(Some(PathBuf::from(s))),
                 Ok(RetValue::Object(o)) if o.downcast_ref::<StringObj>().is_some() => {
                     let s = o.downcast_ref::<StringObj>().expect("checked");
-                    Ok(Some(PathBuf::from(String::from_utf8_lossy(s.as_bytes()).as_ref())))
+                    Ok(Some(PathBuf::from(
+                        String::from_utf8_lossy(s.as_bytes()).as_ref(),
+                    )))
                 }
                 Ok(other) => Err(format!(
                     "tvm.rpc.server.workpath returned {other:?}, not a path"
@@ -346,7 +351,9 @@ impl LocalSession {
             WireValue::Float(f) => (TVMValue { v_float64: *f }, tc::FLOAT),
             WireValue::Handle(0) => (handle(std::ptr::null_mut()), tc::NULLPTR),
             WireValue::Handle(h) => match self.entries.get(h) {
-                Some(Entry::Opaque { ptr } | Entry::Stream { ptr }) => (handle(*ptr), tc::OPAQUE_HANDLE),
+                Some(Entry::Opaque { ptr } | Entry::Stream { ptr }) => {
+                    (handle(*ptr), tc::OPAQUE_HANDLE)
+                }
                 Some(e) => {
                     return Err(Error::type_error(format!(
                         "RPC: opaque handle {h:#x} names {}, not an opaque handle",
@@ -884,7 +891,7 @@ mod tests {
         assert_eq!(code, tc::NULLPTR);
         assert!(s.to_c(&WireValue::Handle(h + 1), &mut store).is_err());
         let fh = s.insert(Entry::Func(f));
-        let e = s.to_c(&WireValue::Handle(fh), &mut store).unwrap_err();
+        let e = s.to_c(&WireValue::Handle(fh), &mut store).err().unwrap();
         assert!(e.message.contains("names a function"), "{e}");
     }
 }
