@@ -894,4 +894,45 @@ mod tests {
         let e = s.to_c(&WireValue::Handle(fh), &mut store).err().unwrap();
         assert!(e.message.contains("names a function"), "{e}");
     }
+
+    struct Collect(Vec<u8>);
+
+    impl Channel for Collect {
+        fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
+            self.0.extend_from_slice(data);
+            Ok(())
+        }
+        fn recv(&mut self, _buf: &mut [u8]) -> std::io::Result<usize> {
+            Ok(0)
+        }
+    }
+
+    /// The hostile fuzz seed (a forged opaque handle passed to a blob loader) is served with
+    /// errors, not a crash.
+    #[test]
+    fn the_forged_handle_seed_gets_errors() {
+        let data = include_bytes!("../../fuzz/seeds/rpc/opaque_forged_handle.bin");
+        let mut serving = Some(super::super::endpoint::Serving::Local(LocalSession::new()));
+        let mut rest = &data[..];
+        let mut replies = Vec::new();
+        while !rest.is_empty() {
+            let n = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+            let c = i32::from_le_bytes(rest[8..12].try_into().unwrap());
+            let mut out = Collect(Vec::new());
+            let flow = super::super::endpoint::handle_request(
+                &mut serving,
+                &mut out,
+                c,
+                &rest[12..8 + n],
+                1 << 20,
+            );
+            assert!(flow.is_ok());
+            replies.push(String::from_utf8_lossy(&out.0).into_owned());
+            rest = &rest[8 + n..];
+        }
+        assert_eq!(replies.len(), 4);
+        assert!(replies[1].contains("not handed out"), "{}", replies[1]);
+        assert!(replies[2].contains("NULL"), "{}", replies[2]);
+        assert!(replies[3].contains("not handed out"), "{}", replies[3]);
+    }
 }
