@@ -197,6 +197,13 @@ fn returned_opaque_handles_are_table_numbers_not_addresses() {
         &[WireValue::Handle(h + 1000)],
     );
     assert!(e.contains("not handed out"), "{e}");
+    // Nor is the number taken back where a function would read it as something else.
+    let e = call_err(
+        &sess,
+        "runtime.module.loadbinary_GraphExecutorFactory",
+        &[WireValue::Handle(h)],
+    );
+    assert!(e.contains("its type cannot be checked"), "{e}");
     drop(sess);
     srv.assert_alive();
 }

@@ -18,6 +18,9 @@ enum Root {
     Dir(PathBuf),
     /// The session has no usable work directory: every path is refused, for this reason.
     Deny(String),
+    /// A remote call without a server environment (no work directory): paths are used as
+    /// given, but the thread still serves a remote peer.
+    Open,
 }
 
 thread_local! {
@@ -37,32 +40,45 @@ impl Drop for Guard {
     }
 }
 
-fn set(root: Root) -> Guard {
-    Guard {
-        prev: ROOT.with(|r| r.borrow_mut().replace(root)),
+/// A confinement, worked out once (e.g. per session) and entered for each call.
+#[derive(Clone, Debug)]
+pub struct Confinement(Root);
+
+impl Confinement {
+    /// Paths must stay inside `dir`. An unusable directory (missing, not a directory) confines
+    /// to nothing: every path is refused.
+    pub fn dir(dir: &Path) -> Self {
+        Confinement(match dir.canonicalize() {
+            Ok(d) if d.is_dir() => Root::Dir(d),
+            Ok(_) => Root::Deny(format!(
+                "the work directory {} is not a directory",
+                dir.display()
+            )),
+            Err(e) => Root::Deny(format!(
+                "the work directory {} is unusable: {e}",
+                dir.display()
+            )),
+        })
     }
-}
 
-/// Confines the calling thread to `dir` until the guard drops. An unusable directory (missing,
-/// unreadable) confines to nothing: every path is refused.
-pub fn enter(dir: &Path) -> Guard {
-    set(match dir.canonicalize() {
-        Ok(d) if d.is_dir() => Root::Dir(d),
-        Ok(_) => Root::Deny(format!(
-            "the work directory {} is not a directory",
-            dir.display()
-        )),
-        Err(e) => Root::Deny(format!(
-            "the work directory {} is unusable: {e}",
-            dir.display()
-        )),
-    })
-}
+    /// Every path is refused (a session whose work directory is unknown); `why` goes into the
+    /// error.
+    pub fn deny(why: impl Into<String>) -> Self {
+        Confinement(Root::Deny(why.into()))
+    }
 
-/// Refuses every path on the calling thread until the guard drops (a session whose work
-/// directory is unknown); `why` goes into the error.
-pub fn enter_denied(why: impl Into<String>) -> Guard {
-    set(Root::Deny(why.into()))
+    /// Paths are used as given, but the thread serves a remote peer (a session without a server
+    /// environment, hence without a work directory).
+    pub fn open() -> Self {
+        Confinement(Root::Open)
+    }
+
+    /// Applies to the calling thread until the guard drops.
+    pub fn enter(&self) -> Guard {
+        Guard {
+            prev: ROOT.with(|r| r.borrow_mut().replace(self.0.clone())),
+        }
+    }
 }
 
 /// The calling thread's confinement directory, if any.
@@ -73,9 +89,15 @@ pub fn root() -> Option<PathBuf> {
     })
 }
 
-/// Whether the calling thread is confined.
-pub fn active() -> bool {
+/// Whether the calling thread serves a remote peer (confined or not): globals refuse there what
+/// only a local caller may do (e.g. take a raw table pointer).
+pub fn remote() -> bool {
     ROOT.with(|r| r.borrow().is_some())
+}
+
+/// Whether the calling thread's paths are confined.
+pub fn active() -> bool {
+    ROOT.with(|r| matches!(&*r.borrow(), Some(Root::Dir(_) | Root::Deny(_))))
 }
 
 /// Resolves `path`, given to `what` (the global's name, for errors), for opening or writing a
@@ -84,7 +106,7 @@ pub fn active() -> bool {
 pub fn resolve(path: &str, what: &str) -> Result<PathBuf> {
     let root = ROOT.with(|r| r.borrow().clone());
     match root {
-        None => Ok(PathBuf::from(path)),
+        None | Some(Root::Open) => Ok(PathBuf::from(path)),
         Some(Root::Deny(why)) => Err(refused(path, what, &why)),
         Some(Root::Dir(root)) => resolve_in(&root, path).map_err(|why| refused(path, what, &why)),
     }
@@ -186,7 +208,7 @@ mod tests {
         std::fs::create_dir(root.join("sub")).unwrap();
         let real = root.canonicalize().unwrap();
         {
-            let _g = enter(&root);
+            let _g = Confinement::dir(&root).enter();
             assert_eq!(resolve("a.bin", "t").unwrap(), real.join("a.bin"));
             assert_eq!(
                 resolve("sub/new.bin", "t").unwrap(),
@@ -211,12 +233,17 @@ mod tests {
                 assert!(e.message.contains("t.global"), "{e}");
             }
             {
-                let _inner = enter_denied("no work directory");
+                let _inner = Confinement::deny("no work directory").enter();
                 assert!(resolve("a.bin", "t").is_err());
             }
             assert!(resolve("a.bin", "t").is_ok());
         }
-        assert!(!active());
+        assert!(!active() && !remote());
+        {
+            let _open = Confinement::open().enter();
+            assert!(remote() && !active());
+            assert_eq!(resolve("../x", "t").unwrap(), PathBuf::from("../x"));
+        }
         assert_eq!(resolve("../x", "t").unwrap(), PathBuf::from("../x"));
         std::fs::remove_dir_all(&root).unwrap();
         std::fs::remove_dir_all(&out).unwrap();
@@ -226,7 +253,7 @@ mod tests {
     fn dangling_links_are_refused() {
         let root = tmp("dangling");
         std::os::unix::fs::symlink("/nonexistent/tvmrt", root.join("d")).unwrap();
-        let _g = enter(&root);
+        let _g = Confinement::dir(&root).enter();
         let e = resolve("d", "t").unwrap_err();
         assert!(e.message.contains("dangling"), "{e}");
         drop(_g);

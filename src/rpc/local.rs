@@ -21,7 +21,7 @@ use crate::packed_func::types::{
 use crate::packed_func::value::{object_to_c, RetValue};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
-use std::path::PathBuf;
+use std::path::Path;
 
 /// What a handle stands for.
 enum Entry {
@@ -37,10 +37,9 @@ enum Entry {
     Stream {
         ptr: *mut c_void,
     },
-    /// An opaque handle a call returned (e.g. `device_api.cpu`).
-    Opaque {
-        ptr: *mut c_void,
-    },
+    /// An opaque handle a call returned (e.g. `device_api.cpu`); the address stays here, in
+    /// `LocalSession::opaque`, and is never sent.
+    Opaque,
 }
 
 /// Largest alignment a client may ask of `DevAllocData` (TVM's clients ask 64 bytes).
@@ -55,7 +54,7 @@ impl Entry {
             Entry::NDArray(_) => "an NDArray",
             Entry::Alloc { .. } => "device memory",
             Entry::Stream { .. } => "a stream",
-            Entry::Opaque { .. } => "an opaque handle",
+            Entry::Opaque => "an opaque handle",
         }
     }
 }
@@ -66,9 +65,8 @@ pub struct LocalSession {
     next: u64,
     /// Table numbers of the opaque handles handed out, by address (one number per address).
     opaque: HashMap<usize, u64>,
-    /// Where calls are confined: unknown until the first call, then the work directory
-    /// (`Ok(None)` without a server environment: not confined), or why there is none usable.
-    root: Option<std::result::Result<Option<PathBuf>, String>>,
+    /// Where calls are confined: worked out at the first call from the server environment.
+    confinement: Option<confine::Confinement>,
 }
 
 // SAFETY: the raw pointers in the table are device memory and streams owned by this session,
@@ -95,6 +93,23 @@ impl Drop for LocalSession {
                 _ => {}
             }
         }
+    }
+}
+
+/// The kind of a value, for messages that travel (a value's `Debug` may show an address).
+fn ret_kind(v: &RetValue) -> &'static str {
+    match v {
+        RetValue::Null => "NULL",
+        RetValue::Int(_) => "int",
+        RetValue::Bool(_) => "bool",
+        RetValue::Float(_) => "float",
+        RetValue::Handle(_) => "handle",
+        RetValue::DataType(_) => "DLDataType",
+        RetValue::Device(_) => "DLDevice",
+        RetValue::Str(_) => "str",
+        RetValue::Bytes(_) => "bytes",
+        RetValue::DLTensor(_) => "DLTensor",
+        RetValue::Object(_) => "object",
     }
 }
 
@@ -126,7 +141,7 @@ impl LocalSession {
             entries: HashMap::new(),
             next: 1,
             opaque: HashMap::new(),
-            root: None,
+            confinement: None,
         }
     }
 
@@ -274,45 +289,36 @@ impl LocalSession {
         if let Some(h) = self.opaque.get(&(ptr as usize)) {
             return *h;
         }
-        let h = self.insert(Entry::Opaque { ptr });
+        let h = self.insert(Entry::Opaque);
         self.opaque.insert(ptr as usize, h);
         h
     }
 
-    /// The session's work directory, asked once of the server environment
-    /// (`tvm.rpc.server.workpath`, registered by our standalone server and by TVM's Python
-    /// server): `Ok(None)` when there is no server environment.
-    fn work_dir(&mut self) -> std::result::Result<Option<PathBuf>, String> {
-        if let Some(r) = &self.root {
-            return r.clone();
-        }
-        let r = match registry::get("tvm.rpc.server.workpath") {
-            None => Ok(None),
-            Some(f) => match f.call(&[crate::packed_func::value::ArgValue::Str(c".")]) {
-                Ok(RetValue::Str(s)) => Ok(Some(PathBuf::from(s))),
+    /// The session's confinement, worked out once from the server environment: its work
+    /// directory (`tvm.rpc.server.workpath`, registered by our standalone server and by TVM's
+    /// Python server); without a server environment, paths are not confined.
+    fn confinement(&mut self) -> &confine::Confinement {
+        self.confinement.get_or_insert_with(|| {
+            let Some(f) = registry::get("tvm.rpc.server.workpath") else {
+                return confine::Confinement::open();
+            };
+            match f.call(&[crate::packed_func::value::ArgValue::Str(c".")]) {
+                Ok(RetValue::Str(s)) => confine::Confinement::dir(Path::new(&s)),
                 Ok(RetValue::Object(o)) if o.downcast_ref::<StringObj>().is_some() => {
                     let s = o.downcast_ref::<StringObj>().expect("checked");
-                    Ok(Some(PathBuf::from(
+                    confine::Confinement::dir(Path::new(
                         String::from_utf8_lossy(s.as_bytes()).as_ref(),
-                    )))
+                    ))
                 }
-                Ok(other) => Err(format!(
-                    "tvm.rpc.server.workpath returned {other:?}, not a path"
+                Ok(other) => confine::Confinement::deny(format!(
+                    "tvm.rpc.server.workpath returned {}, not a path",
+                    ret_kind(&other)
                 )),
-                Err(e) => Err(format!("the session has no work directory ({e})")),
-            },
-        };
-        self.root = Some(r.clone());
-        r
-    }
-
-    /// Confines the calling thread to the session's work directory for one call.
-    fn confine(&mut self) -> Option<confine::Guard> {
-        match self.work_dir() {
-            Ok(Some(d)) => Some(confine::enter(&d)),
-            Ok(None) => None,
-            Err(why) => Some(confine::enter_denied(why)),
-        }
+                Err(e) => {
+                    confine::Confinement::deny(format!("the session has no work directory ({e})"))
+                }
+            }
+        })
     }
 
     /// Calls a local function with wire arguments.
@@ -328,7 +334,7 @@ impl LocalSession {
             codes.push(c);
         }
         let mut rv = RetValue::Null;
-        let _confined = self.confine();
+        let _confined = self.confinement().enter();
         // SAFETY: values/codes hold `len` entries whose pointees live in `store` and the table
         // for the whole call.
         unsafe {
@@ -351,8 +357,17 @@ impl LocalSession {
             WireValue::Float(f) => (TVMValue { v_float64: *f }, tc::FLOAT),
             WireValue::Handle(0) => (handle(std::ptr::null_mut()), tc::NULLPTR),
             WireValue::Handle(h) => match self.entries.get(h) {
-                Some(Entry::Opaque { ptr } | Entry::Stream { ptr }) => {
-                    (handle(*ptr), tc::OPAQUE_HANDLE)
+                // Streams are the one kind of opaque handle a function may take from a peer
+                // (e.g. `runtime.TVMSetStream`).
+                Some(Entry::Stream { ptr }) => (handle(*ptr), tc::OPAQUE_HANDLE),
+                // What a call returned is of a type the table cannot vouch for: given to
+                // another function (a blob loader, a plugin registration) it would be read as
+                // something else.
+                Some(Entry::Opaque) => {
+                    return Err(Error::type_error(format!(
+                        "RPC: opaque handle {h:#x} was returned by a call; its type cannot be \
+                         checked, so it is not accepted back as an argument"
+                    )))
                 }
                 Some(e) => {
                     return Err(Error::type_error(format!(
@@ -687,7 +702,8 @@ impl LocalSession {
                     RetValue::Null => WireValue::Null,
                     other => {
                         return Err(Error::type_error(format!(
-                            "RPC: {name}: attribute value {other:?} cannot travel"
+                            "RPC: {name}: an attribute value of kind {} cannot travel",
+                            ret_kind(&other)
                         )))
                     }
                 })
@@ -881,12 +897,17 @@ mod tests {
         assert_eq!(h, 1, "the first number of a fresh table");
         let again = s.call_plain(&f, &[]).unwrap();
         assert_eq!(s.encode_return(again).unwrap(), v, "one number per address");
-        // The number sent back stands for the address again, and only it.
+        // The number is not taken back as an argument: its type cannot be checked.
         let mut store = ArgStore::default();
-        let (val, code) = s.to_c(&WireValue::Handle(h), &mut store).unwrap();
+        let e = s.to_c(&WireValue::Handle(h), &mut store).err().unwrap();
+        assert!(e.message.contains("its type cannot be checked"), "{e}");
+        // A stream the session created is.
+        let stream = s.stream_handle(0x1000 as *mut c_void);
+        let (val, code) = s.to_c(&WireValue::Handle(stream), &mut store).unwrap();
         assert_eq!(code, tc::OPAQUE_HANDLE);
         // SAFETY: `to_c` wrote a handle.
-        assert_eq!(unsafe { val.v_handle }, addr);
+        assert_eq!(unsafe { val.v_handle } as usize, 0x1000);
+        s.entries.remove(&stream);
         let (_, code) = s.to_c(&WireValue::Handle(0), &mut store).unwrap();
         assert_eq!(code, tc::NULLPTR);
         assert!(s.to_c(&WireValue::Handle(h + 1), &mut store).is_err());

@@ -43,6 +43,10 @@ pub(crate) fn load_plugin_global(
             a.str(0)?,
             "runtime.LoadDevicePlugin",
         )?),
+        ArgValue::Handle(_) if crate::packed_func::confine::remote() => Err(Error::value(
+            "runtime.LoadDevicePlugin: a remote peer cannot register a plugin table by address \
+             (give a path)",
+        )),
         ArgValue::Handle(h) => {
             // SAFETY: a handle passed here is a plugin table (validated inside).
             unsafe { register(h as *const TVMDevicePlugin, None) }
