@@ -29,6 +29,7 @@ pub use graph_executor::{GraphExecutor, TensorInfo};
 pub use time_eval::TimeEvalConfig;
 
 use crate::ndarray::NDArray;
+use crate::packed_func::confine;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::{Args, RetValue};
@@ -43,10 +44,11 @@ fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray
 
 fn save_params_to_file(a: Args<'_>) -> Result<()> {
     a.expect_len(2, "runtime.SaveParamsToFile")?;
-    let p = params_arg(&a, 0, "runtime.SaveParamsToFile")?;
     let path = a.str(1)?;
+    let file = confine::resolve(path, "runtime.SaveParamsToFile")?;
+    let p = params_arg(&a, 0, "runtime.SaveParamsToFile")?;
     let bytes = params::save_params(&p)?;
-    std::fs::write(path, bytes).map_err(|e| {
+    std::fs::write(file, bytes).map_err(|e| {
         Error::value(format!(
             "runtime.SaveParamsToFile: cannot write {path}: {e}"
         ))
@@ -56,7 +58,8 @@ fn save_params_to_file(a: Args<'_>) -> Result<()> {
 fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
     a.expect_len(1, "runtime.LoadParamsFromFile")?;
     let path = a.str(0)?;
-    let bytes = std::fs::read(path).map_err(|e| {
+    let file = confine::resolve(path, "runtime.LoadParamsFromFile")?;
+    let bytes = std::fs::read(file).map_err(|e| {
         Error::value(format!(
             "runtime.LoadParamsFromFile: cannot read {path}: {e}"
         ))

@@ -288,7 +288,7 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     let _reserved = read_u64(r, "the array header")?;
     if magic != NDARRAY_MAGIC {
         return Err(invalid(format!(
-            "bad magic number {magic:#018x} (expected {NDARRAY_MAGIC:#018x})"
+            "bad magic number (expected {NDARRAY_MAGIC:#018x})"
         )));
     }
     let dev_type = read_i32(r, "the array device")?;
@@ -479,7 +479,7 @@ pub fn read_params_header(r: &mut dyn ByteSource) -> Result<Vec<String>> {
     let magic = read_u64(r, "the parameters magic number")?;
     if magic != NDARRAY_LIST_MAGIC {
         return Err(invalid(&format!(
-            "bad magic number {magic:#018x} (expected {NDARRAY_LIST_MAGIC:#018x})"
+            "bad magic number (expected {NDARRAY_LIST_MAGIC:#018x}): not a parameters file"
         )));
     }
     let _reserved = read_u64(r, "the parameters header")?;

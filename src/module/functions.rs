@@ -2,6 +2,7 @@
 //! by this room.
 
 use crate::module::{self, system_lib, Module, ModuleObj};
+use crate::packed_func::confine;
 use crate::packed_func::error::Result;
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::{Args, RetValue};
@@ -73,17 +74,18 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add("runtime.ModuleSaveToFile", |a, _rv| {
         a.expect_len(3, "runtime.ModuleSaveToFile")?;
-        module_arg(&a, 0)?.node().save_to_file(a.str(1)?, a.str(2)?)
+        let file = confine::resolve_str(a.str(1)?, "runtime.ModuleSaveToFile")?;
+        module_arg(&a, 0)?.node().save_to_file(&file, a.str(2)?)
     });
     r.add("runtime.ModuleLoadFromFile", |a, rv| {
-        let file = a.str(0)?;
+        let file = confine::resolve_str(a.str(0)?, "runtime.ModuleLoadFromFile")?;
         let fmt = if a.len() > 1 { a.str(1)? } else { "" };
-        *rv = module::load_from_file(file, fmt)?.into_object().into();
+        *rv = module::load_from_file(&file, fmt)?.into_object().into();
         Ok(())
     });
     r.add("runtime.module.loadfile_so", |a, rv| {
-        let file = a.str(0)?;
-        *rv = module::dso::load(file)?.into_object().into();
+        let file = confine::resolve_str(a.str(0)?, "runtime.module.loadfile_so")?;
+        *rv = module::dso::load(&file)?.into_object().into();
         Ok(())
     });
 }

@@ -230,15 +230,14 @@ impl Executable {
         let magic = r.u64("header", "the magic number")?;
         if magic != MAGIC {
             return Err(Error::value(format!(
-                "invalid Relax VM executable: bad magic number {magic:#018x} (expected \
-                 {MAGIC:#018x})"
+                "invalid Relax VM executable: bad magic number (expected {MAGIC:#018x})"
             )));
         }
         let version = r.bytes("header", "the version")?;
         if version != VERSION.as_bytes() {
             return Err(Error::value(format!(
                 "invalid Relax VM executable: version \"{}\" is not supported (expected \"{VERSION}\")",
-                String::from_utf8_lossy(version)
+                String::from_utf8_lossy(&version[..version.len().min(32)])
             )));
         }
         // Function table: each entry takes at least 4 + 8 + 4 * 8 + 8 bytes.

@@ -24,6 +24,7 @@ pub mod vm_module;
 
 pub use api::VirtualMachine;
 
+use crate::packed_func::confine;
 use crate::packed_func::error::Error;
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::RetValue;
@@ -41,14 +42,15 @@ pub(crate) fn register(r: &mut Registrar) {
             Ok(())
         });
         r.add(&format!("runtime.module.loadfile_{key}"), move |a, rv| {
-            *rv = RetValue::Object(vm_module::load_executable_file(a.str(0)?, key)?.into_object());
+            let file = confine::resolve_str(a.str(0)?, "runtime.module.loadfile_relax")?;
+            *rv = RetValue::Object(vm_module::load_executable_file(&file, key)?.into_object());
             Ok(())
         });
     }
     r.add("relax.ExecutableLoadFromFile", |a, rv| {
-        let path = a.str(0)?;
+        let path = confine::resolve_str(a.str(0)?, "relax.ExecutableLoadFromFile")?;
         *rv = RetValue::Object(
-            vm_module::load_executable_file(path, "relax.Executable")
+            vm_module::load_executable_file(&path, "relax.Executable")
                 .map_err(|e: Error| e.context("relax.ExecutableLoadFromFile"))?
                 .into_object(),
         );

@@ -1,6 +1,8 @@
 //! The serving side of a session: calls, copies and syscalls executed in this process, with a
-//! handle table. Every handle or data address the peer sends back must be one this table handed
-//! out (the reference dereferences whatever arrives); the peer only ever sees opaque numbers.
+//! handle table. Every handle or data address the peer sends back, opaque handles (type code 3)
+//! included, must be one this table handed out (the reference dereferences whatever arrives);
+//! the peer only ever sees table numbers, never an address of this process. Calls run confined
+//! to the session's work directory (see [`crate::packed_func::confine`]).
 
 use super::codec::{self, code, Reader, WireTensor, WireValue, Writer};
 use super::endpoint::Channel;
@@ -9,6 +11,7 @@ use crate::module::Module;
 use crate::ndarray::NDArrayObj;
 use crate::object::containers::StringObj;
 use crate::object::{ObjectRef, TYPE_MODULE, TYPE_NDARRAY, TYPE_PACKED_FUNC};
+use crate::packed_func::confine;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry;
@@ -18,6 +21,7 @@ use crate::packed_func::types::{
 use crate::packed_func::value::{object_to_c, RetValue};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
+use std::path::Path;
 
 /// What a handle stands for.
 enum Entry {
@@ -33,6 +37,9 @@ enum Entry {
     Stream {
         ptr: *mut c_void,
     },
+    /// An opaque handle a call returned (e.g. `device_api.cpu`); the address stays here, in
+    /// `LocalSession::opaque`, and is never sent.
+    Opaque,
 }
 
 /// Largest alignment a client may ask of `DevAllocData` (TVM's clients ask 64 bytes).
@@ -47,6 +54,7 @@ impl Entry {
             Entry::NDArray(_) => "an NDArray",
             Entry::Alloc { .. } => "device memory",
             Entry::Stream { .. } => "a stream",
+            Entry::Opaque => "an opaque handle",
         }
     }
 }
@@ -55,6 +63,10 @@ impl Entry {
 pub struct LocalSession {
     entries: HashMap<u64, Entry>,
     next: u64,
+    /// Table numbers of the opaque handles handed out, by address (one number per address).
+    opaque: HashMap<usize, u64>,
+    /// Where calls are confined: worked out at the first call from the server environment.
+    confinement: Option<confine::Confinement>,
 }
 
 // SAFETY: the raw pointers in the table are device memory and streams owned by this session,
@@ -81,6 +93,23 @@ impl Drop for LocalSession {
                 _ => {}
             }
         }
+    }
+}
+
+/// The kind of a value, for messages that travel (a value's `Debug` may show an address).
+fn ret_kind(v: &RetValue) -> &'static str {
+    match v {
+        RetValue::Null => "NULL",
+        RetValue::Int(_) => "int",
+        RetValue::Bool(_) => "bool",
+        RetValue::Float(_) => "float",
+        RetValue::Handle(_) => "handle",
+        RetValue::DataType(_) => "DLDataType",
+        RetValue::Device(_) => "DLDevice",
+        RetValue::Str(_) => "str",
+        RetValue::Bytes(_) => "bytes",
+        RetValue::DLTensor(_) => "DLTensor",
+        RetValue::Object(_) => "object",
     }
 }
 
@@ -111,6 +140,8 @@ impl LocalSession {
         LocalSession {
             entries: HashMap::new(),
             next: 1,
+            opaque: HashMap::new(),
+            confinement: None,
         }
     }
 
@@ -209,7 +240,10 @@ impl LocalSession {
             RetValue::Int(i) => vec![int(tc::INT), WireValue::Int(i)],
             RetValue::Bool(b) => vec![int(tc::INT), WireValue::Int(b as i64)],
             RetValue::Float(f) => vec![int(tc::FLOAT), WireValue::Float(f)],
-            RetValue::Handle(h) => vec![int(tc::OPAQUE_HANDLE), WireValue::Handle(h as u64)],
+            RetValue::Handle(h) => vec![
+                int(tc::OPAQUE_HANDLE),
+                WireValue::Handle(self.opaque_handle(h)),
+            ],
             RetValue::DataType(t) => vec![int(tc::DATA_TYPE), WireValue::DataType(t)],
             RetValue::Device(d) => vec![int(tc::DEVICE), WireValue::Device(d)],
             RetValue::Str(s) => vec![int(tc::STR), WireValue::Str(s.into_bytes())],
@@ -247,6 +281,46 @@ impl LocalSession {
         })
     }
 
+    /// The table number of an opaque handle a call returned (0 for NULL).
+    fn opaque_handle(&mut self, ptr: *mut c_void) -> u64 {
+        if ptr.is_null() {
+            return 0;
+        }
+        if let Some(h) = self.opaque.get(&(ptr as usize)) {
+            return *h;
+        }
+        let h = self.insert(Entry::Opaque);
+        self.opaque.insert(ptr as usize, h);
+        h
+    }
+
+    /// The session's confinement, worked out once from the server environment: its work
+    /// directory (`tvm.rpc.server.workpath`, registered by our standalone server and by TVM's
+    /// Python server); without a server environment, paths are not confined.
+    fn confinement(&mut self) -> &confine::Confinement {
+        self.confinement.get_or_insert_with(|| {
+            let Some(f) = registry::get("tvm.rpc.server.workpath") else {
+                return confine::Confinement::open();
+            };
+            match f.call(&[crate::packed_func::value::ArgValue::Str(c".")]) {
+                Ok(RetValue::Str(s)) => confine::Confinement::dir(Path::new(&s)),
+                Ok(RetValue::Object(o)) if o.downcast_ref::<StringObj>().is_some() => {
+                    let s = o.downcast_ref::<StringObj>().expect("checked");
+                    confine::Confinement::dir(Path::new(
+                        String::from_utf8_lossy(s.as_bytes()).as_ref(),
+                    ))
+                }
+                Ok(other) => confine::Confinement::deny(format!(
+                    "tvm.rpc.server.workpath returned {}, not a path",
+                    ret_kind(&other)
+                )),
+                Err(e) => {
+                    confine::Confinement::deny(format!("the session has no work directory ({e})"))
+                }
+            }
+        })
+    }
+
     /// Calls a local function with wire arguments.
     pub fn call_plain(&mut self, f: &Function, args: &[WireValue]) -> Result<RetValue> {
         let mut store = ArgStore::default();
@@ -260,6 +334,7 @@ impl LocalSession {
             codes.push(c);
         }
         let mut rv = RetValue::Null;
+        let _confined = self.confinement().enter();
         // SAFETY: values/codes hold `len` entries whose pointees live in `store` and the table
         // for the whole call.
         unsafe {
@@ -280,7 +355,33 @@ impl LocalSession {
             WireValue::Int(i) => (TVMValue { v_int64: *i }, tc::INT),
             WireValue::Bool(b) => (TVMValue { v_int64: *b as i64 }, tc::BOOL),
             WireValue::Float(f) => (TVMValue { v_float64: *f }, tc::FLOAT),
-            WireValue::Handle(h) => (handle(*h as usize as *mut c_void), tc::OPAQUE_HANDLE),
+            WireValue::Handle(0) => (handle(std::ptr::null_mut()), tc::NULLPTR),
+            WireValue::Handle(h) => match self.entries.get(h) {
+                // Streams are the one kind of opaque handle a function may take from a peer
+                // (e.g. `runtime.TVMSetStream`).
+                Some(Entry::Stream { ptr }) => (handle(*ptr), tc::OPAQUE_HANDLE),
+                // What a call returned is of a type the table cannot vouch for: given to
+                // another function (a blob loader, a plugin registration) it would be read as
+                // something else.
+                Some(Entry::Opaque) => {
+                    return Err(Error::type_error(format!(
+                        "RPC: opaque handle {h:#x} was returned by a call; its type cannot be \
+                         checked, so it is not accepted back as an argument"
+                    )))
+                }
+                Some(e) => {
+                    return Err(Error::type_error(format!(
+                        "RPC: opaque handle {h:#x} names {}, not an opaque handle",
+                        e.kind()
+                    )))
+                }
+                None => {
+                    return Err(Error::value(format!(
+                        "RPC: opaque handle {h:#x} was not handed out by this server (or was \
+                         freed); a client cannot send addresses"
+                    )))
+                }
+            },
             WireValue::Null => (handle(std::ptr::null_mut()), tc::NULLPTR),
             WireValue::DataType(t) => (TVMValue { v_type: *t }, tc::DATA_TYPE),
             WireValue::Device(d) => (TVMValue { v_device: *d }, tc::DEVICE),
@@ -601,7 +702,8 @@ impl LocalSession {
                     RetValue::Null => WireValue::Null,
                     other => {
                         return Err(Error::type_error(format!(
-                            "RPC: {name}: attribute value {other:?} cannot travel"
+                            "RPC: {name}: an attribute value of kind {} cannot travel",
+                            ret_kind(&other)
                         )))
                     }
                 })
@@ -759,5 +861,99 @@ impl LocalSession {
             }
             _ => Err(Error::value(format!("RPC: unknown syscall code {c}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forged_opaque_handles_are_refused() {
+        let mut s = LocalSession::new();
+        let f = registry::get("runtime.module.loadbinary_GraphExecutorFactory").unwrap();
+        let e = s
+            .call_plain(&f, &[WireValue::Handle(0x4141_4141)])
+            .unwrap_err();
+        assert!(e.message.contains("0x41414141"), "{e}");
+        assert!(e.message.contains("not handed out"), "{e}");
+    }
+
+    #[test]
+    fn returned_opaque_handles_are_table_numbers() {
+        let mut s = LocalSession::new();
+        let f = registry::get("device_api.cpu").unwrap();
+        let addr = match f.call(&[]).unwrap() {
+            RetValue::Handle(p) => p,
+            other => panic!("{other:?}"),
+        };
+        let rv = s.call_plain(&f, &[]).unwrap();
+        let v = s.encode_return(rv).unwrap();
+        let h = match v.as_slice() {
+            [WireValue::Int(c), WireValue::Handle(h)] if *c == tc::OPAQUE_HANDLE as i64 => *h,
+            other => panic!("{other:?}"),
+        };
+        assert_ne!(h, addr as u64);
+        assert_eq!(h, 1, "the first number of a fresh table");
+        let again = s.call_plain(&f, &[]).unwrap();
+        assert_eq!(s.encode_return(again).unwrap(), v, "one number per address");
+        // The number is not taken back as an argument: its type cannot be checked.
+        let mut store = ArgStore::default();
+        let e = s.to_c(&WireValue::Handle(h), &mut store).err().unwrap();
+        assert!(e.message.contains("its type cannot be checked"), "{e}");
+        // A stream the session created is.
+        let stream = s.stream_handle(0x1000 as *mut c_void);
+        let (val, code) = s.to_c(&WireValue::Handle(stream), &mut store).unwrap();
+        assert_eq!(code, tc::OPAQUE_HANDLE);
+        // SAFETY: `to_c` wrote a handle.
+        assert_eq!(unsafe { val.v_handle } as usize, 0x1000);
+        s.entries.remove(&stream);
+        let (_, code) = s.to_c(&WireValue::Handle(0), &mut store).unwrap();
+        assert_eq!(code, tc::NULLPTR);
+        assert!(s.to_c(&WireValue::Handle(h + 1), &mut store).is_err());
+        let fh = s.insert(Entry::Func(f));
+        let e = s.to_c(&WireValue::Handle(fh), &mut store).err().unwrap();
+        assert!(e.message.contains("names a function"), "{e}");
+    }
+
+    struct Collect(Vec<u8>);
+
+    impl Channel for Collect {
+        fn send(&mut self, data: &[u8]) -> std::io::Result<()> {
+            self.0.extend_from_slice(data);
+            Ok(())
+        }
+        fn recv(&mut self, _buf: &mut [u8]) -> std::io::Result<usize> {
+            Ok(0)
+        }
+    }
+
+    /// The hostile fuzz seed (a forged opaque handle passed to a blob loader) is served with
+    /// errors, not a crash.
+    #[test]
+    fn the_forged_handle_seed_gets_errors() {
+        let data = include_bytes!("../../fuzz/seeds/rpc/opaque_forged_handle.bin");
+        let mut serving = Some(super::super::endpoint::Serving::Local(LocalSession::new()));
+        let mut rest = &data[..];
+        let mut replies = Vec::new();
+        while !rest.is_empty() {
+            let n = u64::from_le_bytes(rest[..8].try_into().unwrap()) as usize;
+            let c = i32::from_le_bytes(rest[8..12].try_into().unwrap());
+            let mut out = Collect(Vec::new());
+            let flow = super::super::endpoint::handle_request(
+                &mut serving,
+                &mut out,
+                c,
+                &rest[12..8 + n],
+                1 << 20,
+            );
+            assert!(flow.is_ok());
+            replies.push(String::from_utf8_lossy(&out.0).into_owned());
+            rest = &rest[8 + n..];
+        }
+        assert_eq!(replies.len(), 4);
+        assert!(replies[1].contains("not handed out"), "{}", replies[1]);
+        assert!(replies[2].contains("NULL"), "{}", replies[2]);
+        assert!(replies[3].contains("not handed out"), "{}", replies[3]);
     }
 }

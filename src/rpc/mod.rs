@@ -9,6 +9,7 @@
 //! [`device`] (remote devices), [`standalone`] (the standalone server), [`tracker`] (the
 //! tracker client).
 
+pub mod archive;
 pub mod client;
 pub mod codec;
 pub mod device;

@@ -142,14 +142,7 @@ fn link_if_needed(path: &Path) -> Result<PathBuf> {
             let mut objs = Vec::new();
             if ext == "tar" {
                 let dir = path.with_extension("objs");
-                std::fs::create_dir_all(&dir)
-                    .map_err(|e| Error::tvm(format!("RPC server: {e}")))?;
-                run(std::process::Command::new("tar")
-                    .arg("--no-same-owner")
-                    .arg("-xf")
-                    .arg(path)
-                    .arg("-C")
-                    .arg(&dir))?;
+                super::archive::unpack(path, &dir)?;
                 for e in std::fs::read_dir(&dir).map_err(|e| Error::tvm(e.to_string()))? {
                     let e = e.map_err(|e| Error::tvm(e.to_string()))?;
                     if e.path().extension().is_some_and(|x| x == "o") {

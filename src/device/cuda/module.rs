@@ -555,9 +555,9 @@ pub fn register(b: &mut Registrar) {
         "runtime.module.loadfile_ptx",
     ] {
         b.add(name, |a, rv| {
-            let path = a.str(0)?;
+            let path = crate::packed_func::confine::resolve_str(a.str(0)?, "loadfile_cubin/ptx")?;
             let fmt = if a.len() > 1 { a.str(1)? } else { "" };
-            *rv = Module::new(Box::new(CudaModule::load_file(path, fmt)?))
+            *rv = Module::new(Box::new(CudaModule::load_file(&path, fmt)?))
                 .into_object()
                 .into();
             Ok(())

@@ -39,7 +39,14 @@ pub(crate) fn load_plugin_global(
     _rv: &mut RetValue,
 ) -> Result<()> {
     match a.get(0)? {
-        ArgValue::Str(_) => load_library(a.str(0)?),
+        ArgValue::Str(_) => load_library(&crate::packed_func::confine::resolve_str(
+            a.str(0)?,
+            "runtime.LoadDevicePlugin",
+        )?),
+        ArgValue::Handle(_) if crate::packed_func::confine::remote() => Err(Error::value(
+            "runtime.LoadDevicePlugin: a remote peer cannot register a plugin table by address \
+             (give a path)",
+        )),
         ArgValue::Handle(h) => {
             // SAFETY: a handle passed here is a plugin table (validated inside).
             unsafe { register(h as *const TVMDevicePlugin, None) }

@@ -173,7 +173,8 @@ pub unsafe fn register(
         let p = plugin.clone();
         registry::register_rust(&format!("runtime.module.loadfile_{fmt}"), move |a, rv| {
             let path = a.str(0)?;
-            let bytes = std::fs::read(path)
+            let file = crate::packed_func::confine::resolve(path, "loadfile (plugin)")?;
+            let bytes = std::fs::read(file)
                 .map_err(|e| Error::value(format!("cannot read module file {path}: {e}")))?;
             *rv = module_from_bytes(&p, &bytes)?.into_object().into();
             Ok(())

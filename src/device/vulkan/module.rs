@@ -671,7 +671,7 @@ impl VulkanModule {
         let magic = r.read_u32("the magic number")?;
         if magic != VULKAN_MODULE_MAGIC {
             return Err(Error::value(format!(
-                "{path} is not a vulkan module (magic {magic:#x}, expected {VULKAN_MODULE_MAGIC:#x})"
+                "{path} is not a vulkan module (bad magic number, expected {VULKAN_MODULE_MAGIC:#x})"
             )));
         }
         let smap = read_smap(&mut r)?;
@@ -777,7 +777,9 @@ pub fn register(b: &mut crate::packed_func::registry::Registrar) {
         Ok(())
     });
     b.add("runtime.module.loadfile_vulkan", |a, rv| {
-        let m = VulkanModule::load_file(a.str(0)?)?;
+        let path =
+            crate::packed_func::confine::resolve_str(a.str(0)?, "runtime.module.loadfile_vulkan")?;
+        let m = VulkanModule::load_file(&path)?;
         *rv = Module::new(Box::new(m)).into_object().into();
         Ok(())
     });

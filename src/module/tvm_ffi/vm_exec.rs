@@ -147,7 +147,7 @@ fn copy_tensor(r: &mut BlobReader<'_>, out: &mut Vec<u8>) -> Result<()> {
     let magic = r.read_u64("a tensor constant's magic")?;
     if magic != TENSOR_MAGIC {
         return Err(Error::value(format!(
-            "{}: a tensor constant has the wrong magic {magic:#x}",
+            "{}: a tensor constant has the wrong magic number",
             r.context()
         )));
     }

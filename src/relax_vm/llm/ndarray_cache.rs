@@ -602,7 +602,11 @@ pub(crate) fn register(r: &mut Registrar) {
                 device_type: a.i64(1)? as i32,
                 device_id: a.i64(2)? as i32,
             };
-            load(&string_arg(&a, 0)?, dev)?;
+            let dir = crate::packed_func::confine::resolve_str(
+                &string_arg(&a, 0)?,
+                "ndarray_cache.load",
+            )?;
+            load(&dir, dev)?;
             *rv = RetValue::Null;
             Ok(())
         });
