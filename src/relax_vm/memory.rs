@@ -237,14 +237,19 @@ impl StorageObj {
                 buf.size
             )));
         }
-        NDArrayObj::view_of_owner(
-            this.clone(),
-            buf.data,
-            buf.device,
-            shape,
-            dtype,
-            offset as u64,
-        )
+        // SAFETY: the extent fits the buffer (checked above), which `this` owns and the view
+        // keeps alive; tensors carved from one storage are the storage's business, as in the
+        // reference (the VM hands them to kernels).
+        unsafe {
+            NDArrayObj::view_of_owner(
+                this.clone(),
+                buf.data,
+                buf.device,
+                shape,
+                dtype,
+                offset as u64,
+            )
+        }
     }
 }
 

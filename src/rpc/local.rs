@@ -209,7 +209,9 @@ impl LocalSession {
             RetValue::Int(i) => vec![int(tc::INT), WireValue::Int(i)],
             RetValue::Bool(b) => vec![int(tc::INT), WireValue::Int(b as i64)],
             RetValue::Float(f) => vec![int(tc::FLOAT), WireValue::Float(f)],
-            RetValue::Handle(h) => vec![int(tc::OPAQUE_HANDLE), WireValue::Handle(h as u64)],
+            RetValue::Handle(h) => {
+                vec![int(tc::OPAQUE_HANDLE), WireValue::Handle(h.as_ptr() as u64)]
+            }
             RetValue::DataType(t) => vec![int(tc::DATA_TYPE), WireValue::DataType(t)],
             RetValue::Device(d) => vec![int(tc::DEVICE), WireValue::Device(d)],
             RetValue::Str(s) => vec![int(tc::STR), WireValue::Str(s.into_bytes())],
