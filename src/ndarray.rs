@@ -864,3 +864,72 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
         Ok(())
     });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Safe writes need the storage to be the handle's alone: a live clone (here or on
+    /// another thread), a view, or memory the array does not own make them an error; once
+    /// the other handles are gone the same write succeeds.
+    #[test]
+    fn safe_writes_are_refused_while_the_storage_is_shared() {
+        let mut a = NDArray::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        assert!(a.is_unique());
+        // A clone kept alive on another thread, which reads it meanwhile.
+        let b = a.clone();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            let v = b.to_vec::<f32>().unwrap();
+            rx.recv().unwrap();
+            v
+        });
+        assert!(!a.is_unique());
+        let e = a.copy_from_slice(&[9.0f32; 4]).unwrap_err();
+        assert!(e.message.contains("shared"), "{e}");
+        assert!(a.copy_from_bytes(&[0u8; 16]).is_err());
+        let src = NDArray::from_slice(&[5.0f32; 4], &[4]).unwrap();
+        assert!(src.copy_to(&mut a).is_err());
+        tx.send(()).unwrap();
+        assert_eq!(reader.join().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+        // The clone died with the thread: the handle is unique again.
+        assert!(a.is_unique());
+        a.copy_from_slice(&[9.0f32; 4]).unwrap();
+        src.copy_to(&mut a).unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![5.0; 4]);
+
+        // A view shares the storage both ways.
+        let mut v = a.view(&[2], DL_F32, 8).unwrap();
+        assert!(a.copy_from_slice(&[0.0f32; 4]).is_err());
+        assert!(v.copy_from_slice(&[7.0f32; 2]).is_err());
+        drop(a);
+        // The view alone holds its base now: it may write.
+        v.copy_from_slice(&[7.0f32; 2]).unwrap();
+        assert_eq!(v.to_vec::<f32>().unwrap(), vec![7.0; 2]);
+
+        // Memory the array does not own is never written from safe code.
+        #[repr(align(64))]
+        struct Buf([f32; 4]);
+        let mut buf = Buf([0.0; 4]);
+        // SAFETY: `buf` outlives the array, 64-byte aligned, 16 bytes.
+        let mut ext = unsafe {
+            NDArray::from_external(
+                buf.0.as_mut_ptr() as *mut c_void,
+                &[4],
+                DL_F32,
+                DLDevice::CPU,
+                None,
+            )
+        }
+        .unwrap();
+        assert!(!ext.is_unique());
+        let e = ext.copy_from_slice(&[1.0f32; 4]).unwrap_err();
+        assert!(e.message.contains("does not own"), "{e}");
+        // SAFETY: nothing else accesses `buf` during the copy.
+        unsafe { ext.copy_from_slice_unchecked(&[1.0f32; 4]) }.unwrap();
+        drop(ext);
+        assert_eq!(buf.0, [1.0; 4]);
+    }
+
+    const DL_F32: DLDataType = DLDataType::new(DL_FLOAT, 32, 1);
+}

@@ -480,9 +480,12 @@ fn zero_copy_inputs_and_outputs() {
     let (t, r) = expected(&X, &Y, &W);
     assert_eq!(out0.to_vec::<f32>().unwrap(), t);
     assert_eq!(out1.to_vec::<f32>().unwrap(), r);
-    // The executor reads x in place: change it, run, see the change.
+    // The executor reads x in place: change it, run, see the change. The executor holds x,
+    // so a safe write is refused; writing between runs is the zero-copy contract.
     let x2 = [9.0f32, 8.0, 7.0, 6.0, 5.0, 4.0];
-    x.copy_from_slice(&x2).unwrap();
+    assert!(x.copy_from_slice(&x2).is_err());
+    // SAFETY: the executor reads x only while it runs, and it is not running.
+    unsafe { x.copy_from_slice_unchecked(&x2) }.unwrap();
     ex.run().unwrap();
     assert_eq!(out0.to_vec::<f32>().unwrap(), expected(&x2, &Y, &W).0);
     // get_input/get_output alias the external arrays.
@@ -787,7 +790,10 @@ fn factory_create_serialise_and_load() {
     // A factory made from caller arrays copies them: changing the array later does not
     // reach an executor created before.
     let ex3 = GraphExecutor::from_factory(&fac, &[DLDevice::CPU]).unwrap();
-    w.copy_from_slice(&w2).unwrap();
+    // The factory holds `w`: a safe write is refused.
+    assert!(w.copy_from_slice(&w2).is_err());
+    // SAFETY: nothing reads `w` during the copy (no executor is being created).
+    unsafe { w.copy_from_slice_unchecked(&w2) }.unwrap();
     assert_eq!(ex3.input(2).unwrap().to_vec::<f32>().unwrap(), W.to_vec());
 
     // The old name loads too; truncated payloads fail cleanly.

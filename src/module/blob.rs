@@ -440,6 +440,64 @@ mod tests {
         }
     }
 
+    /// A loader's handle is good only while `call_loader` lends the reader, only on the
+    /// lending thread, and for one loader at a time; anything else is refused.
+    #[test]
+    fn lent_readers_are_vouched_for_only_while_lent_on_their_thread() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        static SEEN: AtomicUsize = AtomicUsize::new(0);
+        static CHECKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        let loader = Function::from_rust(|a, rv| {
+            let h = a.handle(0)?;
+            SEEN.store(h as usize, Ordering::Relaxed);
+            // From another thread: refused.
+            let addr = h as usize;
+            let other = std::thread::spawn(move || {
+                with_lent_reader(addr as *mut c_void, "t", |r| r.read_u64("x"))
+                    .map_err(|e| e.message)
+            })
+            .join()
+            .unwrap();
+            CHECKS.lock().unwrap().push(other.unwrap_err());
+            *rv = RetValue::Int(with_lent_reader(h, "t", |r| {
+                // A second loader on the same reader while this one reads it: refused.
+                let nested = with_lent_reader(h, "t", |r| r.read_u64("y"));
+                CHECKS.lock().unwrap().push(nested.unwrap_err().message);
+                r.read_u64("x")
+            })? as i64);
+            Ok(())
+        });
+        let blob = 42u64.to_le_bytes();
+        let mut r = BlobReader::new(&blob, "t");
+        assert!(matches!(
+            call_loader(&loader, &mut r).unwrap(),
+            RetValue::Int(42)
+        ));
+        assert_eq!(r.remaining(), 0);
+        let checks = CHECKS.lock().unwrap().clone();
+        assert!(
+            checks[0].contains("does not name a module blob stream"),
+            "{checks:?}"
+        );
+        assert!(checks[1].contains("already being read"), "{checks:?}");
+        // Once the call is over, the same address is refused.
+        let stale = SEEN.load(Ordering::Relaxed) as *mut c_void;
+        let e = with_lent_reader(stale, "t", |r| r.read_u64("x")).unwrap_err();
+        assert!(
+            e.message.contains("does not name a module blob stream"),
+            "{e}"
+        );
+        // SAFETY: the loader vouches for handles before use (what this checks).
+        let h = unsafe { RawHandle::new(stale) };
+        let e = loader.call(&[ArgValue::Handle(h)]).unwrap_err();
+        assert!(
+            e.message.contains("does not name a module blob stream"),
+            "{e}"
+        );
+        assert!(LENT.with(|l| l.borrow().is_empty()));
+    }
+
     #[test]
     fn large_reads_come_from_the_file_and_fall_back_to_the_blob() {
         let n = FILE_READ_MIN + 1234;
