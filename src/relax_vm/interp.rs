@@ -544,9 +544,9 @@ impl VmCore {
         match r {
             Reg::R(i) => frame.regs[i as usize].clone(),
             Reg::Void => RetValue::Null,
-            // SAFETY: builtins and closures look the context up among the VMs running on their
-            // thread (`with_ctx`) before using it.
             Reg::Vm => {
+                // SAFETY: builtins and closures look the context up among the VMs running on
+                // their thread (`with_ctx`) before using it.
                 RetValue::Handle(unsafe { crate::packed_func::RawHandle::new(self.ctx_ptr()) })
             }
         }
