@@ -330,6 +330,11 @@ impl NDArrayObj {
     /// the next), so that a handle that is the array's only reference is the only way to its
     /// elements.
     fn storage_sharer(&self) -> Option<&'static str> {
+        if self.dl.device.device_type >= crate::packed_func::types::RPC_SESS_MASK {
+            // A remote array: its memory is the server's, reached only through the session's
+            // messages, which the server handles one at a time.
+            return None;
+        }
         let mut storage = &self.storage;
         loop {
             match storage {
@@ -564,7 +569,9 @@ element! {
 /// the handle must be the array's only reference (no clone, no view, no C handle, no
 /// container or function holding it) and the storage must be the array's own (allocated by
 /// it, or a view whose bases are referenced only by it); memory the array does not own
-/// (external or DLPack memory, a mapped file) is never written from safe code. Anything else
+/// (external or DLPack memory, a mapped file) is never written from safe code (a remote
+/// array's memory is the RPC server's, written by messages: it counts as the array's own).
+/// Anything else
 /// is refused with an error, so a write from safe code can never race with another access.
 /// Writing shared storage is `unsafe` ([`NDArray::copy_from_slice_unchecked`],
 /// [`NDArray::copy_to_unchecked`]): the caller promises that nothing else accesses the
