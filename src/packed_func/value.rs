@@ -74,6 +74,7 @@ pub struct RawHandle(*mut c_void);
 
 impl RawHandle {
     /// The NULL handle.
+    #[inline(always)]
     pub const fn null() -> RawHandle {
         RawHandle(std::ptr::null_mut())
     }
@@ -84,16 +85,19 @@ impl RawHandle {
     /// `ptr` must be NULL, or valid for whatever use the functions this value is passed to
     /// make of it by their convention (dereferencing it as the object they expect), for as
     /// long as the value is passed around.
+    #[inline(always)]
     pub const unsafe fn new(ptr: *mut c_void) -> RawHandle {
         RawHandle(ptr)
     }
 
     /// The address.
+    #[inline(always)]
     pub const fn as_ptr(self) -> *mut c_void {
         self.0
     }
 
     /// Whether it is NULL.
+    #[inline(always)]
     pub fn is_null(self) -> bool {
         self.0.is_null()
     }
@@ -116,11 +120,13 @@ impl TensorRef {
     /// valid as DLPack requires) that stays valid, and whose memory nobody else accesses in a
     /// way that conflicts with the callee's reads and writes, for as long as the value is
     /// passed around.
+    #[inline(always)]
     pub const unsafe fn new(ptr: *mut DLTensor) -> TensorRef {
         TensorRef(ptr)
     }
 
     /// The tensor pointer.
+    #[inline(always)]
     pub const fn as_ptr(self) -> *mut DLTensor {
         self.0
     }
@@ -346,6 +352,7 @@ impl<'a> Args<'a> {
     ///
     /// # Safety
     /// Each value must be a valid value of its type code whose pointees live for `'a`.
+    #[inline(always)]
     pub unsafe fn new(values: &'a [TVMValue], codes: &'a [i32]) -> Args<'a> {
         let n = values.len().min(codes.len());
         Args {
@@ -355,16 +362,19 @@ impl<'a> Args<'a> {
     }
 
     /// The argument values (read each as its code says).
+    #[inline(always)]
     pub fn values(&self) -> &'a [TVMValue] {
         self.values
     }
 
     /// The arguments' type codes.
+    #[inline(always)]
     pub fn codes(&self) -> &'a [i32] {
         self.codes
     }
 
     /// The arguments from `from` on (none when `from` is past the end).
+    #[inline(always)]
     pub fn rest(&self, from: usize) -> Args<'a> {
         let from = from.min(self.len());
         Args {
