@@ -28,6 +28,12 @@ const F32: DLDataType = DLDataType {
 };
 
 /// Median seconds per call of `f` over `reps` timed repetitions of `iters` calls each.
+/// `a` as a bare `DLTensor*` argument (`kTVMDLTensorHandle`), borrowing it.
+fn dl(a: &NDArray) -> ArgValue<'_> {
+    // SAFETY: `a` keeps its tensor alive while the argument, which borrows it, is used.
+    ArgValue::DLTensor(unsafe { tvm_runtime::packed_func::TensorRef::new(a.handle()) })
+}
+
 fn time_per_call(reps: usize, iters: usize, mut f: impl FnMut()) -> f64 {
     f();
     let mut v: Vec<f64> = (0..reps)
@@ -357,7 +363,7 @@ fn dispatch_overhead() {
     let sync = || api.sync(VK0).unwrap();
     let ours = |n: usize| {
         for _ in 0..n {
-            host.call(&[ArgValue::DLTensor(a.handle())]).unwrap();
+            host.call(&[dl(&a)]).unwrap();
         }
         sync();
     };
@@ -398,7 +404,7 @@ fn dispatch_overhead() {
     for _ in 0..15 {
         let t = Instant::now();
         for _ in 0..100 {
-            host.call(&[ArgValue::DLTensor(a.handle())]).unwrap();
+            host.call(&[dl(&a)]).unwrap();
         }
         o.push(t.elapsed().as_secs_f64() / 100.0);
         sync();

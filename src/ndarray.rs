@@ -63,8 +63,9 @@ pub struct NDArrayObj {
     storage: Storage,
 }
 
-// SAFETY: the tensor's pointers are owned by this object (or by a kept-alive owner); data
-// races on tensor contents are the user's business, as with the reference.
+// SAFETY: the tensor's pointers are owned by this object (or by a kept-alive owner) and never
+// change after construction; safe code writes tensor contents only through a handle that is
+// the storage's only reference (see `NDArray`), everything else is an `unsafe` contract.
 unsafe impl Send for NDArrayObj {}
 // SAFETY: as above.
 unsafe impl Sync for NDArrayObj {}
@@ -192,7 +193,12 @@ impl NDArrayObj {
 
     /// An array over memory another object owns (`owner` is kept alive by the array): how
     /// allocators outside this room hand out tensors carved from their buffers.
-    pub fn view_of_owner(
+    ///
+    /// # Safety
+    /// `data + byte_offset` must address at least `checked_nbytes(shape, dtype)` bytes of
+    /// `device`'s memory, aligned to [`ALLOC_ALIGNMENT`], that `owner` keeps valid while it
+    /// lives and that nothing but arrays holding `owner` accesses.
+    pub unsafe fn view_of_owner(
         owner: ObjectRef,
         data: *mut c_void,
         device: DLDevice,
@@ -318,6 +324,45 @@ impl NDArrayObj {
     pub fn nbytes(&self) -> usize {
         checked_nbytes(self.shape.as_slice(), self.dl.dtype).unwrap_or(0)
     }
+
+    /// What shares this array's storage besides the array's own handle, if anything: `None`
+    /// when the storage is owned by the array (or by a chain of views each referenced only by
+    /// the next), so that a handle that is the array's only reference is the only way to its
+    /// elements.
+    fn storage_sharer(&self) -> Option<&'static str> {
+        if self.dl.device.device_type >= crate::packed_func::types::RPC_SESS_MASK {
+            // A remote array: its memory is the server's, reached only through the session's
+            // messages, which the server handles one at a time.
+            return None;
+        }
+        let mut storage = &self.storage;
+        loop {
+            match storage {
+                Storage::Owned => return None,
+                Storage::External(_) => return Some("memory the array does not own"),
+                Storage::DLPack(_) => return Some("a DLPack producer's memory"),
+                Storage::View(base) => {
+                    if !only_reference(base) {
+                        return Some("another array or view of the same storage");
+                    }
+                    match base.downcast_ref::<NDArrayObj>() {
+                        Some(b) => storage = &b.storage,
+                        // An allocator's buffer (vm.Storage), referenced by this view alone.
+                        None => return None,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Whether `o` is the only reference to its object. The acquire fence orders the accesses
+/// made through references dropped on other threads (their release decrement) before the
+/// caller's, as `Arc::get_mut` does.
+fn only_reference(o: &ObjectRef) -> bool {
+    let unique = o.header().ref_count() == 1;
+    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
+    unique
 }
 
 /// The handle bindings hold (`DLTensor*`) for an NDArray object.
@@ -515,9 +560,35 @@ element! {
 
 /// A reference to an NDArray object: the safe Rust face of arrays.
 ///
-/// Methods that write the elements take `&mut self` (or the destination as `&mut`). Clones
-/// and views are further handles of the same storage (as in the reference): writing through
-/// one while another thread reads through another is a data race the caller must avoid.
+/// # Sharing and writes
+/// Clones and views are further handles of the same storage (as in the reference), and an
+/// array is `Send + Sync`, so handles of one storage may live on several threads. Reading
+/// takes `&self`. Writing from safe code ([`NDArray::copy_from_slice`],
+/// [`NDArray::copy_from_bytes`], the destination of [`NDArray::copy_to`]) takes `&mut self`
+/// **and** unique ownership of the storage, checked at run time ([`NDArray::is_unique`]):
+/// the handle must be the array's only reference (no clone, no view, no C handle, no
+/// container or function holding it) and the storage must be the array's own (allocated by
+/// it, or a view whose bases are referenced only by it); memory the array does not own
+/// (external or DLPack memory, a mapped file) is never written from safe code (a remote
+/// array's memory is the RPC server's, written by messages: it counts as the array's own).
+/// Anything else
+/// is refused with an error, so a write from safe code can never race with another access.
+/// Writing shared storage is `unsafe` ([`NDArray::copy_from_slice_unchecked`],
+/// [`NDArray::copy_to_unchecked`]): the caller promises that nothing else accesses the
+/// elements meanwhile.
+///
+/// Functions called with an array (compiled kernels, executors, Relax builtins) may write
+/// it, as TVM's calling convention allows for outputs: that is the called code's contract,
+/// not checked here.
+///
+/// ```
+/// # use tvm_runtime::NDArray;
+/// let mut a = NDArray::from_slice(&[1.0f32, 2.0], &[2]).unwrap();
+/// let b = a.clone();
+/// assert!(a.copy_from_slice(&[3.0f32, 4.0]).is_err()); // `b` shares the storage
+/// drop(b);
+/// a.copy_from_slice(&[3.0f32, 4.0]).unwrap();
+/// ```
 #[derive(Clone, Debug)]
 pub struct NDArray(ObjectRef);
 
@@ -621,7 +692,32 @@ impl NDArray {
         Ok(())
     }
 
-    /// Copies elements in from host memory (count and type must match).
+    /// Whether this handle is the only way to the array's elements: the array's only
+    /// reference, over storage it owns (see [Sharing and writes](NDArray#sharing-and-writes)).
+    /// Safe writes need it.
+    pub fn is_unique(&self) -> bool {
+        only_reference(&self.0) && self.obj().storage_sharer().is_none()
+    }
+
+    /// Fails unless [`NDArray::is_unique`]; `what` names the write.
+    fn check_unique(&self, what: &str) -> Result<()> {
+        let sharer = if only_reference(&self.0) {
+            match self.obj().storage_sharer() {
+                None => return Ok(()),
+                Some(s) => s,
+            }
+        } else {
+            "another handle of the same array (a clone, or a reference held elsewhere)"
+        };
+        Err(Error::value(format!(
+            "{what}: the array's storage is shared with {sharer}; safe code writes only an \
+             array whose handle is its storage's only reference (copy into a fresh array, or \
+             drop the other handles first)"
+        )))
+    }
+
+    /// Copies elements in from host memory (count and type must match). The storage must be
+    /// this handle's alone ([`NDArray::is_unique`]), else an error.
     ///
     /// Writing needs a unique borrow of the handle; through a shared one it does not compile:
     ///
@@ -632,8 +728,20 @@ impl NDArray {
     /// r.copy_from_slice(&[3.0f32, 4.0]).unwrap();
     /// ```
     pub fn copy_from_slice<T: Element>(&mut self, data: &[T]) -> Result<()> {
+        self.check_unique("NDArray::copy_from_slice")?;
+        // SAFETY: the handle is the storage's only reference and `&mut self` keeps it so.
+        unsafe { self.copy_from_slice_unchecked(data) }
+    }
+
+    /// [`NDArray::copy_from_slice`] into storage that may be shared.
+    ///
+    /// # Safety
+    /// Nothing else (another handle, view, C pointer or function, on any thread) may access
+    /// the array's elements while the copy runs.
+    pub unsafe fn copy_from_slice_unchecked<T: Element>(&self, data: &[T]) -> Result<()> {
         self.check_elem::<T>(data.len())?;
-        // SAFETY: the array is live and `data` holds exactly nbytes bytes (checked).
+        // SAFETY: the array is live and `data` holds exactly nbytes bytes (checked); no other
+        // access overlaps (caller contract).
         unsafe {
             copy_from_bytes(
                 self.dltensor(),
@@ -641,6 +749,15 @@ impl NDArray {
                 self.nbytes(),
             )
         }
+    }
+
+    /// Copies raw bytes in (as many as the array holds, any element type). The storage must
+    /// be this handle's alone ([`NDArray::is_unique`]), else an error.
+    pub fn copy_from_bytes(&mut self, data: &[u8]) -> Result<()> {
+        self.check_unique("NDArray::copy_from_bytes")?;
+        // SAFETY: the array is live (its size is checked against `data` inside) and the
+        // handle is the storage's only reference, which `&mut self` keeps so.
+        unsafe { copy_from_bytes(self.dltensor(), data.as_ptr() as *const c_void, data.len()) }
     }
 
     /// Copies the elements out to a vector (type must match).
@@ -659,7 +776,9 @@ impl NDArray {
         Ok(v)
     }
 
-    /// Copies this array's contents into `dst` (same size), across devices if needed.
+    /// Copies this array's contents into `dst` (same size), across devices if needed. The
+    /// destination's storage must be its handle's alone ([`NDArray::is_unique`]), else an
+    /// error.
     ///
     /// The destination is written, so it takes a unique borrow:
     ///
@@ -670,7 +789,21 @@ impl NDArray {
     /// a.copy_to(&b).unwrap();
     /// ```
     pub fn copy_to(&self, dst: &mut NDArray) -> Result<()> {
-        // SAFETY: both arrays are live objects describing their own memory.
+        dst.check_unique("NDArray::copy_to")?;
+        // SAFETY: `dst` is its storage's only reference (so `self` is not a handle of it),
+        // which `&mut dst` keeps so.
+        unsafe { self.copy_to_unchecked(dst) }
+    }
+
+    /// [`NDArray::copy_to`] into a destination whose storage may be shared.
+    ///
+    /// # Safety
+    /// Nothing else (another handle, view, C pointer or function, on any thread) may access
+    /// the destination's elements while the copy runs, and they must not overlap this
+    /// array's.
+    pub unsafe fn copy_to_unchecked(&self, dst: &NDArray) -> Result<()> {
+        // SAFETY: both arrays are live objects describing their own memory; no other access
+        // overlaps the write (caller contract).
         unsafe { copy_from_to(self.dltensor(), dst.dltensor(), std::ptr::null_mut()) }
     }
 
@@ -737,4 +870,73 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
         *rv = create_view(&base, &shape, dtype, offset as u64)?.into();
         Ok(())
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Safe writes need the storage to be the handle's alone: a live clone (here or on
+    /// another thread), a view, or memory the array does not own make them an error; once
+    /// the other handles are gone the same write succeeds.
+    #[test]
+    fn safe_writes_are_refused_while_the_storage_is_shared() {
+        let mut a = NDArray::from_slice(&[1.0f32, 2.0, 3.0, 4.0], &[4]).unwrap();
+        assert!(a.is_unique());
+        // A clone kept alive on another thread, which reads it meanwhile.
+        let b = a.clone();
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let reader = std::thread::spawn(move || {
+            let v = b.to_vec::<f32>().unwrap();
+            rx.recv().unwrap();
+            v
+        });
+        assert!(!a.is_unique());
+        let e = a.copy_from_slice(&[9.0f32; 4]).unwrap_err();
+        assert!(e.message.contains("shared"), "{e}");
+        assert!(a.copy_from_bytes(&[0u8; 16]).is_err());
+        let src = NDArray::from_slice(&[5.0f32; 4], &[4]).unwrap();
+        assert!(src.copy_to(&mut a).is_err());
+        tx.send(()).unwrap();
+        assert_eq!(reader.join().unwrap(), vec![1.0, 2.0, 3.0, 4.0]);
+        // The clone died with the thread: the handle is unique again.
+        assert!(a.is_unique());
+        a.copy_from_slice(&[9.0f32; 4]).unwrap();
+        src.copy_to(&mut a).unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), vec![5.0; 4]);
+
+        // A view shares the storage both ways.
+        let mut v = a.view(&[2], DL_F32, 8).unwrap();
+        assert!(a.copy_from_slice(&[0.0f32; 4]).is_err());
+        assert!(v.copy_from_slice(&[7.0f32; 2]).is_err());
+        drop(a);
+        // The view alone holds its base now: it may write.
+        v.copy_from_slice(&[7.0f32; 2]).unwrap();
+        assert_eq!(v.to_vec::<f32>().unwrap(), vec![7.0; 2]);
+
+        // Memory the array does not own is never written from safe code.
+        #[repr(align(64))]
+        struct Buf([f32; 4]);
+        let mut buf = Buf([0.0; 4]);
+        // SAFETY: `buf` outlives the array, 64-byte aligned, 16 bytes.
+        let mut ext = unsafe {
+            NDArray::from_external(
+                buf.0.as_mut_ptr() as *mut c_void,
+                &[4],
+                DL_F32,
+                DLDevice::CPU,
+                None,
+            )
+        }
+        .unwrap();
+        assert!(!ext.is_unique());
+        let e = ext.copy_from_slice(&[1.0f32; 4]).unwrap_err();
+        assert!(e.message.contains("does not own"), "{e}");
+        // SAFETY: nothing else accesses `buf` during the copy.
+        unsafe { ext.copy_from_slice_unchecked(&[1.0f32; 4]) }.unwrap();
+        drop(ext);
+        assert_eq!(buf.0, [1.0; 4]);
+    }
+
+    const DL_F32: DLDataType = DLDataType::new(DL_FLOAT, 32, 1);
 }

@@ -670,3 +670,109 @@ fn cb_arg_to_return_and_anylist() {
     );
     assert_eq!(unsafe { TVMObjectFree(obj.v_handle) }, 0);
 }
+
+/// The globals that read through an opaque handle accept only handles the runtime lent them:
+/// every blob loader (`runtime.module.loadbinary_*`: the graph executor factory under both
+/// names, the Relax executables, CUDA, Vulkan, plugins) refuses a made-up address or NULL
+/// with an error naming it, from the Rust API and from C (`TVMFuncCall`, `TVMGetLastError`),
+/// where the runtime used to dereference it as a blob reader (SIGSEGV); so do the Relax
+/// builtins that take the VM context.
+#[test]
+fn handle_taking_globals_refuse_handles_they_cannot_vouch_for() {
+    use tvm_runtime::packed_func::{registry, ArgValue, RawHandle};
+    let loaders: Vec<String> = registry::list_names()
+        .into_iter()
+        .filter(|n| n.starts_with("runtime.module.loadbinary_"))
+        .collect();
+    let mut expected = vec![
+        "runtime.module.loadbinary_GraphExecutorFactory",
+        "runtime.module.loadbinary_GraphRuntimeFactory",
+        "runtime.module.loadbinary_relax.Executable",
+        "runtime.module.loadbinary_relax.VMExecutable",
+    ];
+    if cfg!(feature = "cuda") {
+        expected.push("runtime.module.loadbinary_cuda");
+    }
+    if cfg!(feature = "vulkan") {
+        expected.push("runtime.module.loadbinary_vulkan");
+    }
+    for name in expected {
+        assert!(
+            loaders.iter().any(|l| l == name),
+            "{name} is not registered"
+        );
+    }
+    let bogus = [0x10usize, 0x4141_4141, 0x7fff_dead_b000];
+    for name in &loaders {
+        let f = registry::get(name).unwrap();
+        let cname = CString::new(name.as_str()).unwrap();
+        let g = global(&cname);
+        for addr in bogus {
+            // SAFETY: the loaders look a handle up among the readers lent to them on this
+            // thread before any use (what this test checks), so any address meets their
+            // convention.
+            let h = unsafe { RawHandle::new(addr as *mut c_void) };
+            let e = f.call(&[ArgValue::Handle(h)]).unwrap_err();
+            assert!(
+                e.message.contains("runtime.module.loadbinary_")
+                    && e.message.contains("does not name a module blob stream"),
+                "{name} with {addr:#x}: {e}"
+            );
+            let mut v = [TVMValue {
+                v_handle: addr as *mut c_void,
+            }];
+            let (r, _, _) = call(g, &mut v, &mut [tc::OPAQUE_HANDLE]);
+            assert_eq!(r, -1, "{name} accepted {addr:#x} from C");
+            let msg = last_error();
+            assert!(
+                msg.contains("runtime.module.loadbinary_")
+                    && msg.contains("does not name a module blob stream"),
+                "{name} with {addr:#x} from C: {msg}"
+            );
+        }
+        let e = f.call(&[ArgValue::Handle(RawHandle::null())]).unwrap_err();
+        assert!(e.message.contains("NULL"), "{name} with NULL: {e}");
+        let (r, _, _) = call(g, &mut [TVMValue::default()], &mut [tc::NULLPTR]);
+        assert_eq!(r, -1);
+        assert!(last_error().contains("NULL"), "{name} with NULL from C");
+        assert_eq!(unsafe { TVMFuncFree(g) }, 0);
+    }
+
+    // The Relax builtins that take the VM context.
+    let addr = 0x4141_4141usize;
+    let heap = global(c"vm.builtin.alloc_shape_heap");
+    let mut v = [
+        TVMValue {
+            v_handle: addr as *mut c_void,
+        },
+        TVMValue { v_int64: 4 },
+    ];
+    let (r, _, _) = call(heap, &mut v, &mut [tc::OPAQUE_HANDLE, tc::INT]);
+    assert_eq!(r, -1);
+    assert!(last_error().contains("does not name a Relax VM"));
+    let closure = global(c"vm.builtin.alloc_shape_heap");
+    let invoke = global(c"vm.builtin.invoke_closure");
+    let mut v = [
+        TVMValue {
+            v_handle: addr as *mut c_void,
+        },
+        TVMValue { v_handle: closure },
+    ];
+    let (r, _, _) = call(
+        invoke,
+        &mut v,
+        &mut [tc::OPAQUE_HANDLE, tc::PACKED_FUNC_HANDLE],
+    );
+    assert_eq!(r, -1);
+    assert!(last_error().contains("does not name a Relax VM"));
+    // SAFETY: as above: the builtins look the context up among the VMs running on this thread.
+    let h = unsafe { RawHandle::new(addr as *mut c_void) };
+    let e = registry::get("vm.builtin.alloc_shape_heap")
+        .unwrap()
+        .call(&[ArgValue::Handle(h), ArgValue::Int(4)])
+        .unwrap_err();
+    assert!(e.message.contains("does not name a Relax VM"), "{e}");
+    for f in [heap, closure, invoke] {
+        assert_eq!(unsafe { TVMFuncFree(f) }, 0);
+    }
+}

@@ -27,6 +27,12 @@ mod skip;
 
 /// Whether a CUDA device is here; otherwise the test is skipped (fails under
 /// `TVMRT_REQUIRE_CUDA=1`).
+/// `a` as a bare `DLTensor*` argument (`kTVMDLTensorHandle`), borrowing it.
+fn dl(a: &NDArray) -> ArgValue<'_> {
+    // SAFETY: `a` keeps its tensor alive while the argument, which borrows it, is used.
+    ArgValue::DLTensor(unsafe { tvm_runtime::packed_func::TensorRef::new(a.handle()) })
+}
+
 fn gpu() -> bool {
     skip::available(cuda::device_count() > 0, "TVMRT_REQUIRE_CUDA", || {
         format!(
@@ -245,7 +251,7 @@ fn calling_a_kernel_without_driver_errors_clearly() {
     }
     let m = load_dso();
     let k = m.function("vadd_kernel").unwrap();
-    let null = ArgValue::Handle(std::ptr::null_mut());
+    let null = ArgValue::Handle(tvm_runtime::packed_func::RawHandle::null());
     let e = k
         .call(&[
             null,
@@ -260,13 +266,7 @@ fn calling_a_kernel_without_driver_errors_clearly() {
     // The host function fails cleanly when it selects the device.
     let host = m.function("vadd").unwrap();
     let a = NDArray::from_slice(&[1f32, 2.0], &[2]).unwrap();
-    let e = host
-        .call(&[
-            ArgValue::DLTensor(a.handle()),
-            ArgValue::DLTensor(a.handle()),
-            ArgValue::DLTensor(a.handle()),
-        ])
-        .unwrap_err();
+    let e = host.call(&[dl(&a), dl(&a), dl(&a)]).unwrap_err();
     assert!(e.message.contains("CUDA"), "{}", e.message);
 }
 
@@ -286,9 +286,9 @@ fn run_vadd_kernel_direct(m: &Module) {
     db.copy_from_slice(&b).unwrap();
     let k = m.function("vadd_kernel").unwrap();
     k.call(&[
-        ArgValue::DLTensor(da.handle()),
-        ArgValue::DLTensor(db.handle()),
-        ArgValue::DLTensor(dc.handle()),
+        dl(&da),
+        dl(&db),
+        dl(&dc),
         ArgValue::Int(n as i64),
         ArgValue::Int(n.div_ceil(128) as i64),
         ArgValue::Int(128),
@@ -313,21 +313,14 @@ fn kernels_through_the_dso_path() {
     da.copy_from_slice(&a).unwrap();
     db.copy_from_slice(&b).unwrap();
     let vadd = m.function("vadd").unwrap();
-    vadd.call(&[
-        ArgValue::DLTensor(da.handle()),
-        ArgValue::DLTensor(db.handle()),
-        ArgValue::DLTensor(dc.handle()),
-    ])
-    .unwrap();
+    vadd.call(&[dl(&da), dl(&db), dl(&dc)]).unwrap();
     let c = dc.to_vec::<f32>().unwrap();
     for i in 0..n {
         assert_eq!(c[i], a[i] + b[i]);
     }
     // Dynamic shared memory and a float32 scalar argument.
     let scale = m.function("scale").unwrap();
-    scale
-        .call(&[ArgValue::DLTensor(dc.handle()), ArgValue::Float(2.0)])
-        .unwrap();
+    scale.call(&[dl(&dc), ArgValue::Float(2.0)]).unwrap();
     let c2 = dc.to_vec::<f32>().unwrap();
     for i in 0..n {
         assert_eq!(c2[i], 2.0 * c[i]);
@@ -337,9 +330,9 @@ fn kernels_through_the_dso_path() {
     let k = m.function("vadd_kernel").unwrap();
     let e = k
         .call(&[
-            ArgValue::DLTensor(da.handle()),
-            ArgValue::DLTensor(db.handle()),
-            ArgValue::DLTensor(dc.handle()),
+            dl(&da),
+            dl(&db),
+            dl(&dc),
             ArgValue::Int(n as i64),
             ArgValue::Int(1),
             ArgValue::Int(1 << 20),
@@ -445,11 +438,7 @@ fn streams_and_events() {
     assert_eq!(api.current_stream(cuda0()), s1);
     m.function("vadd")
         .unwrap()
-        .call(&[
-            ArgValue::DLTensor(da.handle()),
-            ArgValue::DLTensor(da.handle()),
-            ArgValue::DLTensor(dc.handle()),
-        ])
+        .call(&[dl(&da), dl(&da), dl(&dc)])
         .unwrap();
     // SAFETY: live streams of this device.
     unsafe { api.sync_stream_from_to(cuda0(), s1, s2) }.unwrap();
@@ -581,11 +570,7 @@ fn multithreaded_launches_use_per_thread_state() {
                     da.copy_from_slice(&a).unwrap();
                     m.function("vadd")
                         .unwrap()
-                        .call(&[
-                            ArgValue::DLTensor(da.handle()),
-                            ArgValue::DLTensor(da.handle()),
-                            ArgValue::DLTensor(dc.handle()),
-                        ])
+                        .call(&[dl(&da), dl(&da), dl(&dc)])
                         .unwrap();
                     let c = dc.to_vec::<f32>().unwrap();
                     (t, c.iter().zip(&a).all(|(c, a)| *c == 2.0 * a))

@@ -205,6 +205,7 @@ fn kernel_calls_a_registered_packed_function() {
         };
         // SAFETY: the compiled caller passes valid float32 tensors of equal size.
         unsafe {
+            let (a, b) = (a.as_ptr(), b.as_ptr());
             let n = tvm_runtime::ndarray::tensor_nbytes(&*a)? / 4;
             let src = std::slice::from_raw_parts((*a).data as *const f32, n);
             let dst = std::slice::from_raw_parts_mut((*b).data as *mut f32, n);

@@ -14,7 +14,7 @@ use std::ffi::{c_void, CString};
 use std::sync::{Arc, OnceLock};
 use tvm_runtime::c_api::error::TVMAPISetLastError;
 use tvm_runtime::executor::{params, FactoryNode, GraphExecutor, TimeEvalConfig};
-use tvm_runtime::module::blob::BlobReader;
+use tvm_runtime::module::blob::{call_loader, BlobReader};
 use tvm_runtime::module::ModuleNode;
 use tvm_runtime::object::containers::{MapObj, ShapeTupleObj, StringObj};
 use tvm_runtime::object::ObjectRef;
@@ -72,13 +72,19 @@ unsafe extern "C" fn add_backend(
     0
 }
 
+/// `a` as a bare `DLTensor*` argument (`kTVMDLTensorHandle`), borrowing it.
+fn dl(a: &NDArray) -> ArgValue<'_> {
+    // SAFETY: `a` keeps its tensor alive while the argument, which borrows it, is used.
+    ArgValue::DLTensor(unsafe { tvm_runtime::packed_func::TensorRef::new(a.handle()) })
+}
+
 fn dl_arg<'a>(
     a: &tvm_runtime::packed_func::Args<'a>,
     i: usize,
 ) -> tvm_runtime::Result<&'a DLTensor> {
     match a.get(i)? {
         // SAFETY: the executor passes live tensors.
-        ArgValue::DLTensor(t) => Ok(unsafe { &*t }),
+        ArgValue::DLTensor(t) => Ok(unsafe { &*t.as_ptr() }),
         v => Err(Error::type_error(format!(
             "expected a tensor, got {}",
             v.kind_name()
@@ -373,9 +379,7 @@ fn packed_functions_like_python() {
         .call(&[ArgValue::Int(1), (&ay).into()])
         .unwrap();
     // A bare DLTensor works too.
-    f("set_input")
-        .call(&[ArgValue::Str(&w), ArgValue::DLTensor(aw.handle())])
-        .unwrap();
+    f("set_input").call(&[ArgValue::Str(&w), dl(&aw)]).unwrap();
     f("run").call(&[]).unwrap();
     let (t, r) = expected(&X, &Y, &W);
     let out = nd(f("get_output").call(&[ArgValue::Int(0)]).unwrap());
@@ -476,9 +480,12 @@ fn zero_copy_inputs_and_outputs() {
     let (t, r) = expected(&X, &Y, &W);
     assert_eq!(out0.to_vec::<f32>().unwrap(), t);
     assert_eq!(out1.to_vec::<f32>().unwrap(), r);
-    // The executor reads x in place: change it, run, see the change.
+    // The executor reads x in place: change it, run, see the change. The executor holds x,
+    // so a safe write is refused; writing between runs is the zero-copy contract.
     let x2 = [9.0f32, 8.0, 7.0, 6.0, 5.0, 4.0];
-    x.copy_from_slice(&x2).unwrap();
+    assert!(x.copy_from_slice(&x2).is_err());
+    // SAFETY: the executor reads x only while it runs, and it is not running.
+    unsafe { x.copy_from_slice_unchecked(&x2) }.unwrap();
     ex.run().unwrap();
     assert_eq!(out0.to_vec::<f32>().unwrap(), expected(&x2, &Y, &W).0);
     // get_input/get_output alias the external arrays.
@@ -497,7 +504,7 @@ fn zero_copy_inputs_and_outputs() {
     let y = arr(&Y, &[2, 3]);
     m.function("set_input_zero_copy")
         .unwrap()
-        .call(&[ArgValue::Str(&cs("y")), ArgValue::DLTensor(y.handle())])
+        .call(&[ArgValue::Str(&cs("y")), dl(&y)])
         .unwrap();
     let o = NDArray::empty(&[3, 2], x.dtype(), DLDevice::CPU).unwrap();
     m.function("set_output_zero_copy")
@@ -739,11 +746,11 @@ fn factory_create_serialise_and_load() {
     );
     let payload = node.save_to_binary().unwrap();
     let mut r = BlobReader::new(&payload, "test blob");
-    let loaded = global("runtime.module.loadbinary_GraphExecutorFactory")
-        .call(&[ArgValue::Handle(
-            &mut r as *mut BlobReader<'_> as *mut c_void,
-        )])
-        .unwrap();
+    let loaded = call_loader(
+        &global("runtime.module.loadbinary_GraphExecutorFactory"),
+        &mut r,
+    )
+    .unwrap();
     assert_eq!(r.remaining(), 0);
     let loaded = Module::from_object(loaded.into_object().unwrap()).unwrap();
     loaded.import(&lib).unwrap();
@@ -783,23 +790,26 @@ fn factory_create_serialise_and_load() {
     // A factory made from caller arrays copies them: changing the array later does not
     // reach an executor created before.
     let ex3 = GraphExecutor::from_factory(&fac, &[DLDevice::CPU]).unwrap();
-    w.copy_from_slice(&w2).unwrap();
+    // The factory holds `w`: a safe write is refused.
+    assert!(w.copy_from_slice(&w2).is_err());
+    // SAFETY: nothing reads `w` during the copy (no executor is being created).
+    unsafe { w.copy_from_slice_unchecked(&w2) }.unwrap();
     assert_eq!(ex3.input(2).unwrap().to_vec::<f32>().unwrap(), W.to_vec());
 
     // The old name loads too; truncated payloads fail cleanly.
     let mut r = BlobReader::new(&payload, "old");
-    assert!(global("runtime.module.loadbinary_GraphRuntimeFactory")
-        .call(&[ArgValue::Handle(
-            &mut r as *mut BlobReader<'_> as *mut c_void
-        )])
-        .is_ok());
+    assert!(call_loader(
+        &global("runtime.module.loadbinary_GraphRuntimeFactory"),
+        &mut r
+    )
+    .is_ok());
     for cut in [0, 10, payload.len() / 2, payload.len() - 1] {
         let mut r = BlobReader::new(&payload[..cut], "cut");
-        let e = global("runtime.module.loadbinary_GraphExecutorFactory")
-            .call(&[ArgValue::Handle(
-                &mut r as *mut BlobReader<'_> as *mut c_void,
-            )])
-            .unwrap_err();
+        let e = call_loader(
+            &global("runtime.module.loadbinary_GraphExecutorFactory"),
+            &mut r,
+        )
+        .unwrap_err();
         assert!(e.message.contains("GraphExecutorFactory"), "{e}");
     }
     // A factory without its library cannot create executors.
@@ -1307,9 +1317,7 @@ fn a_different_data_type_is_refused_not_reinterpreted() {
         .call(&[ArgValue::Str(&cs("x")), (&ints).into()])
         .unwrap_err();
     check(e, "set_input", "'x'");
-    let e = set
-        .call(&[ArgValue::Str(&cs("y")), ArgValue::DLTensor(ints.handle())])
-        .unwrap_err();
+    let e = set.call(&[ArgValue::Str(&cs("y")), dl(&ints)]).unwrap_err();
     check(e, "set_input", "'y'");
     let e = m
         .function("set_input_zero_copy")

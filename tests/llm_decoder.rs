@@ -107,7 +107,8 @@ fn greedy_generation_equals_the_reference_bit_for_bit() {
 
     let vm = VirtualMachine::load(d.join("decoder.so").to_str().unwrap()).unwrap();
     vm.init(&[DLDevice::CPU]).unwrap();
-    ndarray_cache::load(d.join("params").to_str().unwrap(), DLDevice::CPU).unwrap();
+    // SAFETY: the fixture's weight files, which nothing changes while the test runs.
+    unsafe { ndarray_cache::load(d.join("params").to_str().unwrap(), DLDevice::CPU) }.unwrap();
     let weights = ndarray_cache::params_by_name(&names).unwrap();
     // The model holds its weights; the cache entries can go (as TVM's clients do).
     for n in &names {

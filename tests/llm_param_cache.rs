@@ -8,6 +8,18 @@ use std::path::{Path, PathBuf};
 use tvm_runtime::relax_vm::llm::ndarray_cache;
 use tvm_runtime::{DLDevice, NDArray};
 
+/// [`ndarray_cache::read_cache_dir`] on the CPU.
+fn read_dir(dir: &str) -> tvm_runtime::Result<Vec<(String, NDArray)>> {
+    // SAFETY: the test's own temporary files, which nothing changes while the arrays live.
+    unsafe { ndarray_cache::read_cache_dir(dir, DLDevice::CPU) }
+}
+
+/// [`ndarray_cache::load`] on the CPU.
+fn load_dir(dir: &str) -> tvm_runtime::Result<usize> {
+    // SAFETY: as for `read_dir`.
+    unsafe { ndarray_cache::load(dir, DLDevice::CPU) }
+}
+
 /// One record: name, shape, format, offset, stored bytes.
 struct Rec {
     name: String,
@@ -145,7 +157,7 @@ fn aligned_records_are_views_of_the_file_others_are_copies() {
     let dir = tmp_dir("views");
     let recs = mixed("views");
     let shard = write_cache(&dir, &recs);
-    let loaded = ndarray_cache::read_cache_dir(dir.to_str().unwrap(), DLDevice::CPU).unwrap();
+    let loaded = read_dir(dir.to_str().unwrap()).unwrap();
     assert_eq!(loaded.len(), 4);
     for ((name, arr), r) in loaded.iter().zip(&recs) {
         assert_eq!(name, &r.name);
@@ -177,19 +189,61 @@ fn aligned_records_are_views_of_the_file_others_are_copies() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// The safe loader copies every record: nothing maps the file, the arrays are the handles'
+/// own (writable from safe code), and a later change to the file does not reach them.
+#[test]
+fn the_safe_loader_copies_and_maps_nothing() {
+    let dir = tmp_dir("copied");
+    let recs = mixed("copied");
+    let shard = write_cache(&dir, &recs);
+    let mut loaded =
+        ndarray_cache::read_cache_dir_copied(dir.to_str().unwrap(), DLDevice::CPU).unwrap();
+    assert!(
+        mappings_of(&shard).is_empty(),
+        "the safe loader mapped the shard"
+    );
+    for ((name, arr), r) in loaded.iter().zip(&recs) {
+        assert!(!is_mapped_from(arr, &shard), "{name} is a view of the file");
+        if r.format == "raw" {
+            assert_eq!(bytes_of(arr), r.bytes, "{name}: bytes differ from the file");
+        }
+    }
+    std::fs::write(
+        &shard,
+        vec![0u8; std::fs::metadata(&shard).unwrap().len() as usize],
+    )
+    .unwrap();
+    assert_eq!(bytes_of(&loaded[0].1), recs[0].bytes);
+    loaded[0].1.copy_from_slice(&[9.5f32; 256]).unwrap();
+    assert_eq!(loaded[0].1.to_vec::<f32>().unwrap(), vec![9.5; 256]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn writing_a_loaded_parameter_leaves_the_shard_file_alone() {
     let dir = tmp_dir("cow");
     let recs = mixed("cow");
     let shard = write_cache(&dir, &recs);
     let before = std::fs::read(&shard).unwrap();
-    let mut loaded = ndarray_cache::read_cache_dir(dir.to_str().unwrap(), DLDevice::CPU).unwrap();
+    let mut loaded = read_dir(dir.to_str().unwrap()).unwrap();
     assert!(is_mapped_from(&loaded[0].1, &shard));
-    loaded[0].1.copy_from_slice(&[9.5f32; 256]).unwrap();
-    loaded[2].1.copy_from_slice(&[-1.0f32; 16]).unwrap();
+    // A mapped parameter is memory the array does not own: safe writes are refused.
+    let e = loaded[0].1.copy_from_slice(&[9.5f32; 256]).unwrap_err();
+    assert!(e.message.contains("does not own"), "{e}");
+    // SAFETY: nothing else reads or writes these arrays meanwhile.
+    unsafe {
+        loaded[0]
+            .1
+            .copy_from_slice_unchecked(&[9.5f32; 256])
+            .unwrap();
+        loaded[2]
+            .1
+            .copy_from_slice_unchecked(&[-1.0f32; 16])
+            .unwrap();
+    }
     assert_eq!(loaded[0].1.to_vec::<f32>().unwrap(), vec![9.5; 256]);
     // A second load still sees the file's bytes, and so does the file itself.
-    let again = ndarray_cache::read_cache_dir(dir.to_str().unwrap(), DLDevice::CPU).unwrap();
+    let again = read_dir(dir.to_str().unwrap()).unwrap();
     assert_eq!(bytes_of(&again[0].1), recs[0].bytes);
     assert_eq!(bytes_of(&again[2].1), recs[2].bytes);
     drop((loaded, again));
@@ -212,7 +266,7 @@ fn mapping_lives_until_the_cache_entry_and_the_last_array_are_gone() {
     let dir = tmp_dir("order1");
     let recs = mixed("order1");
     let shard = write_cache(&dir, &recs);
-    ndarray_cache::load(dir.to_str().unwrap(), DLDevice::CPU).unwrap();
+    load_dir(dir.to_str().unwrap()).unwrap();
     let a = ndarray_cache::get("order1.a").unwrap();
     assert!(is_mapped_from(&a, &shard));
     for n in names("order1") {
@@ -234,7 +288,7 @@ fn mapping_lives_until_the_cache_entry_and_the_last_array_are_gone() {
     let dir2 = tmp_dir("order2");
     let recs2 = mixed("order2");
     let shard2 = write_cache(&dir2, &recs2);
-    ndarray_cache::load(dir2.to_str().unwrap(), DLDevice::CPU).unwrap();
+    load_dir(dir2.to_str().unwrap()).unwrap();
     let c = ndarray_cache::get("order2.c").unwrap();
     assert_eq!(bytes_of(&c), recs2[2].bytes);
     drop(c);
@@ -268,7 +322,7 @@ fn bad_shards_fail_cleanly_and_leave_nothing_mapped_or_cached() {
         .unwrap()
         .set_len(len - 10)
         .unwrap();
-    let e = ndarray_cache::load(dir.to_str().unwrap(), DLDevice::CPU).unwrap_err();
+    let e = load_dir(dir.to_str().unwrap()).unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("params_shard_0.bin") && msg.contains("bytes"),
@@ -282,7 +336,7 @@ fn bad_shards_fail_cleanly_and_leave_nothing_mapped_or_cached() {
     let mut recs = mixed("size");
     recs[2].shape = vec![4, 5];
     let shard2 = write_cache(&dir2, &recs);
-    let e = ndarray_cache::load(dir2.to_str().unwrap(), DLDevice::CPU).unwrap_err();
+    let e = load_dir(dir2.to_str().unwrap()).unwrap_err();
     let msg = e.to_string();
     assert!(
         msg.contains("size.c") && msg.contains("nbytes"),

@@ -80,12 +80,9 @@ fn u8_type() -> DLDataType {
 
 /// An NDArray holding a .npy file's data with its dtype and shape.
 fn to_ndarray(n: &Npy) -> NDArray {
-    let bytes = NDArray::from_slice(&n.data, &[n.data.len() as i64]).unwrap();
-    let a = NDArray::empty(&n.shape, dtype_of(&n.descr), bytes.device()).unwrap();
+    let mut a = NDArray::empty(&n.shape, dtype_of(&n.descr), tvm_runtime::DLDevice::CPU).unwrap();
     assert_eq!(a.nbytes(), n.data.len());
-    bytes
-        .copy_to(&mut a.view(&[n.data.len() as i64], u8_type(), 0).unwrap())
-        .unwrap();
+    a.copy_from_bytes(&n.data).unwrap();
     a
 }
 

@@ -103,7 +103,7 @@ fn setup() {
             Ok(())
         });
         registry::register_rust("test.relax.code", |a, rv| {
-            *rv = RetValue::Int(a.codes[0] as i64);
+            *rv = RetValue::Int(a.codes()[0] as i64);
             Ok(())
         });
         registry::register_rust("test.relax.bool", |a, rv| {

@@ -20,6 +20,7 @@ use tvm_runtime::device::vulkan;
 use tvm_runtime::device::{self, DeviceAttr};
 use tvm_runtime::executor::GraphExecutor;
 use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_VULKAN};
+use tvm_runtime::packed_func::RawHandle;
 use tvm_runtime::{ArgValue, Module, NDArray, RetValue};
 
 const F32: DLDataType = DLDataType {
@@ -34,6 +35,12 @@ const VK0: DLDevice = DLDevice {
 
 #[path = "common/skip.rs"]
 mod skip;
+
+/// `a` as a bare `DLTensor*` argument (`kTVMDLTensorHandle`), borrowing it.
+fn dl(a: &NDArray) -> ArgValue<'_> {
+    // SAFETY: `a` keeps its tensor alive while the argument, which borrows it, is used.
+    ArgValue::DLTensor(unsafe { tvm_runtime::packed_func::TensorRef::new(a.handle()) })
+}
 
 fn have_vulkan() -> bool {
     skip::available(vulkan::device_count() > 0, "TVMRT_REQUIRE_VULKAN", || {
@@ -307,13 +314,8 @@ fn elementwise_push_constants_and_ubo() {
         let (va, vb) = (on_vulkan(&a), on_vulkan(&b));
         let vc = NDArray::empty(&[n as i64], F32, VK0).unwrap();
         let f = m.function(host_fn).unwrap();
-        f.call(&[
-            ArgValue::DLTensor(va.handle()),
-            ArgValue::DLTensor(vb.handle()),
-            ArgValue::DLTensor(vc.handle()),
-            ArgValue::Float(0.5),
-        ])
-        .unwrap();
+        f.call(&[dl(&va), dl(&vb), dl(&vc), ArgValue::Float(0.5)])
+            .unwrap();
         let got = vc.to_vec::<f32>().unwrap();
         for i in 0..n {
             let want = a[i] + 0.5 * b[i];
@@ -344,11 +346,7 @@ fn reduction_with_shared_memory_and_kernel_sequence() {
         let out = NDArray::empty(&[1], F32, VK0).unwrap();
         m.function("sum_host")
             .unwrap()
-            .call(&[
-                ArgValue::DLTensor(va.handle()),
-                ArgValue::DLTensor(part.handle()),
-                ArgValue::DLTensor(out.handle()),
-            ])
+            .call(&[dl(&va), dl(&part), dl(&out)])
             .unwrap();
         let want: f64 = a.iter().map(|&x| x as f64).sum();
         let got = out.to_vec::<f32>().unwrap()[0] as f64;
@@ -380,13 +378,8 @@ fn many_dispatches_before_a_sync() {
     let y = on_vulkan(&vec![0.0; n]);
     let f = m.function("vadd_ubo_host").unwrap();
     for _ in 0..1200 {
-        f.call(&[
-            ArgValue::DLTensor(y.handle()),
-            ArgValue::DLTensor(x.handle()),
-            ArgValue::DLTensor(y.handle()),
-            ArgValue::Float(1.0),
-        ])
-        .unwrap();
+        f.call(&[dl(&y), dl(&x), dl(&y), ArgValue::Float(1.0)])
+            .unwrap();
     }
     sync();
     assert!(y.to_vec::<f32>().unwrap().iter().all(|&v| v == 1200.0));
@@ -457,9 +450,7 @@ fn module_formats_round_trip() {
     let loader =
         tvm_runtime::packed_func::registry::get("runtime.module.loadbinary_vulkan").unwrap();
     let mut r = tvm_runtime::module::blob::BlobReader::new(&bytes, "saved");
-    let again = loader
-        .call(&[ArgValue::Handle(&mut r as *mut _ as *mut c_void)])
-        .unwrap();
+    let again = tvm_runtime::module::blob::call_loader(&loader, &mut r).unwrap();
     let again = Module::from_object(again.into_object().unwrap()).unwrap();
     assert!(again.node().save_to_binary().unwrap() == bytes);
     let dir = tmpdir();
@@ -477,7 +468,9 @@ fn module_formats_round_trip() {
     let (va, vb) = (on_vulkan(&a), on_vulkan(&b));
     let vc = NDArray::empty(&[n as i64], F32, VK0).unwrap();
     let f = loaded.function("vadd").unwrap();
-    let data = |x: &NDArray| ArgValue::Handle(x.dltensor().data);
+    // SAFETY: device buffers of arrays alive through the calls, which the kernel reads and
+    // writes within their sizes.
+    let data = |x: &NDArray| ArgValue::Handle(unsafe { RawHandle::new(x.dltensor().data) });
     f.call(&[
         data(&va),
         data(&vb),
@@ -497,9 +490,7 @@ fn module_formats_round_trip() {
     assert!(e.message.contains("expects 7 arguments"), "{}", e.message);
     // Corrupt binaries are refused with a message.
     let mut r = tvm_runtime::module::blob::BlobReader::new(&bytes[..bytes.len() / 2], "half");
-    let e = loader
-        .call(&[ArgValue::Handle(&mut r as *mut _ as *mut c_void)])
-        .unwrap_err();
+    let e = tvm_runtime::module::blob::call_loader(&loader, &mut r).unwrap_err();
     assert!(e.message.contains("truncated"), "{}", e.message);
 }
 
@@ -602,13 +593,8 @@ fn launches_from_many_threads() {
                     let a = pseudo(n, t * 100 + k);
                     let (va, vb) = (on_vulkan(&a), on_vulkan(&a));
                     let vc = NDArray::empty(&[n as i64], F32, VK0).unwrap();
-                    f.call(&[
-                        ArgValue::DLTensor(va.handle()),
-                        ArgValue::DLTensor(vb.handle()),
-                        ArgValue::DLTensor(vc.handle()),
-                        ArgValue::Float(1.0),
-                    ])
-                    .unwrap();
+                    f.call(&[dl(&va), dl(&vb), dl(&vc), ArgValue::Float(1.0)])
+                        .unwrap();
                     let got = vc.to_vec::<f32>().unwrap();
                     assert!(got.iter().zip(&a).all(|(g, x)| *g == 2.0 * x));
                 }
@@ -648,8 +634,11 @@ fn workspaces_are_reused_and_kernel_arguments_checked() {
     let host = [0u64; 8];
     let e = f
         .call(&[
-            ArgValue::Handle(host.as_ptr() as *mut c_void),
-            ArgValue::Handle(host.as_ptr() as *mut c_void),
+            // SAFETY: the module checks that a handle names one of its buffers before use
+            // (what this asserts); `host` outlives the call.
+            ArgValue::Handle(unsafe { RawHandle::new(host.as_ptr() as *mut c_void) }),
+            // SAFETY: as above.
+            ArgValue::Handle(unsafe { RawHandle::new(host.as_ptr() as *mut c_void) }),
             ArgValue::Int(1),
             ArgValue::Int(1),
             ArgValue::Int(64),
@@ -683,7 +672,11 @@ fn workspaces_are_reused_and_kernel_arguments_checked() {
     .collect();
     let m = Module::new(Box::new(VulkanModule::new(fmap, smap).unwrap()));
     let a = on_vulkan(&[0.0; 4]);
-    let mut args = vec![ArgValue::Handle(a.dltensor().data)];
+    // SAFETY: the device buffer of `a`, alive through the call (which is refused before any
+    // launch).
+    let mut args = vec![ArgValue::Handle(unsafe {
+        RawHandle::new(a.dltensor().data)
+    })];
     args.extend(std::iter::repeat_n(ArgValue::Int(1), 41));
     let e = m.function("empty").unwrap().call(&args).unwrap_err();
     assert!(e.message.contains("push constants"), "{}", e.message);
@@ -733,7 +726,9 @@ fn int64_float64_scalars_and_dynamic_shared_memory_tag() {
     let (a, b) = (pseudo(n, 11), pseudo(n, 12));
     let (va, vb) = (on_vulkan(&a), on_vulkan(&b));
     let vc = on_vulkan(&vec![7.0; n + 10]);
-    let data = |x: &NDArray| ArgValue::Handle(x.dltensor().data);
+    // SAFETY: device buffers of arrays alive through the calls, which the kernel reads and
+    // writes within their sizes.
+    let data = |x: &NDArray| ArgValue::Handle(unsafe { RawHandle::new(x.dltensor().data) });
     // Buffers, int64 n, float64 alpha, grid, block, dynamic shared memory bytes.
     f.call(&[
         data(&va),

@@ -62,7 +62,8 @@ enum Command {
     Generate {
         /// The model library.
         model: String,
-        /// The weights: a directory with ndarray-cache.json (records in argument order).
+        /// The weights: a directory with ndarray-cache.json (records in argument order). Its
+        /// shard files are memory-mapped: they must not change while the command runs.
         #[arg(long)]
         params: String,
         /// The prompt's token ids, comma-separated.

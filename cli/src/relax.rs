@@ -177,23 +177,15 @@ fn read_npy_any(path: &str) -> tvm_runtime::Result<NDArray> {
         (npyz::TypeChar::Uint, s) => dtype_from_string(&format!("uint{}", s * 8))?,
         _ => return Err(Error::value(format!("{path}: unsupported dtype {ts}"))),
     };
-    let a = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
+    let mut a = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
     let n = a.nbytes();
     let data = bytes
         .len()
         .checked_sub(n)
         .map(|start| &bytes[start..])
         .ok_or_else(|| Error::value(format!("{path}: truncated ({n} data bytes expected)")))?;
-    raw_copy_in(&a, data)?;
+    a.copy_from_bytes(data)?;
     Ok(a)
-}
-
-fn u8_view(a: &NDArray) -> tvm_runtime::Result<NDArray> {
-    a.view(&[a.nbytes() as i64], DLDataType::new(DL_UINT, 8, 1), 0)
-}
-
-fn raw_copy_in(a: &NDArray, data: &[u8]) -> tvm_runtime::Result<()> {
-    u8_view(a)?.copy_from_slice(data)
 }
 
 /// A random input for a parameter whose dtype and shape the executable fixes.
@@ -209,7 +201,7 @@ fn make_random(p: &ParamInfo, seed: u64) -> tvm_runtime::Result<NDArray> {
     };
     if dtype == DLDataType::new(DL_UINT, 1, 1) {
         // bool: random 0/1 bytes
-        let a = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
+        let mut a = NDArray::empty(&shape, dtype, DLDevice::CPU)?;
         let info = TensorInfo {
             name: p.name.clone(),
             shape: vec![a.nbytes() as i64],
@@ -220,7 +212,7 @@ fn make_random(p: &ParamInfo, seed: u64) -> tvm_runtime::Result<NDArray> {
             .into_iter()
             .map(|b| b & 1)
             .collect();
-        raw_copy_in(&a, &bits)?;
+        a.copy_from_bytes(&bits)?;
         return Ok(a);
     }
     let info = TensorInfo {

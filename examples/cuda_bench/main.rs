@@ -11,6 +11,7 @@ use std::time::Instant;
 use tvm_runtime::device::cuda::{self, CudaModule};
 use tvm_runtime::module::function_info::{FunctionInfo, FunctionInfoMap};
 use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_CUDA};
+use tvm_runtime::packed_func::RawHandle;
 use tvm_runtime::{ArgValue, Module, NDArray};
 
 const PTX: &str = include_str!("../../tests/cuda_fixtures/kernels.ptx");
@@ -67,9 +68,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     api.set_device(dev)?;
     let (pa, pc) = (a.dltensor().data, c.dltensor().data);
     let ours_args = [
-        ArgValue::Handle(pa),
-        ArgValue::Handle(pa),
-        ArgValue::Handle(pc),
+        // SAFETY: device buffers of `a` and `c` (n floats each), alive through every launch.
+        ArgValue::Handle(unsafe { RawHandle::new(pa) }),
+        // SAFETY: as above.
+        ArgValue::Handle(unsafe { RawHandle::new(pa) }),
+        // SAFETY: as above.
+        ArgValue::Handle(unsafe { RawHandle::new(pc) }),
         ArgValue::Int(n as i64),
         ArgValue::Int((n / 128) as i64),
         ArgValue::Int(128),

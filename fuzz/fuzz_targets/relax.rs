@@ -56,8 +56,8 @@ fn cap_allocations() {
                     return Err(tvm_runtime::Error::value("fuzz harness: storage too large"));
                 }
             }
-            let mut v = a.values.to_vec();
-            let mut c = a.codes.to_vec();
+            let mut v = a.values().to_vec();
+            let mut c = a.codes().to_vec();
             // SAFETY: forwarding this call's own arguments, valid during the call.
             unsafe { real.obj().call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, rv) }
         });

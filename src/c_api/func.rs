@@ -310,7 +310,8 @@ unsafe extern "C" fn call_backend(
     if r != 0 {
         return failed();
     }
-    if RetValue::pod_from_c(out, code).is_some() {
+    // SAFETY: compiled code returns a valid value of the code it gives.
+    if unsafe { RetValue::pod_from_c(out, code) }.is_some() {
         // SAFETY: checked non-null out slots.
         unsafe {
             *ret_val = out;
@@ -344,7 +345,8 @@ fn backend_done(
     if r != 0 {
         return -1;
     }
-    if RetValue::pod_from_c(out, code).is_some() {
+    // SAFETY: compiled code returns a valid value of the code it gives.
+    if unsafe { RetValue::pod_from_c(out, code) }.is_some() {
         // SAFETY: the caller checked the out slots non-null.
         unsafe {
             *ret_val = out;

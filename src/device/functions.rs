@@ -5,7 +5,7 @@ use crate::device::{self, DeviceAttr};
 use crate::packed_func::error::Error;
 use crate::packed_func::registry::{self, Registrar};
 use crate::packed_func::types::DLDevice;
-use crate::packed_func::value::RetValue;
+use crate::packed_func::value::{RawHandle, RetValue};
 
 /// Registers the device functions.
 pub(crate) fn register(r: &mut Registrar) {
@@ -40,7 +40,10 @@ pub(crate) fn register(r: &mut Registrar) {
         device::api(dev)?.set_device(dev)
     });
     r.add("device_api.cpu", |_a, rv| {
-        *rv = RetValue::Handle(&device::cpu::CPU as *const _ as *mut std::ffi::c_void);
+        // SAFETY: a static, alive for the whole process.
+        *rv = RetValue::Handle(unsafe {
+            RawHandle::new(&device::cpu::CPU as *const _ as *mut std::ffi::c_void)
+        });
         Ok(())
     });
     r.add(

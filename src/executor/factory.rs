@@ -8,7 +8,7 @@
 
 use super::graph_executor::{make_module, Executor, LinkedParamLookup};
 use super::params::{self, ByteSource};
-use crate::module::blob::BlobReader;
+use crate::module::blob::with_lent_reader;
 use crate::module::{Module, ModuleNode};
 use crate::ndarray::NDArray;
 use crate::object::containers::{MapObj, StringObj};
@@ -288,16 +288,11 @@ impl ModuleNode for FactoryNode {
 
 /// `runtime.module.loadbinary_GraphExecutorFactory`: reads a factory from a blob reader.
 pub fn load_binary(args: Args<'_>) -> Result<Module> {
-    let h = args.handle(0)?;
-    if h.is_null() {
-        return Err(Error::value(
-            "runtime.module.loadbinary_GraphExecutorFactory: the stream handle is NULL",
-        ));
-    }
-    // SAFETY: blob loaders are called by `module::blob::load_entry` with a pointer to a live
-    // BlobReader, exclusively ours for the call.
-    let r = unsafe { &mut *(h as *mut BlobReader<'_>) };
-    let node = FactoryNode::load(r).map_err(|e| e.context("loading GraphExecutorFactory"))?;
+    let node = with_lent_reader(
+        args.handle(0)?,
+        "runtime.module.loadbinary_GraphExecutorFactory",
+        |r| FactoryNode::load(r).map_err(|e| e.context("loading GraphExecutorFactory")),
+    )?;
     Ok(Module::new(Box::new(node)))
 }
 

@@ -438,14 +438,18 @@ pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Ve
                 // SAFETY: `offset + size <= total`, the block's size (the slots sum to it).
                 let data = unsafe { (block.dltensor().data as *mut u8).add(offset) };
                 offset += size;
-                NDArray::from_object(crate::ndarray::NDArrayObj::view_of_owner(
-                    block.as_object().clone(),
-                    data as *mut std::ffi::c_void,
-                    DLDevice::CPU,
-                    &h.shape,
-                    h.dtype,
-                    0,
-                )?)?
+                // SAFETY: the slot's bytes lie inside the block (above), which the view keeps
+                // alive; slots are aligned and disjoint, and only this view reaches its slot.
+                NDArray::from_object(unsafe {
+                    crate::ndarray::NDArrayObj::view_of_owner(
+                        block.as_object().clone(),
+                        data as *mut std::ffi::c_void,
+                        DLDevice::CPU,
+                        &h.shape,
+                        h.dtype,
+                        0,
+                    )
+                }?)?
             }
             None => NDArray::empty(&h.shape, h.dtype, DLDevice::CPU)?,
         };

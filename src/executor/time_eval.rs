@@ -165,8 +165,8 @@ pub fn wrap_time_evaluator(
     f_preproc: Option<Function>,
 ) -> Function {
     Function::from_rust(move |args: Args<'_>, rv: &mut RetValue| {
-        let mut values: Vec<TVMValue> = args.values.to_vec();
-        let mut codes: Vec<i32> = args.codes.to_vec();
+        let mut values: Vec<TVMValue> = args.values().to_vec();
+        let mut codes: Vec<i32> = args.codes().to_vec();
         let n = values.len() as i32;
         let mut call = |g: &Function| -> Result<()> {
             let mut tmp = RetValue::Null;
@@ -181,8 +181,8 @@ pub fn wrap_time_evaluator(
         let pre: Option<&mut dyn FnMut() -> Result<()>> = match &f_preproc {
             Some(p) => {
                 pre_call = {
-                    let mut values: Vec<TVMValue> = args.values.to_vec();
-                    let mut codes: Vec<i32> = args.codes.to_vec();
+                    let mut values: Vec<TVMValue> = args.values().to_vec();
+                    let mut codes: Vec<i32> = args.codes().to_vec();
                     move || -> Result<()> {
                         let mut tmp = RetValue::Null;
                         // SAFETY: as above.

@@ -10,12 +10,16 @@
 use super::library::{Library, LibraryModule};
 use super::Module;
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
 use crate::packed_func::registry;
-use crate::packed_func::value::ArgValue;
+use crate::packed_func::value::{ArgValue, RawHandle, RetValue};
+use std::cell::RefCell;
+use std::ffi::c_void;
 use std::sync::Arc;
 
-/// A cursor over a byte stream with checked reads. Loaders receive a pointer to one
-/// (as an opaque handle) and read their payload from it.
+/// A cursor over a byte stream with checked reads. Loaders receive a pointer to one (as an
+/// opaque handle, see [`call_loader`]) and read their payload from it through
+/// [`with_lent_reader`], which refuses any handle that does not name a reader lent to them.
 #[repr(C)]
 pub struct BlobReader<'a> {
     data: &'a [u8],
@@ -250,6 +254,89 @@ pub fn available_loaders() -> Vec<String> {
     v
 }
 
+thread_local! {
+    /// The blob readers lent to loaders on this thread ([`call_loader`]), innermost last: each
+    /// reader's address, and whether a loader is reading it now.
+    static LENT: RefCell<Vec<(usize, bool)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Takes a lent reader's entry out of [`LENT`] when the loader call ends (returns or unwinds).
+struct Unlend(usize);
+
+impl Drop for Unlend {
+    fn drop(&mut self) {
+        LENT.with(|l| {
+            let mut l = l.borrow_mut();
+            if let Some(i) = l.iter().rposition(|&(a, _)| a == self.0) {
+                l.remove(i);
+            }
+        });
+    }
+}
+
+/// Marks a lent reader free again when the loader that claimed it is done.
+struct Release(usize);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        LENT.with(|l| {
+            if let Some(e) = l.borrow_mut().iter_mut().rev().find(|e| e.0 == self.0) {
+                e.1 = false;
+            }
+        });
+    }
+}
+
+/// Calls a blob loader (`runtime.module.loadbinary_<key>`) with a handle to `reader`: for the
+/// duration of the call, and on this thread only, the handle names a reader the loaders
+/// accept ([`with_lent_reader`]).
+pub fn call_loader(loader: &Function, reader: &mut BlobReader<'_>) -> Result<RetValue> {
+    let addr = reader as *mut BlobReader<'_> as usize;
+    LENT.with(|l| l.borrow_mut().push((addr, false)));
+    let _unlend = Unlend(addr);
+    // SAFETY: the handle names `reader`, which outlives the call and is not touched here
+    // until the call returns; loaders reach it only through `with_lent_reader`, which checks
+    // that it is lent on this thread and not in use.
+    let h = unsafe { RawHandle::new(addr as *mut c_void) };
+    loader.call(&[ArgValue::Handle(h)])
+}
+
+/// Runs `f` on the blob reader a loader's stream handle names: only a reader lent to loaders
+/// on this thread by [`call_loader`], and not being read by another loader; any other handle
+/// (NULL, a stale or made-up address, one from another thread or from an RPC client) is an
+/// error naming `who`, never dereferenced. The check runs once per loader call.
+pub fn with_lent_reader<R>(
+    handle: *mut c_void,
+    who: &str,
+    f: impl FnOnce(&mut BlobReader<'_>) -> Result<R>,
+) -> Result<R> {
+    let addr = handle as usize;
+    let claimed = LENT.with(|l| {
+        let mut l = l.borrow_mut();
+        match l.iter_mut().rev().find(|e| e.0 == addr) {
+            Some(e) if !e.1 => {
+                e.1 = true;
+                Ok(())
+            }
+            Some(_) => Err("the stream it names is already being read by another loader"),
+            None if handle.is_null() => Err("the stream handle is NULL"),
+            None => Err(
+                "the handle does not name a module blob stream the runtime lent to loaders on \
+                 this thread (loaders are called by the runtime while it reads a library)",
+            ),
+        }
+    });
+    if let Err(why) = claimed {
+        return Err(Error::value(format!("{who}: {why}")));
+    }
+    let _release = Release(addr);
+    // SAFETY: the address is a reader `call_loader` lent on this thread: it is alive until that
+    // call returns, which is after this one, and nothing else uses it meanwhile (its lender
+    // waits for the call, and the claim above keeps other loaders out until `_release`).
+    let reader = unsafe { &mut *(handle as *mut BlobReader<'_>) };
+    f(reader)
+}
+
 /// Loads one entry through its registered loader.
 fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{key}");
@@ -261,9 +348,7 @@ fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
             available_loaders().join(", ")
         ))
     })?;
-    let rv = f.call(&[ArgValue::Handle(
-        reader as *mut BlobReader<'_> as *mut std::ffi::c_void,
-    )])?;
+    let rv = call_loader(&f, reader)?;
     Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))
 }
 
@@ -353,6 +438,64 @@ mod tests {
         fn describe(&self) -> String {
             "test".into()
         }
+    }
+
+    /// A loader's handle is good only while `call_loader` lends the reader, only on the
+    /// lending thread, and for one loader at a time; anything else is refused.
+    #[test]
+    fn lent_readers_are_vouched_for_only_while_lent_on_their_thread() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::sync::Mutex;
+        static SEEN: AtomicUsize = AtomicUsize::new(0);
+        static CHECKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+        let loader = Function::from_rust(|a, rv| {
+            let h = a.handle(0)?;
+            SEEN.store(h as usize, Ordering::Relaxed);
+            // From another thread: refused.
+            let addr = h as usize;
+            let other = std::thread::spawn(move || {
+                with_lent_reader(addr as *mut c_void, "t", |r| r.read_u64("x"))
+                    .map_err(|e| e.message)
+            })
+            .join()
+            .unwrap();
+            CHECKS.lock().unwrap().push(other.unwrap_err());
+            *rv = RetValue::Int(with_lent_reader(h, "t", |r| {
+                // A second loader on the same reader while this one reads it: refused.
+                let nested = with_lent_reader(h, "t", |r| r.read_u64("y"));
+                CHECKS.lock().unwrap().push(nested.unwrap_err().message);
+                r.read_u64("x")
+            })? as i64);
+            Ok(())
+        });
+        let blob = 42u64.to_le_bytes();
+        let mut r = BlobReader::new(&blob, "t");
+        assert!(matches!(
+            call_loader(&loader, &mut r).unwrap(),
+            RetValue::Int(42)
+        ));
+        assert_eq!(r.remaining(), 0);
+        let checks = CHECKS.lock().unwrap().clone();
+        assert!(
+            checks[0].contains("does not name a module blob stream"),
+            "{checks:?}"
+        );
+        assert!(checks[1].contains("already being read"), "{checks:?}");
+        // Once the call is over, the same address is refused.
+        let stale = SEEN.load(Ordering::Relaxed) as *mut c_void;
+        let e = with_lent_reader(stale, "t", |r| r.read_u64("x")).unwrap_err();
+        assert!(
+            e.message.contains("does not name a module blob stream"),
+            "{e}"
+        );
+        // SAFETY: the loader vouches for handles before use (what this checks).
+        let h = unsafe { RawHandle::new(stale) };
+        let e = loader.call(&[ArgValue::Handle(h)]).unwrap_err();
+        assert!(
+            e.message.contains("does not name a module blob stream"),
+            "{e}"
+        );
+        assert!(LENT.with(|l| l.borrow().is_empty()));
     }
 
     #[test]

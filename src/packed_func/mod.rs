@@ -13,4 +13,4 @@ pub mod value;
 pub use error::{Error, ErrorKind, Result};
 pub use function::Function;
 pub use types::*;
-pub use value::{ArgValue, Args, RetValue};
+pub use value::{ArgValue, Args, RawHandle, RetValue, TensorRef};

@@ -59,7 +59,90 @@ impl<'a> ObjArg<'a> {
     }
 }
 
+/// An opaque handle (`kTVMOpaqueHandle`): an address the runtime passes on without reading.
+///
+/// The functions that receive one may use it as whatever their convention names (a stream, a
+/// blob reader, a device plugin's table), so safe code cannot make one from an arbitrary
+/// address: the only constructors are [`RawHandle::null`] and the `unsafe`
+/// [`RawHandle::new`]. The runtime's own globals that read through a handle accept only the
+/// handles they can vouch for (a blob reader lent to loaders on the calling thread, a Relax VM
+/// running on it) and refuse any other with an error; the C entry points that serve TVM's C
+/// API (`runtime.TVMSetStream`, `runtime.LoadDevicePlugin` with a table) keep the C contract.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct RawHandle(*mut c_void);
+
+impl RawHandle {
+    /// The NULL handle.
+    #[inline(always)]
+    pub const fn null() -> RawHandle {
+        RawHandle(std::ptr::null_mut())
+    }
+
+    /// Wraps an address as an opaque handle.
+    ///
+    /// # Safety
+    /// `ptr` must be NULL, or valid for whatever use the functions this value is passed to
+    /// make of it by their convention (dereferencing it as the object they expect), for as
+    /// long as the value is passed around.
+    #[inline(always)]
+    pub const unsafe fn new(ptr: *mut c_void) -> RawHandle {
+        RawHandle(ptr)
+    }
+
+    /// The address.
+    #[inline(always)]
+    pub const fn as_ptr(self) -> *mut c_void {
+        self.0
+    }
+
+    /// Whether it is NULL.
+    #[inline(always)]
+    pub fn is_null(self) -> bool {
+        self.0.is_null()
+    }
+}
+
+/// A `DLTensor*` not owned by an object (`kTVMDLTensorHandle`).
+///
+/// Functions read and write the tensor it names, so safe code cannot make one from an
+/// arbitrary address: the only constructor is the `unsafe` [`TensorRef::new`]. Safe code
+/// passes arrays as objects (`ArgValue::from(&ndarray)`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct TensorRef(*mut DLTensor);
+
+impl TensorRef {
+    /// Wraps a tensor pointer.
+    ///
+    /// # Safety
+    /// `ptr` must be non-NULL and point to a valid `DLTensor` (its shape, strides and data
+    /// valid as DLPack requires) that stays valid, and whose memory nobody else accesses in a
+    /// way that conflicts with the callee's reads and writes, for as long as the value is
+    /// passed around.
+    #[inline(always)]
+    pub const unsafe fn new(ptr: *mut DLTensor) -> TensorRef {
+        TensorRef(ptr)
+    }
+
+    /// The tensor pointer.
+    #[inline(always)]
+    pub const fn as_ptr(self) -> *mut DLTensor {
+        self.0
+    }
+}
+
 /// One argument, viewed without taking ownership.
+///
+/// Values that carry raw pointers ([`ArgValue::Handle`], [`ArgValue::DLTensor`], objects)
+/// are built only through `unsafe` constructors ([`RawHandle::new`], [`TensorRef::new`],
+/// [`ObjArg::new`]) or from owned references (`ArgValue::from(&ndarray)`), so that calling a
+/// function with safe-made arguments cannot reach undefined behaviour:
+///
+/// ```compile_fail,E0133
+/// # use tvm_runtime::packed_func::{ArgValue, RawHandle};
+/// let h = ArgValue::Handle(RawHandle::new(0x10 as *mut _));
+/// ```
 #[derive(Copy, Clone)]
 pub enum ArgValue<'a> {
     /// `kTVMNullptr`.
@@ -71,7 +154,7 @@ pub enum ArgValue<'a> {
     /// `kTVMArgBool`.
     Bool(bool),
     /// `kTVMOpaqueHandle`.
-    Handle(*mut c_void),
+    Handle(RawHandle),
     /// `kTVMDataType`.
     DataType(DLDataType),
     /// `kDLDevice`.
@@ -81,7 +164,7 @@ pub enum ArgValue<'a> {
     /// `kTVMBytes`.
     Bytes(&'a [u8]),
     /// `kTVMDLTensorHandle`: a tensor not owned by an object.
-    DLTensor(*mut DLTensor),
+    DLTensor(TensorRef),
     /// An object, module, function or NDArray (by its object header).
     Object(ObjArg<'a>),
 }
@@ -98,7 +181,7 @@ impl<'a> ArgValue<'a> {
                 tc::INT => ArgValue::Int(v.v_int64),
                 tc::FLOAT => ArgValue::Float(v.v_float64),
                 tc::BOOL => ArgValue::Bool(v.v_int64 != 0),
-                tc::OPAQUE_HANDLE => ArgValue::Handle(v.v_handle),
+                tc::OPAQUE_HANDLE => ArgValue::Handle(RawHandle::new(v.v_handle)),
                 tc::NULLPTR => ArgValue::Null,
                 tc::DATA_TYPE => ArgValue::DataType(v.v_type),
                 tc::DEVICE => ArgValue::Device(v.v_device),
@@ -125,7 +208,7 @@ impl<'a> ArgValue<'a> {
                     if v.v_handle.is_null() {
                         ArgValue::Null
                     } else {
-                        ArgValue::DLTensor(v.v_handle as *mut DLTensor)
+                        ArgValue::DLTensor(TensorRef::new(v.v_handle as *mut DLTensor))
                     }
                 }
                 tc::NDARRAY_HANDLE => {
@@ -168,7 +251,7 @@ impl<'a> ArgValue<'a> {
             ArgValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
             ArgValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
             ArgValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::INT),
-            ArgValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
+            ArgValue::Handle(h) => (TVMValue { v_handle: h.0 }, tc::OPAQUE_HANDLE),
             ArgValue::DataType(t) => (TVMValue { v_type: t }, tc::DATA_TYPE),
             ArgValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
             ArgValue::Str(s) => (TVMValue { v_str: s.as_ptr() }, tc::STR),
@@ -180,7 +263,7 @@ impl<'a> ArgValue<'a> {
             ),
             ArgValue::DLTensor(t) => (
                 TVMValue {
-                    v_handle: t as *mut c_void,
+                    v_handle: t.0 as *mut c_void,
                 },
                 tc::DLTENSOR_HANDLE,
             ),
@@ -249,13 +332,12 @@ pub unsafe fn object_to_c(p: *mut Object) -> (TVMValue, i32) {
     }
 }
 
-/// The arguments of one call, viewed in place.
+/// The arguments of one call, viewed in place. Made only by the `unsafe` constructors
+/// ([`Args::new`], [`Args::from_raw`]): the values are read as their codes say.
 #[derive(Copy, Clone)]
 pub struct Args<'a> {
-    /// Argument values.
-    pub values: &'a [TVMValue],
-    /// Their type codes.
-    pub codes: &'a [i32],
+    values: &'a [TVMValue],
+    codes: &'a [i32],
 }
 
 fn type_mismatch(i: usize, expected: &str, got: &ArgValue) -> Error {
@@ -266,6 +348,41 @@ fn type_mismatch(i: usize, expected: &str, got: &ArgValue) -> Error {
 }
 
 impl<'a> Args<'a> {
+    /// Views argument slices (the shorter length counts).
+    ///
+    /// # Safety
+    /// Each value must be a valid value of its type code whose pointees live for `'a`.
+    #[inline(always)]
+    pub unsafe fn new(values: &'a [TVMValue], codes: &'a [i32]) -> Args<'a> {
+        let n = values.len().min(codes.len());
+        Args {
+            values: &values[..n],
+            codes: &codes[..n],
+        }
+    }
+
+    /// The argument values (read each as its code says).
+    #[inline(always)]
+    pub fn values(&self) -> &'a [TVMValue] {
+        self.values
+    }
+
+    /// The arguments' type codes.
+    #[inline(always)]
+    pub fn codes(&self) -> &'a [i32] {
+        self.codes
+    }
+
+    /// The arguments from `from` on (none when `from` is past the end).
+    #[inline(always)]
+    pub fn rest(&self, from: usize) -> Args<'a> {
+        let from = from.min(self.len());
+        Args {
+            values: &self.values[from..],
+            codes: &self.codes[from..],
+        }
+    }
+
     /// Views C arrays.
     ///
     /// # Safety
@@ -380,10 +497,10 @@ impl<'a> Args<'a> {
         }
     }
 
-    /// Argument `i` as an opaque handle (handle or NULL).
+    /// Argument `i` as an opaque handle's address (handle or NULL).
     pub fn handle(&self, i: usize) -> Result<*mut c_void> {
         match self.get(i)? {
-            ArgValue::Handle(h) => Ok(h),
+            ArgValue::Handle(h) => Ok(h.0),
             ArgValue::Null => Ok(std::ptr::null_mut()),
             v => Err(type_mismatch(i, "handle", &v)),
         }
@@ -440,7 +557,7 @@ pub enum RetValue {
     /// A bool (returned with `kTVMArgBool`).
     Bool(bool) = tc::BOOL as u32,
     /// An opaque handle.
-    Handle(*mut c_void) = tc::OPAQUE_HANDLE as u32,
+    Handle(RawHandle) = tc::OPAQUE_HANDLE as u32,
     /// A data type (returned to C as its name, like the reference).
     DataType(DLDataType) = tc::DATA_TYPE as u32,
     /// A device.
@@ -450,7 +567,7 @@ pub enum RetValue {
     /// Bytes (returned in thread-local storage).
     Bytes(Vec<u8>) = tc::BYTES as u32,
     /// A raw tensor pointer owned elsewhere.
-    DLTensor(*mut DLTensor) = tc::DLTENSOR_HANDLE as u32,
+    DLTensor(TensorRef) = tc::DLTENSOR_HANDLE as u32,
     /// An object (including modules, functions, NDArrays).
     Object(ObjectRef) = tc::OBJECT_HANDLE as u32,
 }
@@ -545,19 +662,24 @@ impl RetValue {
 
     /// A plain value (no ownership, nothing to free) from C, or `None` for strings, bytes,
     /// objects and unknown codes. Never panics: used on the hot paths outside the guard.
+    ///
+    /// # Safety
+    /// `v` must be a valid value of type code `code` (handles and tensors as
+    /// [`RawHandle::new`] and [`TensorRef::new`] require).
     #[inline(always)]
-    pub fn pod_from_c(v: TVMValue, code: i32) -> Option<RetValue> {
-        // SAFETY: each arm reads the union field its type code selects.
+    pub unsafe fn pod_from_c(v: TVMValue, code: i32) -> Option<RetValue> {
+        // SAFETY: each arm reads the union field its type code selects; handles and tensors
+        // are valid by the caller's contract.
         unsafe {
             Some(match code {
                 tc::INT => RetValue::Int(v.v_int64),
                 tc::FLOAT => RetValue::Float(v.v_float64),
                 tc::BOOL => RetValue::Bool(v.v_int64 != 0),
-                tc::OPAQUE_HANDLE => RetValue::Handle(v.v_handle),
+                tc::OPAQUE_HANDLE => RetValue::Handle(RawHandle::new(v.v_handle)),
                 tc::NULLPTR => RetValue::Null,
                 tc::DEVICE => RetValue::Device(v.v_device),
                 tc::DLTENSOR_HANDLE if !v.v_handle.is_null() => {
-                    RetValue::DLTensor(v.v_handle as *mut DLTensor)
+                    RetValue::DLTensor(TensorRef::new(v.v_handle as *mut DLTensor))
                 }
                 _ => return None,
             })
@@ -592,11 +714,11 @@ impl RetValue {
             RetValue::Int(i) => (TVMValue { v_int64: i }, tc::INT),
             RetValue::Float(f) => (TVMValue { v_float64: f }, tc::FLOAT),
             RetValue::Bool(b) => (TVMValue { v_int64: b as i64 }, tc::BOOL),
-            RetValue::Handle(h) => (TVMValue { v_handle: h }, tc::OPAQUE_HANDLE),
+            RetValue::Handle(h) => (TVMValue { v_handle: h.0 }, tc::OPAQUE_HANDLE),
             RetValue::Device(d) => (TVMValue { v_device: d }, tc::DEVICE),
             RetValue::DLTensor(t) => (
                 TVMValue {
-                    v_handle: t as *mut c_void,
+                    v_handle: t.0 as *mut c_void,
                 },
                 tc::DLTENSOR_HANDLE,
             ),
@@ -800,7 +922,8 @@ mod tests {
             (RetValue::Int(-42), TVMValue { v_int64: -42 }, tc::INT),
             (RetValue::Float(2.5), TVMValue { v_float64: 2.5 }, tc::FLOAT),
             (
-                RetValue::Handle(handle),
+                // SAFETY: a handle to a live local, never dereferenced.
+                RetValue::Handle(unsafe { RawHandle::new(handle) }),
                 TVMValue { v_handle: handle },
                 tc::OPAQUE_HANDLE,
             ),
@@ -828,8 +951,8 @@ mod tests {
         unsafe { RetValue::write_raw(&mut slot, TVMValue::default(), tc::NULLPTR as u32) };
         assert!(matches!(slot, RetValue::Null));
         let t = std::ptr::NonNull::<DLTensor>::dangling().as_ptr();
-        // SAFETY: a valid RetValue.
-        let (tag, raw) = unsafe { RetValue::read_raw(&RetValue::DLTensor(t)) };
+        // SAFETY: a valid RetValue; the dangling tensor pointer is never dereferenced.
+        let (tag, raw) = unsafe { RetValue::read_raw(&RetValue::DLTensor(TensorRef::new(t))) };
         assert_eq!((tag, bits(raw)), (tc::DLTENSOR_HANDLE as u32, t as i64));
         for (rv, pod) in [
             (RetValue::Bool(true), true),

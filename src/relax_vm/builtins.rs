@@ -52,7 +52,7 @@ fn type_key_of(v: &ArgValue<'_>) -> String {
 fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
     let t: *mut DLTensor = match a.get(i)? {
         ArgValue::Null => return Ok(None),
-        ArgValue::DLTensor(t) => t,
+        ArgValue::DLTensor(t) => t.as_ptr(),
         ArgValue::Object(o) if o.downcast_ref::<NDArrayObj>().is_some() => {
             crate::ndarray::handle_of(&o.to_ref())
         }
@@ -527,7 +527,8 @@ pub(crate) fn register(r: &mut Registrar) {
             .ok_or_else(|| type_err("vm.builtin.invoke_closure: the closure is null".into()))?
             .to_ref();
         with_ctx(a.handle(0)?, |vm| {
-            *rv = vm.invoke_closure_c(&f, &a.values[2..], &a.codes[2..])?;
+            // SAFETY: the call's own arguments, valid for their codes during it.
+            *rv = unsafe { vm.invoke_closure_c(&f, &a.values()[2..], &a.codes()[2..])? };
             Ok(())
         })
     });
@@ -540,8 +541,8 @@ pub(crate) fn register(r: &mut Registrar) {
         let f = Function::from_object(a.object_ref::<PackedFuncObj>(0)?)?;
         let last = a.len() - 1;
         let dims = a.downcast::<ShapeTupleObj>(last)?.dims().to_vec();
-        let mut v = a.values[1..last].to_vec();
-        let mut c = a.codes[1..last].to_vec();
+        let mut v = a.values()[1..last].to_vec();
+        let mut c = a.codes()[1..last].to_vec();
         for d in dims {
             v.push(TVMValue { v_int64: d });
             c.push(tc::INT);
@@ -557,7 +558,7 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.copy", |a, rv| {
         a.expect_len(1, "vm.builtin.copy")?;
         // SAFETY: the argument is valid during the call.
-        *rv = unsafe { RetValue::from_c_copy(a.values[0], a.codes[0])? };
+        *rv = unsafe { RetValue::from_c_copy(a.values()[0], a.codes()[0])? };
         Ok(())
     });
     r.add("vm.builtin.reshape", |a, rv| {
@@ -608,8 +609,8 @@ pub(crate) fn register(r: &mut Registrar) {
                  register it."
             ))
         })?;
-        let mut v = a.values[2..].to_vec();
-        let mut c = a.codes[2..].to_vec();
+        let mut v = a.values()[2..].to_vec();
+        let mut c = a.codes()[2..].to_vec();
         call_with(&f, &mut v, &mut c)?;
         *rv = RetValue::Null;
         Ok(())

@@ -399,7 +399,7 @@ impl VmCore {
                     ));
                 }
                 let st = vm.state()?;
-                let regs = args_to_regs(&args.values[1..], &args.codes[1..])?;
+                let regs = args_to_regs(&args.values()[1..], &args.codes()[1..])?;
                 *rv = vm.invoke_bytecode(&st, index, regs)?;
                 Ok(())
             })
@@ -433,7 +433,10 @@ impl VmCore {
 
     /// Calls a closure or PackedFunc object with C arguments (closures get the context
     /// pointer first).
-    pub fn invoke_closure_c(
+    ///
+    /// # Safety
+    /// Each value must be a valid value of its type code, live for the call.
+    pub unsafe fn invoke_closure_c(
         &self,
         f: &ObjectRef,
         values: &[TVMValue],
@@ -444,7 +447,7 @@ impl VmCore {
         if let Some(p) = f.downcast_ref::<PackedFuncObj>() {
             let mut v = values.to_vec();
             let mut c = codes.to_vec();
-            // SAFETY: the arrays hold v.len() entries valid for the call.
+            // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
             unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
         } else if let Some(clo) = f.downcast_ref::<ClosureObj>() {
             let mut v = Vec::with_capacity(values.len() + 1);
@@ -473,7 +476,8 @@ impl VmCore {
     /// Calls a closure or PackedFunc with register values.
     pub fn invoke_closure_regs(&self, f: &ObjectRef, args: &[RetValue]) -> Result<RetValue> {
         let (v, c): (Vec<TVMValue>, Vec<i32>) = args.iter().map(reg_to_c).unzip();
-        self.invoke_closure_c(f, &v, &c)
+        // SAFETY: the C forms of register values, which `args` keeps alive.
+        unsafe { self.invoke_closure_c(f, &v, &c) }
     }
 
     /// Interprets VM function `index` with `args` in its first registers.
@@ -540,7 +544,11 @@ impl VmCore {
         match r {
             Reg::R(i) => frame.regs[i as usize].clone(),
             Reg::Void => RetValue::Null,
-            Reg::Vm => RetValue::Handle(self.ctx_ptr()),
+            Reg::Vm => {
+                // SAFETY: builtins and closures look the context up among the VMs running on
+                // their thread (`with_ctx`) before using it.
+                RetValue::Handle(unsafe { crate::packed_func::RawHandle::new(self.ctx_ptr()) })
+            }
         }
     }
 
@@ -930,7 +938,7 @@ pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
     match v {
         RetValue::DLTensor(t) => {
             // SAFETY: a DLTensor argument is valid for the duration of the call.
-            let t = unsafe { &*t };
+            let t = unsafe { &*t.as_ptr() };
             // SAFETY: as above.
             let shape = unsafe { crate::ndarray::shape_of(t) }.to_vec();
             let out = NDArray::empty(&shape, t.dtype, dev)?;
@@ -970,5 +978,5 @@ pub(crate) fn regs_of(args: &Args<'_>, from: usize) -> Result<Vec<RetValue>> {
     if from > args.len() {
         return Ok(Vec::new());
     }
-    args_to_regs(&args.values[from..], &args.codes[from..])
+    args_to_regs(&args.values()[from..], &args.codes()[from..])
 }

@@ -36,7 +36,11 @@ pub trait Allocator: Send + Sync {
     /// Allocates at least `nbytes`.
     fn alloc(&self, dev: DLDevice, nbytes: usize, hint: DLDataType) -> Result<Buffer>;
     /// Returns a buffer.
-    fn free(&self, buf: Buffer);
+    ///
+    /// # Safety
+    /// `buf` must come from this allocator's `alloc`, returned once, with nothing using its
+    /// memory any more (a buffer's fields are public, so safe code could forge one).
+    unsafe fn free(&self, buf: Buffer);
     /// Releases cached memory.
     fn clear(&self) {}
     /// Bytes currently handed out or cached.
@@ -70,7 +74,7 @@ impl Allocator for NaiveAllocator {
             device: dev,
         })
     }
-    fn free(&self, buf: Buffer) {
+    unsafe fn free(&self, buf: Buffer) {
         let mut u = self.used.lock().unwrap_or_else(|e| e.into_inner());
         *u = u.saturating_sub(buf.size);
         raw_free(&buf);
@@ -122,7 +126,7 @@ impl Allocator for PooledAllocator {
             device: dev,
         })
     }
-    fn free(&self, buf: Buffer) {
+    unsafe fn free(&self, buf: Buffer) {
         let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         p.free.entry(buf.size).or_default().push(buf);
     }
@@ -192,7 +196,9 @@ unsafe impl crate::object::ObjectType for StorageObj {
 impl Drop for StorageObj {
     fn drop(&mut self) {
         if let Some(b) = self.buffer.take() {
-            self.alloc.free(b);
+            // SAFETY: the storage's buffer came from this allocator and is returned once,
+            // here, when the last tensor carved from it (each holds the storage) is gone.
+            unsafe { self.alloc.free(b) };
         }
     }
 }
@@ -237,14 +243,19 @@ impl StorageObj {
                 buf.size
             )));
         }
-        NDArrayObj::view_of_owner(
-            this.clone(),
-            buf.data,
-            buf.device,
-            shape,
-            dtype,
-            offset as u64,
-        )
+        // SAFETY: the extent fits the buffer (checked above), which `this` owns and the view
+        // keeps alive; tensors carved from one storage are the storage's business, as in the
+        // reference (the VM hands them to kernels).
+        unsafe {
+            NDArrayObj::view_of_owner(
+                this.clone(),
+                buf.data,
+                buf.device,
+                shape,
+                dtype,
+                offset as u64,
+            )
+        }
     }
 }
 

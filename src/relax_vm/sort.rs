@@ -14,7 +14,7 @@ use std::cmp::Ordering;
 /// A CPU tensor argument, checked compact, with its element count.
 fn tensor<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a DLTensor> {
     let p: *mut DLTensor = match a.get(i)? {
-        ArgValue::DLTensor(t) => t,
+        ArgValue::DLTensor(t) => t.as_ptr(),
         ArgValue::Object(o) if o.type_index() == crate::object::TYPE_NDARRAY => {
             crate::ndarray::handle_of(&o.to_ref())
         }

@@ -6,7 +6,7 @@ use super::bytecode;
 use super::exec::{Executable, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
 use crate::executor::debug::device_string;
-use crate::module::blob::BlobReader;
+use crate::module::blob::with_lent_reader;
 use crate::module::{property, Module, ModuleNode};
 use crate::object::containers::ArrayObj;
 use crate::object::ObjectRef;
@@ -133,17 +133,11 @@ pub fn load_executable_file(path: &str, type_key: &'static str) -> Result<Module
 
 /// A blob loader: reads one executable from the `__tvm_dev_mblob` stream.
 pub fn load_binary(args: Args<'_>, type_key: &'static str) -> Result<Module> {
-    let h = args.handle(0)?;
-    if h.is_null() {
-        return Err(Error::value(format!(
-            "runtime.module.loadbinary_{type_key}: the stream handle is NULL"
-        )));
-    }
-    // SAFETY: blob loaders are called by `module::blob` with a pointer to a live BlobReader,
-    // exclusively ours for the call.
-    let r = unsafe { &mut *(h as *mut BlobReader<'_>) };
-    let (body, file) = r.read_blob_span("the Relax executable")?;
-    let exec = Executable::load_body_in(body, file)?;
+    let who = format!("runtime.module.loadbinary_{type_key}");
+    let exec = with_lent_reader(args.handle(0)?, &who, |r| {
+        let (body, file) = r.read_blob_span("the Relax executable")?;
+        Executable::load_body_in(body, file)
+    })?;
     Ok(Module::new(Box::new(ExecutableNode::new(exec, type_key))))
 }
 
@@ -422,7 +416,8 @@ impl ModuleNode for VmNode {
                         )))
                     }
                 };
-                *rv = core.invoke_closure_c(&clo, &a.values[1..], &a.codes[1..])?;
+                // SAFETY: the call's own arguments, valid for their codes during it.
+                *rv = unsafe { core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])? };
                 Ok(())
             }),
             "invoke_stateful" => Function::from_rust(move |a, _| {
@@ -465,8 +460,8 @@ impl ModuleNode for VmNode {
                         let factory = registry::get(name)
                             .ok_or_else(|| Error::value(format!("Cannot find factory {name}")))?;
                         let mut rv = RetValue::Null;
-                        let mut v = a.values[1..].to_vec();
-                        let mut c = a.codes[1..].to_vec();
+                        let mut v = a.values()[1..].to_vec();
+                        let mut c = a.codes()[1..].to_vec();
                         // SAFETY: the caller's arguments, valid during this call.
                         unsafe {
                             factory.obj().call_raw(
@@ -540,7 +535,8 @@ impl ModuleNode for VmNode {
                     .cloned();
                 if let Some(clo) = saved {
                     Function::from_rust(move |a, rv| {
-                        *rv = core.invoke_closure_c(&clo, a.values, a.codes)?;
+                        // SAFETY: the call's own arguments, valid for their codes during it.
+                        *rv = unsafe { core.invoke_closure_c(&clo, a.values(), a.codes())? };
                         Ok(())
                     })
                 } else {

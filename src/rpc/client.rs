@@ -651,13 +651,13 @@ pub fn encode_arg(sess: &Arc<ClientSession>, v: ArgValue<'_>) -> Result<WireValu
         ArgValue::Int(i) => WireValue::Int(i),
         ArgValue::Float(f) => WireValue::Float(f),
         ArgValue::Bool(b) => WireValue::Bool(b),
-        ArgValue::Handle(h) => WireValue::Handle(h as u64),
+        ArgValue::Handle(h) => WireValue::Handle(h.as_ptr() as u64),
         ArgValue::DataType(t) => WireValue::DataType(t),
         ArgValue::Device(d) => WireValue::Device(device_to_wire(sess, d)?),
         ArgValue::Str(s) => WireValue::Str(s.to_bytes().to_vec()),
         ArgValue::Bytes(b) => WireValue::Bytes(b.to_vec()),
         // SAFETY: a DLTensor argument is valid for the call.
-        ArgValue::DLTensor(t) => tensor_to_wire(sess, unsafe { &*t })?,
+        ArgValue::DLTensor(t) => tensor_to_wire(sess, unsafe { &*t.as_ptr() })?,
         ArgValue::Object(o) => match o.type_index() {
             TYPE_NDARRAY => {
                 let nd = o.downcast_ref::<NDArrayObj>().expect("NDArray index");
@@ -732,7 +732,11 @@ fn wire_to_plain(v: WireValue) -> Result<RetValue> {
         WireValue::Int(i) => RetValue::Int(i),
         WireValue::Bool(b) => RetValue::Bool(b),
         WireValue::Float(f) => RetValue::Float(f),
-        WireValue::Handle(h) => RetValue::Handle(h as usize as *mut c_void),
+        // SAFETY: a handle of the remote session, passed back only to the functions that
+        // take it (every local global that reads through a handle vouches for it first).
+        WireValue::Handle(h) => RetValue::Handle(unsafe {
+            crate::packed_func::RawHandle::new(h as usize as *mut c_void)
+        }),
         WireValue::Null => RetValue::Null,
         WireValue::DataType(t) => RetValue::DataType(t),
         WireValue::Device(d) => RetValue::Device(d),

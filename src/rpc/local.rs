@@ -242,7 +242,7 @@ impl LocalSession {
             RetValue::Float(f) => vec![int(tc::FLOAT), WireValue::Float(f)],
             RetValue::Handle(h) => vec![
                 int(tc::OPAQUE_HANDLE),
-                WireValue::Handle(self.opaque_handle(h)),
+                WireValue::Handle(self.opaque_handle(h.as_ptr())),
             ],
             RetValue::DataType(t) => vec![int(tc::DATA_TYPE), WireValue::DataType(t)],
             RetValue::Device(d) => vec![int(tc::DEVICE), WireValue::Device(d)],
@@ -893,7 +893,7 @@ mod tests {
             [WireValue::Int(c), WireValue::Handle(h)] if *c == tc::OPAQUE_HANDLE as i64 => *h,
             other => panic!("{other:?}"),
         };
-        assert_ne!(h, addr as u64);
+        assert_ne!(h, addr.as_ptr() as u64);
         assert_eq!(h, 1, "the first number of a fresh table");
         let again = s.call_plain(&f, &[]).unwrap();
         assert_eq!(s.encode_return(again).unwrap(), v, "one number per address");

@@ -147,7 +147,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let data = a.handle(1)? as u64;
         let t = match a.get(2)? {
             // SAFETY: a DLTensor argument is valid for the call.
-            ArgValue::DLTensor(t) => unsafe { *t },
+            ArgValue::DLTensor(t) => unsafe { *t.as_ptr() },
             ArgValue::Object(o) => *o
                 .downcast_ref::<crate::ndarray::NDArrayObj>()
                 .ok_or_else(|| Error::type_error("template must be a tensor"))?

@@ -18,7 +18,7 @@ pub mod module;
 
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
-use crate::packed_func::value::RetValue;
+use crate::packed_func::value::{RawHandle, RetValue};
 use cudarc::driver::sys;
 use std::cell::Cell;
 use std::ffi::{c_void, CStr};
@@ -338,7 +338,10 @@ pub fn register(b: &mut Registrar) {
     module::register(b);
     for name in DEVICE_API_GLOBALS {
         b.add(name, |_a, rv| {
-            *rv = RetValue::Handle(std::sync::Arc::as_ptr(&shared_api()) as *mut c_void);
+            // SAFETY: the process-wide CUDA device API, which lives as long as the process.
+            *rv = RetValue::Handle(unsafe {
+                RawHandle::new(std::sync::Arc::as_ptr(&shared_api()) as *mut c_void)
+            });
             Ok(())
         });
     }
@@ -348,7 +351,8 @@ pub fn register(b: &mut Registrar) {
         Ok(())
     });
     b.add("runtime.get_cuda_stream", |_a, rv| {
-        *rv = RetValue::Handle(current_stream() as *mut c_void);
+        // SAFETY: the current thread's CUDA stream, as the reference returns it.
+        *rv = RetValue::Handle(unsafe { RawHandle::new(current_stream() as *mut c_void) });
         Ok(())
     });
     b.add("runtime.GetCudaFreeMemory", |_a, rv| {

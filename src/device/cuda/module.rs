@@ -8,7 +8,7 @@
 //! next to it.
 
 use super::{check_drv, current_device, current_stream, driver, MAX_DEVICES};
-use crate::module::blob::BlobReader;
+use crate::module::blob::{with_lent_reader, BlobReader};
 use crate::module::function_info::{
     self, map_from_json, map_to_json, meta_file_path, FunctionInfoMap, LaunchParamConfig,
 };
@@ -332,12 +332,12 @@ impl Kernel {
             )));
         }
         for i in n..need {
-            if args.codes[i] != tc::INT && args.codes[i] != tc::BOOL {
+            if args.codes()[i] != tc::INT && args.codes()[i] != tc::BOOL {
                 return Err(Error::type_error(format!(
                     "{}: launch parameter {} must be an integer but got {}",
                     self.name,
                     i - n,
-                    tc::name(args.codes[i])
+                    tc::name(args.codes()[i])
                 )));
             }
         }
@@ -363,7 +363,7 @@ impl Kernel {
             ptrs: [std::ptr::null_mut(); N],
         };
         for i in 0..n {
-            p.slots[i] = self.convert(i, args.values[i], args.codes[i])?;
+            p.slots[i] = self.convert(i, args.values()[i], args.codes()[i])?;
         }
         for i in 0..n {
             p.ptrs[i] = &mut p.slots[i] as *mut u64 as *mut c_void;
@@ -375,7 +375,7 @@ impl Kernel {
         ))?;
         d.bind(dev)?;
         // SAFETY: the launch positions hold integers (checked in `call`).
-        let wl = unsafe { self.launch.extract(args.values) };
+        let wl = unsafe { self.launch.extract(args.values()) };
         let f = match self.fcache[dev as usize].load(Ordering::Acquire) {
             0 => {
                 let f = self.inner.get_func(dev, &self.name)?;
@@ -541,12 +541,11 @@ impl ModuleNode for CudaModule {
 /// Registers `runtime.module.loadbinary_cuda`, `loadfile_cubin` and `loadfile_ptx`.
 pub fn register(b: &mut Registrar) {
     b.add("runtime.module.loadbinary_cuda", |a, rv| {
-        let reader = a.handle(0)? as *mut BlobReader<'_>;
-        if reader.is_null() {
-            return Err(Error::value("runtime.module.loadbinary_cuda: NULL stream"));
-        }
-        // SAFETY: blob loaders receive a live BlobReader (see module::blob).
-        let m = CudaModule::read(unsafe { &mut *reader })?;
+        let m = with_lent_reader(
+            a.handle(0)?,
+            "runtime.module.loadbinary_cuda",
+            CudaModule::read,
+        )?;
         *rv = Module::new(Box::new(m)).into_object().into();
         Ok(())
     });
@@ -622,7 +621,7 @@ mod tests {
         assert!(e.message.contains("expected 4 arguments"), "{}", e.message);
         let e = f
             .call(&[
-                crate::packed_func::ArgValue::Handle(std::ptr::null_mut()),
+                crate::packed_func::ArgValue::Handle(crate::packed_func::RawHandle::null()),
                 crate::packed_func::ArgValue::Float(1.0),
                 crate::packed_func::ArgValue::Float(1.0),
                 crate::packed_func::ArgValue::Int(1),
@@ -685,7 +684,7 @@ mod tests {
         let f = m.get_function("k", None).unwrap().unwrap();
         let e = f
             .call(&[
-                crate::packed_func::ArgValue::Handle(std::ptr::null_mut()),
+                crate::packed_func::ArgValue::Handle(crate::packed_func::RawHandle::null()),
                 crate::packed_func::ArgValue::Float(1.0),
                 crate::packed_func::ArgValue::Int(1),
                 crate::packed_func::ArgValue::Int(1),

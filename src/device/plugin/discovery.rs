@@ -49,7 +49,7 @@ pub(crate) fn load_plugin_global(
         )),
         ArgValue::Handle(h) => {
             // SAFETY: a handle passed here is a plugin table (validated inside).
-            unsafe { register(h as *const TVMDevicePlugin, None) }
+            unsafe { register(h.as_ptr() as *const TVMDevicePlugin, None) }
         }
         v => Err(Error::type_error(format!(
             "runtime.LoadDevicePlugin expects a path or a table handle, got {}",
@@ -87,7 +87,8 @@ fn adopt(name: &str, f: &Function) -> Result<()> {
         Ok(RetValue::Handle(h)) if !h.is_null() => {
             // SAFETY: a device_api.<name> function returning a handle follows the plugin ABI
             // (validated inside).
-            unsafe { register(h as *const TVMDevicePlugin, None) }.map_err(|e| e.context(name))
+            unsafe { register(h.as_ptr() as *const TVMDevicePlugin, None) }
+                .map_err(|e| e.context(name))
         }
         _ => Ok(()),
     }
@@ -169,7 +170,10 @@ mod tests {
             release: None,
         })) as *mut TVMDevicePlugin as usize;
         let f = Function::from_rust(move |_a, rv| {
-            *rv = RetValue::Handle(bad as *mut std::ffi::c_void);
+            // SAFETY: a plugin table leaked above, alive for the rest of the process.
+            *rv = RetValue::Handle(unsafe {
+                crate::packed_func::RawHandle::new(bad as *mut std::ffi::c_void)
+            });
             Ok(())
         });
         let e = registry::register("device_api.discovery_test_bad", f, true).unwrap_err();

@@ -65,8 +65,8 @@ impl ModuleNode for PluginModule {
                     // SAFETY: forwarding the caller's argument arrays unchanged.
                     unsafe {
                         inner.obj().call_raw(
-                            args.values.as_ptr() as *mut TVMValue,
-                            args.codes.as_ptr() as *mut i32,
+                            args.values().as_ptr() as *mut TVMValue,
+                            args.codes().as_ptr() as *mut i32,
                             args.len() as i32,
                             rv,
                         )

@@ -4,7 +4,7 @@
 use super::abi::{TVMDevicePlugin, ABI_VERSION, MIN_PLUGIN_DEVICE_TYPE};
 use super::backend::Plugin;
 use super::module::module_from_bytes;
-use crate::module::blob::BlobReader;
+use crate::module::blob::with_lent_reader;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry;
 use crate::packed_func::types::RPC_SESS_MASK;
@@ -160,14 +160,12 @@ pub unsafe fn register(
     crate::device::register_backend(ty, plugin.clone());
     if let Some(fmt) = format {
         let p = plugin.clone();
-        registry::register_rust(&format!("runtime.module.loadbinary_{fmt}"), move |a, rv| {
-            let reader = a.handle(0)? as *mut BlobReader<'_>;
-            if reader.is_null() {
-                return Err(Error::value("loadbinary: NULL stream"));
-            }
-            // SAFETY: blob loaders receive a live BlobReader (see module::blob).
-            let bytes = unsafe { (*reader).read_blob("a plugin module")? };
-            *rv = module_from_bytes(&p, bytes)?.into_object().into();
+        let who = format!("runtime.module.loadbinary_{fmt}");
+        registry::register_rust(&who.clone(), move |a, rv| {
+            let m = with_lent_reader(a.handle(0)?, &who, |r| {
+                module_from_bytes(&p, r.read_blob("a plugin module")?)
+            })?;
+            *rv = m.into_object().into();
             Ok(())
         });
         let p = plugin.clone();

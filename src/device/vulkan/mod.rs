@@ -16,7 +16,7 @@ pub mod module;
 use super::{DeviceApi, DeviceAttr, Stream};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU, DL_VULKAN};
-use crate::packed_func::value::RetValue;
+use crate::packed_func::value::{RawHandle, RetValue};
 use ash::vk;
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -61,7 +61,10 @@ pub fn register(b: &mut crate::packed_func::registry::Registrar) {
     module::register(b);
     b.add("device_api.vulkan", |_a, rv| {
         static API: VulkanDeviceApi = VulkanDeviceApi;
-        *rv = RetValue::Handle(&API as *const VulkanDeviceApi as *mut c_void);
+        // SAFETY: a static, alive for the whole process.
+        *rv = RetValue::Handle(unsafe {
+            RawHandle::new(&API as *const VulkanDeviceApi as *mut c_void)
+        });
         Ok(())
     });
     b.add("device_api.vulkan.get_target_property", |a, rv| {

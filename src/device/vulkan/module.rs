@@ -17,7 +17,7 @@
 
 use super::instance::{self, vk_err, Device};
 use super::{active_device, buffer_of};
-use crate::module::blob::BlobReader;
+use crate::module::blob::{with_lent_reader, BlobReader};
 use crate::module::function_info::{write_string, FunctionInfo};
 use crate::module::{property, Module, ModuleNode};
 use crate::object::ObjectRef;
@@ -398,7 +398,7 @@ impl Kernel {
         let device_id = active_device();
         let d = instance::device(device_id)?;
         let pipe = self.pipeline(device_id)?;
-        let v = args.values;
+        let v = args.values();
         let mut infos: [vk::DescriptorBufferInfo; 17] = Default::default();
         let mut heap_infos = Vec::new();
         let n_infos = self.num_buffers + pipe.use_ubo as usize;
@@ -412,7 +412,7 @@ impl Kernel {
             // SAFETY: `i < args.len()`; buffers arrive as data pointers (what TVM's host code
             // passes); a tensor handle is accepted too, for its data pointer.
             let p = unsafe {
-                match args.codes[i] {
+                match args.codes()[i] {
                     tc::DLTENSOR_HANDLE | tc::NDARRAY_HANDLE if !v[i].v_handle.is_null() => {
                         (*(v[i].v_handle as *const crate::packed_func::types::DLTensor)).data
                     }
@@ -767,12 +767,11 @@ impl ModuleNode for VulkanModule {
 /// Registers `runtime.module.loadbinary_vulkan` and `runtime.module.loadfile_vulkan`.
 pub fn register(b: &mut crate::packed_func::registry::Registrar) {
     b.add("runtime.module.loadbinary_vulkan", |a, rv| {
-        let reader = a.handle(0)? as *mut BlobReader<'_>;
-        if reader.is_null() {
-            return Err(Error::value("loadbinary_vulkan: NULL stream"));
-        }
-        // SAFETY: blob loaders receive a live BlobReader (see module::blob).
-        let m = VulkanModule::from_reader(unsafe { &mut *reader })?;
+        let m = with_lent_reader(
+            a.handle(0)?,
+            "runtime.module.loadbinary_vulkan",
+            VulkanModule::from_reader,
+        )?;
         *rv = Module::new(Box::new(m)).into_object().into();
         Ok(())
     });

@@ -25,7 +25,7 @@ impl TensorArg {
     /// Reads argument `v` as a tensor.
     pub(crate) fn from_arg(v: ArgValue<'_>, what: &str) -> Result<TensorArg> {
         match v {
-            ArgValue::DLTensor(t) => Ok(TensorArg::Raw(t)),
+            ArgValue::DLTensor(t) => Ok(TensorArg::Raw(t.as_ptr())),
             ArgValue::Object(o) if o.downcast_ref::<NDArrayObj>().is_some() => {
                 Ok(TensorArg::Array(NDArray::from_object(o.to_ref())?))
             }

@@ -9,7 +9,7 @@ use crate::packed_func::dtype::dtype_to_string;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor};
-use crate::packed_func::value::{ArgValue, RetValue};
+use crate::packed_func::value::{ArgValue, RetValue, TensorRef};
 
 /// Bytes a pool entry needs for an entry, as the reference counts them (sub-byte types take a
 /// byte per element).
@@ -163,7 +163,8 @@ pub(super) fn setup_storage(
                         unsafe { crate::packed_func::value::ObjArg::new(lib.as_object().as_ptr()) },
                     ),
                     ArgValue::Int(sid as i64),
-                    ArgValue::DLTensor(&mut tmpl),
+                    // SAFETY: `tmpl` and the shape it points to outlive the call.
+                    ArgValue::DLTensor(unsafe { TensorRef::new(&mut tmpl) }),
                     ArgValue::Device(devices[0]),
                 ])?;
                 match rv {
@@ -186,7 +187,7 @@ pub(super) fn setup_storage(
                 // data inside the library, which `lib` (kept as the owner) keeps loaded.
                 RetValue::Handle(h) if !h.is_null() => Some(unsafe {
                     NDArray::from_external(
-                        h,
+                        h.as_ptr(),
                         &g.shape[i],
                         g.dltype[i],
                         devices[0],

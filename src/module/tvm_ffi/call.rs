@@ -7,7 +7,7 @@ use crate::object::{Object, PAYLOAD_OFFSET, TYPE_NDARRAY};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::PackedFuncObj;
 use crate::packed_func::types::{type_code as tc, TVMValue};
-use crate::packed_func::value::RetValue;
+use crate::packed_func::value::{RawHandle, RetValue};
 use std::ffi::{c_void, CStr};
 use std::mem::MaybeUninit;
 
@@ -96,7 +96,7 @@ fn from_ffi(r: &TVMFFIAny) -> Result<RetValue> {
             ti::INT => RetValue::Int(r.value.v_int64),
             ti::BOOL => RetValue::Bool(r.value.v_int64 != 0),
             ti::FLOAT => RetValue::Float(r.value.v_float64),
-            ti::OPAQUE_PTR => RetValue::Handle(r.value.v_ptr),
+            ti::OPAQUE_PTR => RetValue::Handle(RawHandle::new(r.value.v_ptr)),
             ti::DATA_TYPE => RetValue::DataType(r.value.v_dtype),
             ti::DEVICE => RetValue::Device(r.value.v_device),
             ti::SMALL_STR => {
@@ -613,10 +613,10 @@ fn ret_to_ffi(rv: &RetValue) -> Result<TVMFFIAny> {
         RetValue::Int(v) => any(ti::INT, TVMFFIAnyValue { v_int64: *v }),
         RetValue::Bool(b) => any(ti::BOOL, TVMFFIAnyValue { v_int64: *b as i64 }),
         RetValue::Float(v) => any(ti::FLOAT, TVMFFIAnyValue { v_float64: *v }),
-        RetValue::Handle(p) => ptr_or_none(ti::OPAQUE_PTR, *p),
+        RetValue::Handle(p) => ptr_or_none(ti::OPAQUE_PTR, p.as_ptr()),
         RetValue::DataType(d) => any(ti::DATA_TYPE, TVMFFIAnyValue { v_dtype: *d }),
         RetValue::Device(d) => any(ti::DEVICE, TVMFFIAnyValue { v_device: *d }),
-        RetValue::DLTensor(p) => ptr_or_none(ti::DLTENSOR_PTR, *p as *mut c_void),
+        RetValue::DLTensor(p) => ptr_or_none(ti::DLTENSOR_PTR, p.as_ptr() as *mut c_void),
         RetValue::Str(s) if s.len() <= 7 => {
             let mut b = [0u8; 8];
             b[..s.len()].copy_from_slice(s.as_bytes());

@@ -20,7 +20,6 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{Function, Owner};
 use crate::packed_func::registry;
-use crate::packed_func::value::ArgValue;
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, RwLock};
@@ -237,8 +236,6 @@ fn load_kind(kind: &str, payload: &[u8], path: &str) -> Result<Module> {
         payload
     };
     let mut reader = BlobReader::new(bytes, path);
-    let rv = loader.call(&[ArgValue::Handle(
-        &mut reader as *mut BlobReader<'_> as *mut c_void,
-    )])?;
+    let rv = super::blob::call_loader(&loader, &mut reader)?;
     Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))
 }

@@ -59,8 +59,10 @@ fn copy_rows(dst: &NDArray, dst_row: i64, src: &NDArray, src_row: i64, rows: i64
     shape[0] = rows;
     let re = row_elems(dst) as u64 * elem_bytes(dst);
     let s = src.view(&shape, src.dtype(), src_row as u64 * re)?;
-    let mut d = dst.view(&shape, dst.dtype(), dst_row as u64 * re)?;
-    s.copy_to(&mut d)
+    let d = dst.view(&shape, dst.dtype(), dst_row as u64 * re)?;
+    // SAFETY: `dst` is a cache's storage, written under the cache's lock; the rows it hands
+    // out (`view`) are read by the model's kernels between updates, as in the reference.
+    unsafe { s.copy_to_unchecked(&d) }
 }
 
 impl KvState {

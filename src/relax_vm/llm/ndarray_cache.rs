@@ -12,9 +12,18 @@
 //! faulted in up front (`MADV_POPULATE_READ`), and each such array is a view into the mapping,
 //! which lives as long as the last array viewing it. Like numpy's and safetensors' memory maps,
 //! this requires that the shard files are not truncated or rewritten while a model uses them
-//! (an access past a truncated file's end raises SIGBUS). Other records (misaligned,
-//! bfloat16-encoded, other devices), and every record where the kernel refuses to populate
-//! the mapping (Linux < 5.14), are read with `pread` into their own arrays.
+//! (an access past a truncated file's end raises SIGBUS; a page not yet written in the process
+//! shows the file's new bytes). Other records (misaligned, bfloat16-encoded, other devices),
+//! and every record where the kernel refuses to populate the mapping (Linux < 5.14), are read
+//! with `pread` into their own arrays.
+//!
+//! # The file-stability contract
+//! Safe Rust cannot promise that another process leaves a file alone, so the mapping loaders
+//! ([`read_cache_dir`], [`load`]) are `unsafe fn`s whose `# Safety` section states it, as
+//! `memmap2::Mmap::map` does; [`read_cache_dir_copied`] and [`load_copied`] are their safe
+//! forms, which read every record into arrays of their own. The globals
+//! (`vm.builtin.ndarray_cache.load`, `vm.builtin.tensor_cache.load`) keep TVM's semantics and
+//! map: whoever calls them (C, Python, RPC) takes on the same contract.
 
 use std::collections::HashMap;
 use std::ffi::c_void;
@@ -370,8 +379,26 @@ fn load_record(
 
 /// Reads a cache directory's arrays onto a device, checking everything; publishes nothing.
 /// Every shard's size is checked before any array is allocated or any shard mapped; then each
-/// shard is read (or mapped) in one pass, in record order (the order of the result).
-pub fn read_cache_dir(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>> {
+/// shard is read (or mapped) in one pass, in record order (the order of the result). CPU
+/// arrays whose records allow it are views of the mapped shard (see the module's doc).
+///
+/// # Safety
+/// The shard files must not be truncated or modified (by this or any other process) while
+/// any of the returned arrays, or any view or copy of their handles, lives: the arrays alias
+/// the files' pages, so a change shows through as memory changing under safe code (a data
+/// race) and a truncation faults (SIGBUS). [`read_cache_dir_copied`] has no such contract.
+pub unsafe fn read_cache_dir(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>> {
+    read_cache_dir_in(dir, dev, true)
+}
+
+/// [`read_cache_dir`] with every record read into an array of its own (nothing maps the
+/// files, so later changes to them do not reach the arrays).
+pub fn read_cache_dir_copied(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>> {
+    read_cache_dir_in(dir, dev, false)
+}
+
+/// [`read_cache_dir`], mapping the shards only when `map` is set.
+fn read_cache_dir_in(dir: &str, dev: DLDevice, map: bool) -> Result<Vec<(String, NDArray)>> {
     let dir_path = PathBuf::from(dir);
     let meta_path = dir_path.join("ndarray-cache.json");
     let text = std::fs::read_to_string(&meta_path)
@@ -386,7 +413,7 @@ pub fn read_cache_dir(dir: &str, dev: DLDevice) -> Result<Vec<(String, NDArray)>
         .collect::<Result<Vec<_>>>()?;
     let mut out = Vec::new();
     for (f, (h, path)) in files.iter().zip(&shards) {
-        let map = if f.records.iter().any(|r| viewable(r, dev)) {
+        let map = if map && f.records.iter().any(|r| viewable(r, dev)) {
             map_shard(h, f.nbytes)
         } else {
             None
@@ -415,9 +442,23 @@ fn cache() -> MutexGuard<'static, Option<HashMap<String, NDArray>>> {
 }
 
 /// Loads a cache directory into the global cache (all or nothing); later names replace
-/// earlier ones.
-pub fn load(dir: &str, dev: DLDevice) -> Result<usize> {
-    let arrays = read_cache_dir(dir, dev)?;
+/// earlier ones. Arrays may map the shard files, as [`read_cache_dir`]'s do.
+///
+/// # Safety
+/// As [`read_cache_dir`]: the shard files must stay unchanged while any array loaded from
+/// them lives (in the cache or outside it). [`load_copied`] has no such contract.
+pub unsafe fn load(dir: &str, dev: DLDevice) -> Result<usize> {
+    // SAFETY: forwarded contract.
+    publish(unsafe { read_cache_dir(dir, dev)? })
+}
+
+/// [`load`] with every record read into an array of its own.
+pub fn load_copied(dir: &str, dev: DLDevice) -> Result<usize> {
+    publish(read_cache_dir_copied(dir, dev)?)
+}
+
+/// Puts loaded arrays in the global cache.
+fn publish(arrays: Vec<(String, NDArray)>) -> Result<usize> {
     let n = arrays.len();
     cache().get_or_insert_with(HashMap::new).extend(arrays);
     Ok(n)
@@ -575,7 +616,7 @@ fn array_arg(a: &Args<'_>, i: usize) -> Result<NDArray> {
         }
         ArgValue::DLTensor(t) => {
             // SAFETY: a tensor argument is valid during the call.
-            let t = unsafe { &*t };
+            let t = unsafe { &*t.as_ptr() };
             // SAFETY: as above; shape holds ndim entries.
             let shape = unsafe { crate::ndarray::shape_of(t) }.to_vec();
             let arr = NDArray::empty(&shape, t.dtype, t.device)?;
@@ -593,7 +634,8 @@ fn array_arg(a: &Args<'_>, i: usize) -> Result<NDArray> {
 }
 
 /// Registers the parameter-cache functions, under both the `ndarray_cache` (≤ v0.21) and the
-/// `tensor_cache` (v0.22+) names.
+/// `tensor_cache` (v0.22+) names. `<ns>.load` maps the shards as TVM's loader does: its
+/// callers take on [`load`]'s file-stability contract.
 pub(crate) fn register(r: &mut Registrar) {
     for ns in ["vm.builtin.ndarray_cache", "vm.builtin.tensor_cache"] {
         r.add(&format!("{ns}.load"), |a, rv| {
@@ -606,7 +648,9 @@ pub(crate) fn register(r: &mut Registrar) {
                 &string_arg(&a, 0)?,
                 "ndarray_cache.load",
             )?;
-            load(&dir, dev)?;
+            // SAFETY: TVM's semantics for this global, documented above and in the module's
+            // doc: the caller keeps the shard files unchanged while the arrays live.
+            unsafe { load(&dir, dev)? };
             *rv = RetValue::Null;
             Ok(())
         });

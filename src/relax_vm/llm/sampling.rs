@@ -23,7 +23,7 @@ fn bad(m: String) -> Error {
 /// A tensor argument (NDArray or DLTensor) with its checks: contiguous and of `dtype`.
 fn tensor_arg(a: &Args<'_>, i: usize, what: &str, dtype: DLDataType) -> Result<*mut DLTensor> {
     let t = match a.get(i)? {
-        ArgValue::DLTensor(t) => t,
+        ArgValue::DLTensor(t) => t.as_ptr(),
         ArgValue::Object(o) if o.downcast_ref::<NDArrayObj>().is_some() => {
             crate::ndarray::handle_of(&o.to_ref())
         }
