@@ -192,14 +192,17 @@ fn copies_in_every_direction_with_odd_sizes_and_offsets() {
         (997, 3, 4),
     ] {
         let src = a.view(&[len as i64], F32, (from * 4) as u64).unwrap();
-        let mut dst = b.view(&[len as i64], F32, (to * 4) as u64).unwrap();
-        src.copy_to(&mut dst).unwrap();
+        let dst = b.view(&[len as i64], F32, (to * 4) as u64).unwrap();
+        // SAFETY: `b` and its view are used by this thread only, and `b` is not read while the
+        // copy runs.
+        unsafe { src.copy_to_unchecked(&dst) }.unwrap();
         let got = b.to_vec::<f32>().unwrap();
         assert_eq!(&got[to..to + len], &host[from..from + len]);
         // Device view → host and host → device view.
         assert_eq!(src.to_vec::<f32>().unwrap(), &host[from..from + len]);
         let fresh = pseudo(len, (from + to) as u32);
-        dst.copy_from_slice(&fresh).unwrap();
+        // SAFETY: as above: this thread alone uses `b` and its view.
+        unsafe { dst.copy_from_slice_unchecked(&fresh) }.unwrap();
         assert_eq!(&b.to_vec::<f32>().unwrap()[to..to + len], &fresh[..]);
     }
     // Byte-granular copies through the raw device API (odd byte counts and offsets).
