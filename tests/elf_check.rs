@@ -215,6 +215,30 @@ fn corrupted_headers_are_refused() {
             "in memory",
         ),
         (
+            "load_vaddr_wrap",
+            Box::new(|b| {
+                let p = first_of(b, 1);
+                put_u64(b, p + 16, u64::MAX - 0xfff);
+            }),
+            "wraps the address space",
+        ),
+        (
+            "load_memsz_wrap",
+            Box::new(|b| {
+                let p = phdrs(b).iter().filter(|p| p.1 == 1).nth(1).unwrap().0;
+                put_u64(b, p + 40, u64::MAX - 7);
+            }),
+            "wraps the address space",
+        ),
+        (
+            "dynamic_vaddr_wrap",
+            Box::new(|b| {
+                let p = first_of(b, 2);
+                put_u64(b, p + 16, u64::MAX - 8);
+            }),
+            "dynamic section",
+        ),
+        (
             "load_align",
             Box::new(|b| {
                 let p = phdrs(b).iter().filter(|p| p.1 == 1).nth(1).unwrap().0;
