@@ -218,7 +218,7 @@ fn corrupted_headers_are_refused() {
             "load_vaddr_wrap",
             Box::new(|b| {
                 let p = first_of(b, 1);
-                put_u64(b, p + 16, u64::MAX - 0xfff);
+                put_u64(b, p + 16, u64::MAX - 7);
             }),
             "wraps the address space",
         ),

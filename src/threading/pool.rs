@@ -858,9 +858,12 @@ impl Pool {
             }
             if self.shutdown.load(Ordering::Acquire) {
                 // The pool was replaced (runtime.config_threadpool) after this launch found
-                // it: run on the new one.
-                // SAFETY: forwarded contract.
-                return unsafe { launch_on(pool(), f, cdata, n as i32) };
+                // it: run on the new one (published before the old one stops).
+                let new = pool();
+                if !std::ptr::eq(new, self) {
+                    // SAFETY: forwarded contract.
+                    return unsafe { launch_on(new, f, cdata, n as i32) };
+                }
             }
             if chosen {
                 // Another application thread holds the pool: run on this thread alone, and
@@ -1061,12 +1064,16 @@ pub fn config_threadpool(_mode: i32, nthreads: i64, cpus: &[i64]) -> Result<()> 
     let (config, cpus) = checked_config(nthreads, cpus)?;
     let _g = POOL_INIT.lock().unwrap_or_else(|e| e.into_inner());
     let old = POOL.load(Ordering::Acquire);
-    if !old.is_null() {
-        // SAFETY: pools are leaked; take it so no launch runs while it shuts down.
-        let old = unsafe { &*old };
-        if old.config == config && *old.cpus == *cpus {
-            return Ok(());
-        }
+    // SAFETY: pools are leaked, never freed.
+    let old = (!old.is_null()).then(|| unsafe { &*old });
+    if old.is_some_and(|old| old.config == config && *old.cpus == *cpus) {
+        return Ok(());
+    }
+    // The new pool is published before the old one stops: a launch that finds the old one
+    // stopped finds the new one.
+    let (pool, errors) = Pool::start(config, &cpus);
+    if let Some(old) = old {
+        // Take the old pool so that no launch runs on it while it shuts down.
         while old
             .launcher
             .busy
@@ -1075,10 +1082,11 @@ pub fn config_threadpool(_mode: i32, nthreads: i64, cpus: &[i64]) -> Result<()> 
         {
             std::thread::yield_now();
         }
+        POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
         old.stop();
+    } else {
+        POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
     }
-    let (pool, errors) = Pool::start(config, &cpus);
-    POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
     if errors.is_empty() {
         return Ok(());
     }
