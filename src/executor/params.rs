@@ -536,7 +536,11 @@ mod tests {
         assert_eq!(b[30..32], [1, 0]);
         b[30..32].copy_from_slice(&u16::MAX.to_le_bytes());
         let e = load_ndarray(&mut ByteReader::new(&b, "test")).unwrap_err();
-        assert!(e.message.contains("in memory for 1048576 bytes"), "{}", e.message);
+        assert!(
+            e.message.contains("in memory for 1048576 bytes"),
+            "{}",
+            e.message
+        );
         // A few lanes, within the margin, still load (as the reference, which stores one).
         b[30..32].copy_from_slice(&4u16.to_le_bytes());
         let v = load_ndarray(&mut ByteReader::new(&b, "test")).unwrap();

@@ -1069,7 +1069,8 @@ mod tests {
         assert!(e.message.contains("stack budget"), "{}", e.message);
         let frames = MAX_STACK_REGISTERS / MAX_FRAME_REGISTERS as usize;
         assert!(
-            e.message.contains(&format!("held by {frames} running frames")),
+            e.message
+                .contains(&format!("held by {frames} running frames")),
             "{}",
             e.message
         );
@@ -1090,7 +1091,10 @@ mod tests {
             ))
             .unwrap()
         };
-        assert_eq!(seed("recurse_frame_budget"), recursive(MAX_FRAME_REGISTERS).unwrap());
+        assert_eq!(
+            seed("recurse_frame_budget"),
+            recursive(MAX_FRAME_REGISTERS).unwrap()
+        );
         assert_eq!(seed("recurse_small"), recursive(2).unwrap());
         let e = run_f(&seed("recurse_huge_regs")).unwrap_err();
         assert!(

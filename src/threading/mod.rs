@@ -146,7 +146,9 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         let mode = a.i64(0)?;
         let mode = i32::try_from(mode).map_err(|_| {
-            Error::value(format!("runtime.config_threadpool: mode {mode} is out of range"))
+            Error::value(format!(
+                "runtime.config_threadpool: mode {mode} is out of range"
+            ))
         })?;
         let cpus = if a.len() >= 3 && a.downcast::<ArrayObj>(2).is_ok() {
             // TVM's form: the CPU ids as an array of strings, then the maximum concurrency
