@@ -149,10 +149,8 @@ fn config_threadpool_from_c(args: &[i64]) -> (std::ffi::c_int, String) {
     use tvm_runtime::packed_func::types::{type_code, TVMValue};
     let mut f = std::ptr::null_mut();
     // SAFETY: a NUL-terminated name and an out slot.
-    assert_eq!(
-        unsafe { TVMFuncGetGlobal(c"runtime.config_threadpool".as_ptr(), &mut f) },
-        0
-    );
+    let status = unsafe { TVMFuncGetGlobal(c"runtime.config_threadpool".as_ptr(), &mut f) };
+    assert_eq!(status, 0);
     assert!(!f.is_null());
     let mut values: Vec<TVMValue> = args.iter().map(|&v| TVMValue { v_int64: v }).collect();
     let mut codes = vec![type_code::INT; args.len()];
