@@ -337,3 +337,20 @@ fn corrupted_headers_are_refused() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The ELF fuzz target's seeds of segments whose ends overflow: each is refused with what is
+/// wrong (and the seed they derive from is accepted by the check).
+#[test]
+fn the_fuzz_seeds_with_wrapping_segments_are_refused() {
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/elf");
+    let seed = |name: &str| std::fs::read(format!("{seeds}/{name}.so")).unwrap();
+    tvm_runtime::module::elf_check::check_bytes("tiny.so", &seed("tiny")).unwrap();
+    for (name, want) in [
+        ("load_vaddr_wrap", "wraps the address space"),
+        ("load_memsz_wrap", "wraps the address space"),
+        ("dynamic_vaddr_wrap", "dynamic section"),
+    ] {
+        let e = tvm_runtime::module::elf_check::check_bytes(name, &seed(name)).unwrap_err();
+        assert!(e.message.contains(want), "{name}: {}", e.message);
+    }
+}
