@@ -163,5 +163,20 @@ int main(void) {
     CHECK_OK(TVMFuncGetGlobal(name, &g));
     CHECK(g == NULL);
   }
+
+  /* runtime.config_threadpool with a CPU id the machine lacks, or a negative one: an error
+     (a worker used to panic in CPU_SET and abort the process), and the pool still works. */
+  {
+    TVMValue a[3] = {val_int(0), val_int(2), val_int(5000)};
+    int c[3] = {kTVMArgInt, kTVMArgInt, kTVMArgInt};
+    TVMValue r;
+    int rc = -1;
+    CHECK_FAIL(call_global("runtime.config_threadpool", a, c, 3, &r, &rc));
+    a[2] = val_int(-1);
+    CHECK_FAIL(call_global("runtime.config_threadpool", a, c, 3, &r, &rc));
+    int count = 0;
+    CHECK_OK(TVMBackendParallelLaunch(par_count_lambda, &count, 0));
+    CHECK(count >= 1 && count <= 4);
+  }
   return check_summary("test_threads");
 }

@@ -425,11 +425,15 @@ unsafe extern "C" fn dlpack_deleter(m: *mut DLManagedTensor) {
     if m.is_null() {
         return;
     }
-    // SAFETY: `m` was made by `to_dlpack` below: a boxed tensor whose ctx is a boxed DLPackCtx.
-    unsafe {
-        drop(Box::from_raw((*m).manager_ctx as *mut DLPackCtx));
-        drop(Box::from_raw(m));
-    }
+    // Called from C: a panic in the array's release must not unwind there (that aborts).
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `m` was made by `to_dlpack` below: a boxed tensor whose ctx is a boxed
+        // DLPackCtx.
+        unsafe {
+            drop(Box::from_raw((*m).manager_ctx as *mut DLPackCtx));
+            drop(Box::from_raw(m));
+        }
+    });
 }
 
 /// Exports an array as a DLPack managed tensor that keeps the array alive until deleted.

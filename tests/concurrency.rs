@@ -140,3 +140,63 @@ fn the_registry_is_written_and_read_at_once() {
         .iter()
         .any(|n| n.starts_with("concurrency.f")));
 }
+
+/// Calls `runtime.config_threadpool` with integer arguments through the exported C functions,
+/// as C code or TVM's Python would: the status and, on failure, `TVMGetLastError`.
+fn config_threadpool_from_c(args: &[i64]) -> (std::ffi::c_int, String) {
+    use tvm_runtime::c_api::error::TVMGetLastError;
+    use tvm_runtime::c_api::func::{TVMFuncCall, TVMFuncFree, TVMFuncGetGlobal};
+    use tvm_runtime::packed_func::types::{type_code, TVMValue};
+    let mut f = std::ptr::null_mut();
+    // SAFETY: a NUL-terminated name and an out slot.
+    let status = unsafe { TVMFuncGetGlobal(c"runtime.config_threadpool".as_ptr(), &mut f) };
+    assert_eq!(status, 0);
+    assert!(!f.is_null());
+    let mut values: Vec<TVMValue> = args.iter().map(|&v| TVMValue { v_int64: v }).collect();
+    let mut codes = vec![type_code::INT; args.len()];
+    let (mut rv, mut rc) = (TVMValue::default(), 0);
+    // SAFETY: `args.len()` integer arguments and out slots.
+    let status = unsafe {
+        TVMFuncCall(
+            f,
+            values.as_mut_ptr(),
+            codes.as_mut_ptr(),
+            args.len() as std::ffi::c_int,
+            &mut rv,
+            &mut rc,
+        )
+    };
+    // SAFETY: the runtime returns a NUL-terminated string.
+    let msg = unsafe { std::ffi::CStr::from_ptr(TVMGetLastError()) }
+        .to_string_lossy()
+        .into_owned();
+    // SAFETY: the handle TVMFuncGetGlobal gave.
+    assert_eq!(unsafe { TVMFuncFree(f) }, 0);
+    (status, msg)
+}
+
+/// Pins workers to CPU ids that do not exist, or asks for impossible thread counts: each is a
+/// clear error (a worker used to panic inside `CPU_SET`, which aborted the process), and the
+/// pool keeps working.
+#[test]
+fn config_threadpool_from_c_refuses_bad_cpus_and_counts() {
+    let cases: [(&[i64], &str); 5] = [
+        (&[0, 2, 5000], "CPU id 5000 does not exist"),
+        (&[0, 2, -1], "CPU id -1 does not exist"),
+        (&[0, 3, 0, -7], "CPU id -7 does not exist"),
+        (&[0, -3], "nthreads -3 is out of range"),
+        (&[0, 1 << 40], "is out of range"),
+    ];
+    for (args, needle) in cases {
+        let (status, msg) = config_threadpool_from_c(args);
+        assert_eq!(status, -1, "{args:?} was accepted");
+        assert!(msg.contains(needle), "{args:?}: {msg}");
+    }
+    // A valid pinning still works, and the pool runs launches afterwards.
+    let (status, msg) = config_threadpool_from_c(&[0, 2, 0]);
+    assert_eq!(status, 0, "{msg}");
+    assert_eq!(tvm_runtime::threading::num_threads(), 2);
+    let (status, msg) = config_threadpool_from_c(&[0, 0]);
+    assert_eq!(status, 0, "{msg}");
+    one_executor_per_thread_gives_the_single_threaded_outputs();
+}

@@ -215,6 +215,30 @@ fn corrupted_headers_are_refused() {
             "in memory",
         ),
         (
+            "load_vaddr_wrap",
+            Box::new(|b| {
+                let p = first_of(b, 1);
+                put_u64(b, p + 16, u64::MAX - 7);
+            }),
+            "wraps the address space",
+        ),
+        (
+            "load_memsz_wrap",
+            Box::new(|b| {
+                let p = phdrs(b).iter().filter(|p| p.1 == 1).nth(1).unwrap().0;
+                put_u64(b, p + 40, u64::MAX - 7);
+            }),
+            "wraps the address space",
+        ),
+        (
+            "dynamic_vaddr_wrap",
+            Box::new(|b| {
+                let p = first_of(b, 2);
+                put_u64(b, p + 16, u64::MAX - 8);
+            }),
+            "dynamic section",
+        ),
+        (
             "load_align",
             Box::new(|b| {
                 let p = phdrs(b).iter().filter(|p| p.1 == 1).nth(1).unwrap().0;
@@ -312,4 +336,21 @@ fn corrupted_headers_are_refused() {
         assert!(e.contains(want), "{name}: expected '{want}' in: {e}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The ELF fuzz target's seeds of segments whose ends overflow: each is refused with what is
+/// wrong (and the seed they derive from is accepted by the check).
+#[test]
+fn the_fuzz_seeds_with_wrapping_segments_are_refused() {
+    let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/elf");
+    let seed = |name: &str| std::fs::read(format!("{seeds}/{name}.so")).unwrap();
+    tvm_runtime::module::elf_check::check_bytes("tiny.so", &seed("tiny")).unwrap();
+    for (name, want) in [
+        ("load_vaddr_wrap", "wraps the address space"),
+        ("load_memsz_wrap", "wraps the address space"),
+        ("dynamic_vaddr_wrap", "dynamic section"),
+    ] {
+        let e = tvm_runtime::module::elf_check::check_bytes(name, &seed(name)).unwrap_err();
+        assert!(e.message.contains(want), "{name}: {}", e.message);
+    }
 }

@@ -179,6 +179,10 @@ pub fn write_strings<S: AsRef<str>>(out: &mut Vec<u8>, v: &[S]) {
     }
 }
 
+/// How many bytes more than its data an array read from a file may take in memory (the
+/// lanes of a vector type, which the format does not store).
+const MAX_UNSTORED_BYTES: u64 = 64 << 20;
+
 /// Bytes the reference stores for `num_elems` elements of `dtype`: lanes are not counted.
 fn saved_data_size(dtype: DLDataType, num_elems: u64) -> Option<u64> {
     num_elems.checked_mul((dtype.bits as u64).div_ceil(8))
@@ -330,6 +334,16 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
         return Err(invalid(format!(
             "the data is truncated: {size} bytes of data announced, {} left",
             r.left()
+        )));
+    }
+    // The file holds one lane per element but the array takes all its lanes in memory: a
+    // vector type would make a small file ask for up to 65535 times its bytes.
+    let in_memory = crate::packed_func::tensor::checked_nbytes(&shape, dtype)
+        .map_err(|e| invalid(e.message))? as u64;
+    if in_memory > size.saturating_add(MAX_UNSTORED_BYTES) {
+        return Err(invalid(format!(
+            "shape {shape:?} of {} takes {in_memory} bytes in memory for {size} bytes of data",
+            crate::packed_func::dtype::dtype_to_string(dtype)
         )));
     }
     Ok(ArrayHeader { shape, dtype, size })
@@ -515,6 +529,27 @@ pub fn load_params(bytes: &[u8]) -> Result<Vec<(String, NDArray)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vector_lanes_cannot_make_a_small_file_ask_for_much_memory() {
+        // 1 MiB of uint8 data; as uint8x65535 it would take 64 GiB in memory.
+        let a = NDArray::from_slice(&vec![7u8; 1 << 20], &[1 << 20]).unwrap();
+        let mut b = Vec::new();
+        save_ndarray(&mut b, &a).unwrap();
+        // magic, reserved, device (8 bytes), ndim (4), then code, bits, lanes.
+        assert_eq!(b[30..32], [1, 0]);
+        b[30..32].copy_from_slice(&u16::MAX.to_le_bytes());
+        let e = load_ndarray(&mut ByteReader::new(&b, "test")).unwrap_err();
+        assert!(
+            e.message.contains("in memory for 1048576 bytes"),
+            "{}",
+            e.message
+        );
+        // A few lanes, within the margin, still load (as the reference, which stores one).
+        b[30..32].copy_from_slice(&4u16.to_le_bytes());
+        let v = load_ndarray(&mut ByteReader::new(&b, "test")).unwrap();
+        assert_eq!(v.dtype().lanes, 4);
+    }
 
     #[test]
     fn array_layout() {

@@ -52,7 +52,10 @@ impl BlobFile {
         use std::os::fd::AsRawFd;
         let mut done = 0usize;
         while done < n {
-            let Some(pos) = self.offset.checked_add((at + done) as u64) else {
+            let Some(pos) = at
+                .checked_add(done)
+                .and_then(|a| self.offset.checked_add(a as u64))
+            else {
                 return false;
             };
             let Ok(pos) = libc::off_t::try_from(pos) else {

@@ -140,6 +140,12 @@ impl Source for FileSource {
         if let Some(end) = range_end(offset, len, self.head_len as u64) {
             return Ok(Cow::Borrowed(&self.head[offset as usize..end as usize]));
         }
+        if range_end(offset, len, self.len).is_none() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("bytes {offset}+{len} are outside the file"),
+            ));
+        }
         let mut v = vec![0u8; len as usize];
         self.file.read_exact_at(&mut v, offset)?;
         Ok(Cow::Owned(v))
@@ -152,9 +158,13 @@ impl Source for &[u8] {
     }
 
     fn read(&self, offset: u64, len: u64) -> std::io::Result<Cow<'_, [u8]>> {
-        Ok(Cow::Borrowed(
-            &self[offset as usize..(offset + len) as usize],
-        ))
+        let end = range_end(offset, len, Source::len(self)).ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("bytes {offset}+{len} are outside the image"),
+            )
+        })?;
+        Ok(Cow::Borrowed(&self[offset as usize..end as usize]))
     }
 }
 
@@ -371,7 +381,8 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
                 && addr >= p.vaddr
                 && addr
                     .checked_add(size)
-                    .is_some_and(|end| end <= p.vaddr + p.memsz)
+                    .zip(p.vaddr.checked_add(p.memsz))
+                    .is_some_and(|(end, seg_end)| end <= seg_end)
         })
     };
     let dsz = std::mem::size_of::<DynEntry>() as u64;

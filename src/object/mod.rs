@@ -90,9 +90,13 @@ pub struct ObjCell<T> {
 }
 
 unsafe extern "C" fn delete_cell<T>(p: *mut Object) {
-    // SAFETY: the deleter is only installed by `ObjectRef::new::<T>`, which boxed an
-    // `ObjCell<T>`; it runs once, when the count drops to zero.
-    drop(unsafe { Box::from_raw(p as *mut ObjCell<T>) });
+    // A payload whose drop panics must not unwind into C (that aborts): the panic ends
+    // here, and whatever the drop did not release stays allocated.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // SAFETY: the deleter is only installed by `ObjectRef::new::<T>`, which boxed an
+        // `ObjCell<T>`; it runs once, when the count drops to zero.
+        drop(unsafe { Box::from_raw(p as *mut ObjCell<T>) });
+    }));
 }
 
 impl Object {

@@ -7,7 +7,7 @@
 //! sign-extended 56-bit value below. Registers at or above `1 << 54` are special: the void
 //! register (reads as null, writes are dropped) and the VM context register.
 
-use super::exec::{Executable, FuncKind, MAX_REGISTERS};
+use super::exec::{Executable, FuncKind, MAX_FRAME_REGISTERS, MAX_REGISTERS};
 use crate::packed_func::error::{Error, Result};
 
 /// First special register.
@@ -326,12 +326,16 @@ pub fn validate(exec: &Executable) -> Result<()> {
             continue;
         }
         let ctx = |m: String| bad(format!("function {}: {m}", f.name));
-        if f.num_args < 0 || f.num_args > MAX_REGISTERS {
-            return Err(ctx(format!("invalid argument count {}", f.num_args)));
-        }
-        if f.register_file_size < 0 || f.register_file_size > MAX_REGISTERS {
+        if f.num_args < 0 || f.num_args > MAX_FRAME_REGISTERS {
             return Err(ctx(format!(
-                "invalid register file size {}",
+                "invalid argument count {} (at most {MAX_FRAME_REGISTERS})",
+                f.num_args
+            )));
+        }
+        if f.register_file_size < 0 || f.register_file_size > MAX_FRAME_REGISTERS {
+            return Err(ctx(format!(
+                "invalid register file size {}: the per-frame register budget is \
+                 {MAX_FRAME_REGISTERS}",
                 f.register_file_size
             )));
         }

@@ -103,8 +103,16 @@ pub struct Executable {
     raw_code: Option<Box<(Vec<i64>, Vec<i64>)>>,
 }
 
-/// Largest register file a function may ask for (guards against absurd allocations).
+/// Largest register number an instruction may name (guards against absurd values; a
+/// function's register file is bounded by [`MAX_FRAME_REGISTERS`]).
 pub const MAX_REGISTERS: i64 = 1 << 24;
+
+/// Largest register file (and argument count) a VM function may declare: 2^18 registers,
+/// about 6 MiB per frame. An executable that declares more is refused at load; the
+/// frames running at once are bounded too
+/// ([`MAX_STACK_REGISTERS`](super::interp::MAX_STACK_REGISTERS)). Compiled models use
+/// at most a few thousand.
+pub const MAX_FRAME_REGISTERS: i64 = 1 << 18;
 
 struct Reader<'a> {
     data: &'a [u8],

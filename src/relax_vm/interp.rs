@@ -29,6 +29,12 @@ use std::sync::{Arc, Mutex, RwLock};
 /// Deepest nesting of VM function calls (each level recurses on the native stack).
 pub const MAX_CALL_DEPTH: usize = 256;
 
+/// Most registers the frames of the VM functions running on one thread may hold together
+/// (2^22, about 100 MiB of register values): a bound on what an executable can make the VM
+/// allocate by recursing, whatever its functions' register files
+/// ([`MAX_FRAME_REGISTERS`](super::exec::MAX_FRAME_REGISTERS) each).
+pub const MAX_STACK_REGISTERS: usize = 1 << 22;
+
 /// `relax.vm.Closure`: a function name and the PackedFunc that runs it, called with the VM
 /// context pointer first.
 pub struct ClosureObj {
@@ -135,6 +141,8 @@ thread_local! {
     /// VMs running on this thread, innermost last.
     static ACTIVE: RefCell<Vec<*const VmCore>> = const { RefCell::new(Vec::new()) };
     static DEPTH: Cell<usize> = const { Cell::new(0) };
+    /// Registers held by the frames of the VM functions running on this thread.
+    static STACK_REGISTERS: Cell<usize> = const { Cell::new(0) };
 }
 
 struct ActiveGuard;
@@ -519,15 +527,29 @@ impl VmCore {
                 ),
             ));
         }
+        let nreg = f.register_file_size.max(f.num_args) as usize;
+        let held = STACK_REGISTERS.with(Cell::get);
+        if nreg > MAX_STACK_REGISTERS.saturating_sub(held) {
+            return Err(Error::new(
+                ErrorKind::RuntimeError,
+                format!(
+                    "Relax VM stack budget exceeded: calling {} ({nreg} registers) with {held} \
+                     registers held by {depth} running frames would pass the budget of \
+                     {MAX_STACK_REGISTERS} registers",
+                    f.name
+                ),
+            ));
+        }
         DEPTH.with(|d| d.set(depth + 1));
-        struct DepthGuard;
-        impl Drop for DepthGuard {
+        STACK_REGISTERS.with(|r| r.set(held + nreg));
+        struct FrameGuard(usize);
+        impl Drop for FrameGuard {
             fn drop(&mut self) {
                 DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+                STACK_REGISTERS.with(|r| r.set(r.get().saturating_sub(self.0)));
             }
         }
-        let _dg = DepthGuard;
-        let nreg = f.register_file_size.max(f.num_args) as usize;
+        let _fg = FrameGuard(nreg);
         let mut regs = args;
         regs.resize(nreg, RetValue::Null);
         let mut frame = Frame {
@@ -979,4 +1001,114 @@ pub(crate) fn regs_of(args: &Args<'_>, from: usize) -> Result<Vec<RetValue>> {
         return Ok(Vec::new());
     }
     args_to_regs(&args.values()[from..], &args.codes()[from..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MAX_STACK_REGISTERS;
+    use crate::module::Module;
+    use crate::packed_func::value::{ArgValue, RetValue};
+    use crate::packed_func::Result;
+    use crate::relax_vm::exec::{Executable, FuncInfo, FuncKind, MAX_FRAME_REGISTERS};
+    use crate::relax_vm::vm_module::load_executable_bytes;
+
+    /// A few hundred bytes: `f(x)` with `regs` registers calls itself (`%1 = f(%0); ret %1`).
+    fn recursive(regs: i64) -> Result<Vec<u8>> {
+        let f = FuncInfo {
+            kind: FuncKind::VmFunc,
+            name: "f".into(),
+            start_instr: 0,
+            end_instr: 2,
+            num_args: 1,
+            register_file_size: regs,
+            param_names: vec!["x".into()],
+        };
+        // call (1) dst %1, function 0, one argument: %0; ret (2) %1.
+        Executable::from_parts(vec![f], vec![], vec![0, 5], vec![1, 1, 0, 1, 0, 2, 1])?.save()
+    }
+
+    fn run_f(bytes: &[u8]) -> Result<RetValue> {
+        let exec = load_executable_bytes(bytes, "relax.Executable")?;
+        let vm = Module::from_object(
+            exec.function("vm_load_executable")?
+                .call(&[])?
+                .into_object()?,
+        )?;
+        vm.function("vm_initialization")?.call(&[
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Int(2),
+        ])?;
+        vm.function("f")?.call(&[ArgValue::Int(1)])
+    }
+
+    #[test]
+    fn a_register_file_over_the_frame_budget_is_refused_at_load() {
+        for regs in [MAX_FRAME_REGISTERS + 1, 1 << 24] {
+            let e = recursive(regs).unwrap_err();
+            assert!(
+                e.message.contains("per-frame register budget"),
+                "{regs}: {}",
+                e.message
+            );
+        }
+        // The same file written by hand (save refuses nothing): refused when loaded.
+        let mut bytes = recursive(4).unwrap();
+        let at = bytes
+            .windows(8)
+            .rposition(|w| w == 4i64.to_le_bytes())
+            .unwrap();
+        bytes[at..at + 8].copy_from_slice(&(1i64 << 24).to_le_bytes());
+        let e = run_f(&bytes).unwrap_err();
+        assert!(
+            e.message.contains("per-frame register budget"),
+            "{}",
+            e.message
+        );
+    }
+
+    #[test]
+    fn deep_recursion_stops_at_the_stack_budget() {
+        // Frames at the per-frame budget: the stack budget ends the recursion after
+        // MAX_STACK_REGISTERS / MAX_FRAME_REGISTERS frames (not at the call depth limit, 256
+        // frames, which would have held 2^26 registers, over a GiB).
+        let bytes = recursive(MAX_FRAME_REGISTERS).unwrap();
+        let e = run_f(&bytes).unwrap_err();
+        assert!(e.message.contains("stack budget"), "{}", e.message);
+        let frames = MAX_STACK_REGISTERS / MAX_FRAME_REGISTERS as usize;
+        assert!(
+            e.message
+                .contains(&format!("held by {frames} running frames")),
+            "{}",
+            e.message
+        );
+        // The budget is released as the frames return: the VM runs again.
+        let e = run_f(&bytes).unwrap_err();
+        assert!(e.message.contains("stack budget"), "{}", e.message);
+        // Small frames reach the call depth limit first.
+        let e = run_f(&recursive(2).unwrap()).unwrap_err();
+        assert!(e.message.contains("call depth"), "{}", e.message);
+    }
+
+    #[test]
+    fn the_fuzz_seeds_are_these_executables() {
+        let seed = |name: &str| {
+            std::fs::read(format!(
+                "{}/fuzz/seeds/relax/{name}.bin",
+                env!("CARGO_MANIFEST_DIR")
+            ))
+            .unwrap()
+        };
+        assert_eq!(
+            seed("recurse_frame_budget"),
+            recursive(MAX_FRAME_REGISTERS).unwrap()
+        );
+        assert_eq!(seed("recurse_small"), recursive(2).unwrap());
+        let e = run_f(&seed("recurse_huge_regs")).unwrap_err();
+        assert!(
+            e.message.contains("per-frame register budget"),
+            "{}",
+            e.message
+        );
+    }
 }

@@ -551,11 +551,14 @@ struct RemoteArrayHolder {
 }
 
 unsafe extern "C" fn delete_remote_array(m: *mut DLManagedTensor) {
-    // SAFETY: `m` is the first field of a boxed holder made in remote_ndarray.
-    let holder = unsafe { Box::from_raw(m as *mut RemoteArrayHolder) };
-    if let Some(space) = take_space(holder.managed.dl_tensor.data) {
-        space.sess.free_handle(space.nd_handle, tc::NDARRAY_HANDLE);
-    }
+    // Called from C: a panic while freeing (a network call) must not unwind there.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: `m` is the first field of a boxed holder made in remote_ndarray.
+        let holder = unsafe { Box::from_raw(m as *mut RemoteArrayHolder) };
+        if let Some(space) = take_space(holder.managed.dl_tensor.data) {
+            space.sess.free_handle(space.nd_handle, tc::NDARRAY_HANDLE);
+        }
+    });
 }
 
 /// A local NDArray for a server-side array (data = a [`RemoteSpace`], device masked).

@@ -31,6 +31,7 @@ mod pool;
 
 pub use pool::{config_threadpool, num_threads, parallel_barrier, parallel_launch};
 
+use crate::object::containers::{ArrayObj, StringObj};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::RetValue;
@@ -138,18 +139,50 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("runtime.config_threadpool", |a, _rv| {
+        const USAGE: &str = "runtime.config_threadpool expects (mode, nthreads[, cpus...]) or \
+                             (mode, nthreads, [cpu strings][, max_concurrency])";
         if a.len() < 2 {
-            return Err(Error::value(
-                "runtime.config_threadpool expects (mode, nthreads[, cpus...])",
-            ));
+            return Err(Error::value(USAGE));
         }
-        let mode = a.i64(0)? as i32;
-        let n = a.i64(1)? as i32;
-        let cpus = (2..a.len())
-            .map(|i| a.i64(i).map(|c| c as u32))
-            .collect::<Result<Vec<_>>>()?;
-        config_threadpool(mode, n, &cpus);
-        Ok(())
+        let mode = a.i64(0)?;
+        let mode = i32::try_from(mode).map_err(|_| {
+            Error::value(format!(
+                "runtime.config_threadpool: mode {mode} is out of range"
+            ))
+        })?;
+        let cpus = if a.len() >= 3 && a.downcast::<ArrayObj>(2).is_ok() {
+            // TVM's form: the CPU ids as an array of strings, then the maximum concurrency
+            // (accepted and unused: the pool's size is `nthreads`).
+            if a.len() > 4 {
+                return Err(Error::value(USAGE));
+            }
+            if a.len() == 4 {
+                a.i64(3)?;
+            }
+            a.downcast::<ArrayObj>(2)?
+                .items
+                .iter()
+                .map(|item| {
+                    let text = item
+                        .as_ref()
+                        .and_then(|o| o.downcast_ref::<StringObj>())
+                        .map(|s| s.as_str())
+                        .ok_or_else(|| {
+                            Error::type_error(
+                                "runtime.config_threadpool: the CPU list must hold strings",
+                            )
+                        })?;
+                    text.trim().parse::<i64>().map_err(|_| {
+                        Error::value(format!(
+                            "runtime.config_threadpool: CPU id '{text}' is not a number"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            (2..a.len()).map(|i| a.i64(i)).collect::<Result<Vec<_>>>()?
+        };
+        config_threadpool(mode, a.i64(1)?, &cpus)
     });
 }
 

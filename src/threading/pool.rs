@@ -23,7 +23,7 @@
 //! thread reads no clock until it has spun 64 times.
 
 use super::{ParallelGroupEnv, ParallelLambda, PoolConfig};
-use crate::packed_func::error::{last_error_string, set_last_error_message};
+use crate::packed_func::error::{last_error_string, set_last_error_message, Error, Result};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
@@ -78,14 +78,9 @@ fn now_ns() -> u64 {
     epoch().elapsed().as_nanos() as u64
 }
 
-/// Until when (ns since [`epoch`]) the machine counts as oversubscribed.
+/// Until when (ns since [`epoch`]) the machine counts as oversubscribed, for the pools
+/// compiled code uses (a pool a test starts has a word of its own).
 static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
-
-/// Whether a spinning thread was recently descheduled (see [`Spin`]). Reads the clock only
-/// while a mark is set; the first call after the mark expires clears it.
-pub(crate) fn contended() -> bool {
-    still_marked(&CONTENDED_UNTIL, 0)
-}
 
 /// Whether the deadline in `word` (ns since [`epoch`] plus `offset`; 0: none) is still
 /// ahead. An expired deadline is cleared, so that hot paths go back to one relaxed load
@@ -102,11 +97,61 @@ fn still_marked(word: &AtomicU64, offset: u64) -> bool {
     false
 }
 
-fn note_contention() {
-    CONTENDED_UNTIL.store(
-        now_ns() + CONTENDED_FOR.as_nanos() as u64,
-        Ordering::Relaxed,
-    );
+/// What a pool knows of the load on the machine, read-mostly (written when contention or a
+/// collision is seen): whether the machine counts as oversubscribed, why it was marked so
+/// (counted per cause, for diagnostics and tests), and when application threads last
+/// collided on the pool. Leaked with its pool; the pool's barrier refers to it too.
+struct Contention {
+    /// Until when the machine counts as oversubscribed: [`CONTENDED_UNTIL`] for the pools
+    /// compiled code uses, a word of the pool's own for a pool a test starts.
+    until: &'static AtomicU64,
+    /// Spins of this pool's threads that found they had been descheduled.
+    preempted: AtomicU32,
+    /// Barrier waits longer than [`SLOW_WAIT`].
+    slow_barriers: AtomicU32,
+    /// Launcher waits for started tasks longer than [`SLOW_WAIT`].
+    slow_launches: AtomicU32,
+    /// Streaks of launches that no spinning worker saw (see `Pool::note_unclaimed`).
+    unseen_streaks: AtomicU32,
+    /// When a launch last found the pool held by another application thread (ns since
+    /// [`epoch`]; 0: never).
+    collision: AtomicU64,
+}
+
+impl Contention {
+    fn new(until: &'static AtomicU64) -> &'static Contention {
+        Box::leak(Box::new(Contention {
+            until,
+            preempted: AtomicU32::new(0),
+            slow_barriers: AtomicU32::new(0),
+            slow_launches: AtomicU32::new(0),
+            unseen_streaks: AtomicU32::new(0),
+            collision: AtomicU64::new(0),
+        }))
+    }
+
+    /// Whether a spinning thread was recently descheduled (see [`Spin`]). Reads the clock
+    /// only while a mark is set; the first call after the mark expires clears it.
+    fn contended(&self) -> bool {
+        still_marked(self.until, 0)
+    }
+
+    /// Marks the machine oversubscribed for [`CONTENDED_FOR`], counting the `cause`.
+    fn note(&self, cause: &AtomicU32) {
+        cause.fetch_add(1, Ordering::Relaxed);
+        self.until.store(
+            now_ns() + CONTENDED_FOR.as_nanos() as u64,
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Whether several application threads have been launching on the pool recently: each
+    /// then runs its launches alone, which keeps one thread per model instead of adding the
+    /// pool's workers to a machine the application threads already fill (a launch every
+    /// [`SHARED_FOR`] probes the pool again).
+    fn recently_shared(&self) -> bool {
+        still_marked(&self.collision, SHARED_FOR.as_nanos() as u64)
+    }
 }
 
 /// A bounded spin: `budget` iterations of `spin_loop`, fewer while the machine is
@@ -116,21 +161,23 @@ fn note_contention() {
 /// spinning, so the machine is oversubscribed; it then records that (for every thread of
 /// the process) and stops, since a spinning thread would only take time from threads that
 /// have work.
-struct Spin {
+struct Spin<'a> {
+    contention: &'a Contention,
     left: u32,
     /// The first and the latest clock reading (none before the 64th iteration).
     first: Option<Instant>,
     last: Option<Instant>,
 }
 
-impl Spin {
-    fn new(budget: u32) -> Spin {
-        let budget = if budget > CONTENDED_SPIN && contended() {
+impl<'a> Spin<'a> {
+    fn new(budget: u32, contention: &'a Contention) -> Spin<'a> {
+        let budget = if budget > CONTENDED_SPIN && contention.contended() {
             CONTENDED_SPIN
         } else {
             budget
         };
         Spin {
+            contention,
             left: budget,
             first: None,
             last: None,
@@ -139,10 +186,10 @@ impl Spin {
 
     /// After a wait that this spin began: marks the machine oversubscribed when the wait,
     /// spinning and sleeping together, took longer than [`SLOW_WAIT`] (a wait that ended
-    /// within 64 iterations never read the clock and costs nothing here).
-    fn note_if_slow(&self) {
+    /// within 64 iterations never read the clock and costs nothing here); `cause` counts it.
+    fn note_if_slow(&self, cause: &AtomicU32) {
         if self.first.is_some_and(|t| t.elapsed() > SLOW_WAIT) {
-            note_contention();
+            self.contention.note(cause);
         }
     }
 
@@ -159,7 +206,7 @@ impl Spin {
                 .last
                 .is_some_and(|last| now.duration_since(last) > PREEMPTED)
             {
-                note_contention();
+                self.contention.note(&self.contention.preempted);
                 self.left = 0;
                 return false;
             }
@@ -182,6 +229,7 @@ struct Barrier {
     /// Tasks asleep on `state`.
     sleepers: AtomicU32,
     spin_count: u32,
+    contention: &'static Contention,
 }
 
 /// The phase bits of a barrier's state word.
@@ -233,11 +281,12 @@ fn remember_barrier(f: usize) {
 }
 
 impl Barrier {
-    fn new(spin_count: u32) -> Barrier {
+    fn new(spin_count: u32, contention: &'static Contention) -> Barrier {
         Barrier {
             state: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             spin_count,
+            contention,
         }
     }
 
@@ -262,7 +311,7 @@ impl Barrier {
             }
             return;
         }
-        let mut spin = Spin::new(self.spin_count.max(1000));
+        let mut spin = Spin::new(self.spin_count.max(1000), self.contention);
         while self.phase() == phase {
             if spin.spin() {
                 continue;
@@ -282,7 +331,7 @@ impl Barrier {
         }
         // Measured from the start of the wait, spinning included: a full spin budget is
         // itself milliseconds, which a missing task on an oversubscribed machine outlasts.
-        spin.note_if_slow();
+        spin.note_if_slow(&self.contention.slow_barriers);
     }
 }
 
@@ -335,8 +384,6 @@ struct LauncherState {
     acks_then: AtomicU32,
     /// When the streak began (ns since `epoch`).
     streak_began: AtomicU64,
-    /// Streaks that marked the machine oversubscribed (tests).
-    unseen_streaks: AtomicU32,
 }
 
 /// How long a streak of unclaimed launches that no worker saw must last to count (a spinning
@@ -360,8 +407,12 @@ struct Pool {
     barrier: Barrier,
     /// One per worker (see [`Ack`]).
     acks: &'static [Ack],
+    /// See [`Contention`] (the barrier's).
+    contention: &'static Contention,
     // Read-mostly from here on (written at start, stop, on errors and by test hooks).
     config: PoolConfig,
+    /// The CPUs workers are pinned to (`runtime.config_threadpool`; empty: none listed).
+    cpus: Box<[usize]>,
     /// Threads a launch may use: the launcher plus the workers that did start.
     threads: AtomicUsize,
     shutdown: AtomicBool,
@@ -385,20 +436,67 @@ static POOL_INIT: Mutex<()> = Mutex::new(());
 /// referenced by a thread that loaded it), so they stay listed here: reachable, not leaked.
 static STARTED: Mutex<Vec<&'static Pool>> = Mutex::new(Vec::new());
 
-fn bind_to_core(core: usize) {
-    // SAFETY: a zeroed cpu_set_t with one bit set, applied to the calling thread.
-    unsafe {
+/// CPUs a `cpu_set_t` can name.
+const CPU_SETSIZE: usize = libc::CPU_SETSIZE as usize;
+
+/// The CPUs the calling thread may run on (its affinity mask), ascending; empty where the
+/// mask cannot be read.
+fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: pid 0 is this thread; the size matches the set.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } != 0 {
+        return Vec::new();
+    }
+    (0..CPU_SETSIZE)
+        // SAFETY: `c` is below CPU_SETSIZE, the set's capacity.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect()
+}
+
+/// Pins the calling thread to `core`; the error says why it could not be.
+fn bind_to_core(core: usize) -> std::result::Result<(), String> {
+    if core >= CPU_SETSIZE {
+        return Err(format!(
+            "CPU {core} is beyond the {CPU_SETSIZE} CPUs an affinity mask can name"
+        ));
+    }
+    // SAFETY: a zeroed cpu_set_t with one bit set (`core` is below its capacity, checked
+    // above), applied to the calling thread.
+    let r = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if r != 0 {
+        return Err(format!(
+            "cannot pin it to CPU {core}: {}",
+            std::io::Error::last_os_error()
+        ));
     }
+    Ok(())
 }
+
+/// How a worker's start went: the worker's number and, when it did not start, why.
+type StartReport = (usize, std::result::Result<(), String>);
 
 impl Pool {
     /// Starts a pool; `cpus`, when given, lists the cores workers are pinned to. A worker
-    /// that cannot be started leaves the pool smaller (down to the launcher alone), never
-    /// aborts the process.
-    fn start(config: PoolConfig, cpus: &[u32]) -> &'static Pool {
+    /// that cannot be started (its thread not created, or not pinned where it was asked to
+    /// be) is not counted: the pool is that much smaller (down to the launcher alone), and
+    /// the second value says why each such worker did not start. Nothing here aborts the
+    /// process.
+    fn start(config: PoolConfig, cpus: &[usize]) -> (&'static Pool, Vec<String>) {
+        Self::start_marking(config, cpus, &CONTENDED_UNTIL)
+    }
+
+    /// [`Pool::start`], marking the machine oversubscribed in `until`.
+    fn start_marking(
+        config: PoolConfig,
+        cpus: &[usize],
+        until: &'static AtomicU64,
+    ) -> (&'static Pool, Vec<String>) {
+        let contention = Contention::new(until);
         let wanted = config.threads.clamp(1, MAX_THREADS);
         // Leaked with the pool, which lives as long as the process.
         let acks: &'static [Ack] = Box::leak(
@@ -424,11 +522,12 @@ impl Pool {
                 unclaimed: AtomicU32::new(0),
                 acks_then: AtomicU32::new(0),
                 streak_began: AtomicU64::new(0),
-                unseen_streaks: AtomicU32::new(0),
             },
-            barrier: Barrier::new(config.spin_count),
+            barrier: Barrier::new(config.spin_count, contention),
+            contention,
             acks,
             config,
+            cpus: cpus.into(),
             threads: AtomicUsize::new(1),
             shutdown: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -436,33 +535,58 @@ impl Pool {
             parked: AtomicU32::new(0),
         }));
         STARTED.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        let mut started = 0;
+        // Binding from the environment spreads workers over the CPUs this thread may use.
+        let allowed = if cpus.is_empty() && pool.config.bind {
+            allowed_cpus()
+        } else {
+            Vec::new()
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<StartReport>();
+        let mut errors = Vec::new();
+        let mut spawned = 0;
         for w in 1..wanted {
             let core = if !cpus.is_empty() {
-                Some(cpus[w % cpus.len()] as usize)
-            } else if pool.config.bind {
-                Some(w % cores)
+                Some(cpus[w % cpus.len()])
+            } else if !allowed.is_empty() {
+                Some(allowed[w % allowed.len()])
             } else {
                 None
             };
-            let spawned = std::thread::Builder::new()
+            let tx = tx.clone();
+            let r = std::thread::Builder::new()
                 .name(format!("tvm-worker-{w}"))
                 .spawn(move || {
-                    if let Some(core) = core {
-                        bind_to_core(core);
+                    // A worker takes part in launches only once it has reported its start.
+                    let r = std::panic::catch_unwind(|| core.map_or(Ok(()), bind_to_core))
+                        .unwrap_or_else(|p| {
+                            Err(crate::packed_func::error::panic_to_error(p).to_string())
+                        });
+                    let ok = r.is_ok();
+                    let _ = tx.send((w, r));
+                    drop(tx);
+                    if ok {
+                        pool.worker_loop(&acks[w - 1]);
                     }
-                    pool.worker_loop(&acks[w - 1]);
                 });
-            if spawned.is_err() {
-                break;
+            match r {
+                Ok(_) => spawned += 1,
+                Err(e) => {
+                    errors.push(format!("worker {w}: cannot create its thread: {e}"));
+                    break;
+                }
             }
-            started += 1;
+        }
+        drop(tx);
+        // Every spawned worker reports once; the loop also ends when no sender is left.
+        let mut started = 0;
+        for (w, r) in rx.iter().take(spawned) {
+            match r {
+                Ok(()) => started += 1,
+                Err(e) => errors.push(format!("worker {w}: {e}")),
+            }
         }
         pool.threads.store(started + 1, Ordering::Release);
-        pool
+        (pool, errors)
     }
 
     fn worker_loop(&'static self, ack: &Ack) {
@@ -473,7 +597,7 @@ impl Pool {
         let mut seen = 0u32;
         let wake = &self.job.wake;
         loop {
-            let mut spin = Spin::new(self.config.spin_count);
+            let mut spin = Spin::new(self.config.spin_count, self.contention);
             let mut current = wake.load(Ordering::Acquire);
             while current == seen {
                 if !spin.spin() {
@@ -482,7 +606,7 @@ impl Pool {
                         futex_wait(wake, seen);
                     }
                     self.job.sleepers.fetch_sub(1, Ordering::SeqCst);
-                    spin = Spin::new(self.config.spin_count);
+                    spin = Spin::new(self.config.spin_count, self.contention);
                 }
                 current = wake.load(Ordering::Acquire);
             }
@@ -498,7 +622,17 @@ impl Pool {
                 futex_wait(&self.parked, 1);
             }
             while let Some((task, num_task)) = self.try_claim() {
-                self.run_task(task, num_task);
+                // The lambda is C code (it cannot unwind); what could panic is ours, and
+                // the launch must still see the task finish.
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    self.run_task(task, num_task)
+                }));
+                if let Err(p) = ran {
+                    self.record_failure(format!(
+                        "a worker failed running task {task}: {}",
+                        crate::packed_func::error::panic_to_error(p)
+                    ));
+                }
                 self.finish_task();
             }
         }
@@ -548,12 +682,16 @@ impl Pool {
         // SAFETY: the launcher's contract makes `f` callable with `cdata` from any thread.
         let r = unsafe { f(task_id as i32, &mut env, cdata) };
         if r != 0 {
-            self.failed.store(true, Ordering::Relaxed);
-            let msg = last_error_string();
-            let mut e = self.error.lock().unwrap_or_else(|p| p.into_inner());
-            if e.is_none() {
-                *e = Some(msg);
-            }
+            self.record_failure(last_error_string());
+        }
+    }
+
+    /// Records the failure of a task of the current launch (the first message is kept).
+    fn record_failure(&self, msg: String) {
+        self.failed.store(true, Ordering::Relaxed);
+        let mut e = self.error.lock().unwrap_or_else(|p| p.into_inner());
+        if e.is_none() {
+            *e = Some(msg);
         }
     }
 
@@ -595,7 +733,7 @@ impl Pool {
         let target = base.wrapping_add((num_task - mine) as u32);
         self.launcher.done_base.store(target, Ordering::Relaxed);
         let done = &self.done.count;
-        let mut spin = Spin::new(LAUNCHER_SPIN);
+        let mut spin = Spin::new(LAUNCHER_SPIN, self.contention);
         while done.load(Ordering::Acquire) != target {
             if spin.spin() {
                 continue;
@@ -613,7 +751,7 @@ impl Pool {
         }
         // A started task that kept the launcher waiting long had no core (or the tasks are
         // badly unbalanced): as with a slow barrier, the machine counts as oversubscribed.
-        spin.note_if_slow();
+        spin.note_if_slow(&self.contention.slow_launches);
         if self.barrier.phase() != phase {
             remember_barrier(f as usize);
         }
@@ -664,8 +802,7 @@ impl Pool {
                 let long = now_ns().saturating_sub(state.streak_began.load(Ordering::Relaxed))
                     > UNCLAIMED_FOR.as_nanos() as u64;
                 if long && acks() == state.acks_then.load(Ordering::Relaxed) {
-                    state.unseen_streaks.fetch_add(1, Ordering::Relaxed);
-                    note_contention();
+                    self.contention.note(&self.contention.unseen_streaks);
                 }
                 n = 0;
             }
@@ -721,16 +858,21 @@ impl Pool {
             }
             if self.shutdown.load(Ordering::Acquire) {
                 // The pool was replaced (runtime.config_threadpool) after this launch found
-                // it: run on the new one.
-                // SAFETY: forwarded contract.
-                return unsafe { launch_on(pool(), f, cdata, n as i32) };
+                // it: run on the new one (published before the old one stops).
+                let new = pool();
+                if !std::ptr::eq(new, self) {
+                    // SAFETY: forwarded contract.
+                    return unsafe { launch_on(new, f, cdata, n as i32) };
+                }
             }
             if chosen {
                 // Another application thread holds the pool: run on this thread alone, and
-                // keep doing so for a while (see `recently_shared`).
-                COLLISION.store(now_ns().max(1), Ordering::Relaxed);
+                // keep doing so for a while (see `Contention::recently_shared`).
+                self.contention
+                    .collision
+                    .store(now_ns().max(1), Ordering::Relaxed);
                 // SAFETY: forwarded contract.
-                return unsafe { run_inline(f, cdata) };
+                return unsafe { run_inline(self, f, cdata) };
             }
             backoff += 1;
             if backoff < 64 {
@@ -754,7 +896,15 @@ fn pool() -> &'static Pool {
         // SAFETY: as above.
         return unsafe { &*p };
     }
-    let pool = Pool::start(PoolConfig::from_env(), &[]);
+    let (pool, errors) = Pool::start(PoolConfig::from_env(), &[]);
+    // No caller to hand the failure to: say it once, the pool runs with the workers it has.
+    if !errors.is_empty() {
+        eprintln!(
+            "tvm-runtime: the thread pool runs with {} thread(s): {}",
+            pool.threads(),
+            errors.join("; ")
+        );
+    }
     POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
     pool
 }
@@ -763,8 +913,8 @@ fn pool() -> &'static Pool {
 ///
 /// # Safety
 /// `f` callable with `cdata`.
-unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
-    let barrier = Barrier::new(0);
+unsafe fn run_inline(pool: &Pool, f: ParallelLambda, cdata: *mut c_void) -> i32 {
+    let barrier = Barrier::new(0, pool.contention);
     let mut env = ParallelGroupEnv {
         sync_handle: &barrier as *const Barrier as *mut c_void,
         num_task: 1,
@@ -783,21 +933,9 @@ unsafe fn run_inline(f: ParallelLambda, cdata: *mut c_void) -> i32 {
     }
 }
 
-/// When a launch last found the pool held by another application thread (ns since
-/// [`epoch`]; 0: never).
-static COLLISION: AtomicU64 = AtomicU64::new(0);
-
-/// How long after such a collision launches that let the pool choose run on their own
-/// thread.
+/// How long after a launch found the pool held by another application thread launches that
+/// let the pool choose run on their own thread.
 const SHARED_FOR: Duration = Duration::from_millis(50);
-
-/// Whether several application threads have been launching recently: each then runs its
-/// launches alone, which keeps one thread per model instead of adding the pool's workers
-/// to a machine the application threads already fill (a launch every 50 ms probes the
-/// pool again).
-fn recently_shared() -> bool {
-    still_marked(&COLLISION, SHARED_FOR.as_nanos() as u64)
-}
 
 /// Checks a launch against `pool` and runs it.
 ///
@@ -812,7 +950,7 @@ unsafe fn launch_on(pool: &Pool, f: ParallelLambda, cdata: *mut c_void, num_task
     }
     if IN_TASK.with(|t| t.get()) {
         // SAFETY: forwarded contract.
-        return unsafe { run_inline(f, cdata) };
+        return unsafe { run_inline(pool, f, cdata) };
     }
     let threads = pool.threads();
     let n = if num_task == 0 {
@@ -827,17 +965,17 @@ unsafe fn launch_on(pool: &Pool, f: ParallelLambda, cdata: *mut c_void, num_task
         ));
         return -1;
     }
-    if num_task == 0 && recently_shared() {
+    if num_task == 0 && pool.contention.recently_shared() {
         // SAFETY: forwarded contract.
-        return unsafe { run_inline(f, cdata) };
+        return unsafe { run_inline(pool, f, cdata) };
     }
     // A lambda that uses the barrier needs all its tasks running at once; on an
     // oversubscribed machine that means waiting for a core per task, so when the pool may
     // choose, it runs such a lambda as one task on the caller (as the reference does with
     // its default of one thread on a 2-core x86 machine).
-    if n <= 1 || (num_task == 0 && contended() && uses_barrier(f as usize)) {
+    if n <= 1 || (num_task == 0 && pool.contention.contended() && uses_barrier(f as usize)) {
         // SAFETY: forwarded contract.
-        return unsafe { run_inline(f, cdata) };
+        return unsafe { run_inline(pool, f, cdata) };
     }
     // SAFETY: forwarded contract; 2 <= n <= threads.
     unsafe { pool.run(f, cdata, n, num_task == 0) }
@@ -871,25 +1009,71 @@ pub fn num_threads() -> usize {
     pool().threads()
 }
 
-/// Reconfigures the pool (`runtime.config_threadpool`): `nthreads > 0` sets the thread count
-/// (else all cores); `mode` (1 big cores, -1 little cores, 0 default) only selects among
-/// cores on asymmetric machines, which Linux does not describe uniformly, so all cores count
-/// as big here; `cpus` pins workers to the listed cores when given.
-pub fn config_threadpool(_mode: i32, nthreads: i32, cpus: &[u32]) {
-    let _g = POOL_INIT.lock().unwrap_or_else(|e| e.into_inner());
+/// CPUs this machine has (configured, online or not), at most [`CPU_SETSIZE`].
+fn configured_cpus() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
+    usize::try_from(n).unwrap_or(0).clamp(1, CPU_SETSIZE)
+}
+
+/// Checks the arguments of `runtime.config_threadpool`: the thread count and the CPU ids
+/// (each must name a CPU of this machine). Returns the pool's configuration and the CPUs.
+fn checked_config(nthreads: i64, cpus: &[i64]) -> Result<(PoolConfig, Vec<usize>)> {
+    let what = "runtime.config_threadpool";
+    if !(0..=MAX_THREADS as i64).contains(&nthreads) {
+        return Err(Error::value(format!(
+            "{what}: nthreads {nthreads} is out of range: 0 (every core) to {MAX_THREADS}"
+        )));
+    }
+    let machine = configured_cpus();
+    let cpus = cpus
+        .iter()
+        .map(|&c| match usize::try_from(c) {
+            Ok(c) if c < machine => Ok(c),
+            _ => Err(Error::value(format!(
+                "{what}: CPU id {c} does not exist: this machine has CPUs 0 to {}",
+                machine - 1
+            ))),
+        })
+        .collect::<Result<Vec<usize>>>()?;
+    if cpus.len() > MAX_THREADS {
+        return Err(Error::value(format!(
+            "{what}: {} CPU ids given; a pool has at most {MAX_THREADS} threads",
+            cpus.len()
+        )));
+    }
     let mut config = PoolConfig::from_env();
     if nthreads > 0 {
         config.threads = nthreads as usize;
     } else if !cpus.is_empty() {
         config.threads = cpus.len();
     }
+    Ok((config, cpus))
+}
+
+/// Reconfigures the pool (`runtime.config_threadpool`): `nthreads > 0` sets the thread count
+/// (0: all cores); `mode` (1 big cores, -1 little cores, 0 default) only selects among
+/// cores on asymmetric machines, which Linux does not describe uniformly, so all cores count
+/// as big here; `cpus` pins workers to the listed cores when given.
+///
+/// A thread count out of range (negative, or over 1024) or a CPU id this machine lacks is
+/// an error, and the pool stays as it was. A worker that cannot start (its thread not
+/// created, or not pinned to its CPU, e.g. one offline or outside this process's cpuset) is
+/// an error too, naming each: the new pool then runs with the workers that did start.
+pub fn config_threadpool(_mode: i32, nthreads: i64, cpus: &[i64]) -> Result<()> {
+    let (config, cpus) = checked_config(nthreads, cpus)?;
+    let _g = POOL_INIT.lock().unwrap_or_else(|e| e.into_inner());
     let old = POOL.load(Ordering::Acquire);
-    if !old.is_null() {
-        // SAFETY: pools are leaked; take it so no launch runs while it shuts down.
-        let old = unsafe { &*old };
-        if old.config == config && cpus.is_empty() {
-            return;
-        }
+    // SAFETY: pools are leaked, never freed.
+    let old = (!old.is_null()).then(|| unsafe { &*old });
+    if old.is_some_and(|old| old.config == config && *old.cpus == *cpus) {
+        return Ok(());
+    }
+    // The new pool is published before the old one stops: a launch that finds the old one
+    // stopped finds the new one.
+    let (pool, errors) = Pool::start(config, &cpus);
+    if let Some(old) = old {
+        // Take the old pool so that no launch runs on it while it shuts down.
         while old
             .launcher
             .busy
@@ -898,10 +1082,22 @@ pub fn config_threadpool(_mode: i32, nthreads: i32, cpus: &[u32]) {
         {
             std::thread::yield_now();
         }
+        POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
         old.stop();
+    } else {
+        POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
     }
-    let pool = Pool::start(config, cpus);
-    POOL.store(pool as *const Pool as *mut Pool, Ordering::Release);
+    if errors.is_empty() {
+        return Ok(());
+    }
+    Err(Error::value(format!(
+        "runtime.config_threadpool: {} of {} workers did not start ({}); the pool runs with \
+         {} thread(s)",
+        errors.len(),
+        pool.config.threads.clamp(1, MAX_THREADS) - 1,
+        errors.join("; "),
+        pool.threads()
+    )))
 }
 
 #[cfg(test)]
@@ -965,8 +1161,14 @@ mod tests {
         s.hits.iter().map(|h| h.load(Ordering::SeqCst)).collect()
     }
 
+    /// A pool of the test's own, which marks contention in a word of its own: what it
+    /// observes no other test (nor the process-wide pool) can have set.
+    fn own_pool(config: PoolConfig, cpus: &[usize]) -> (&'static Pool, Vec<String>) {
+        Pool::start_marking(config, cpus, Box::leak(Box::new(AtomicU64::new(0))))
+    }
+
     fn private_pool(threads: usize) -> &'static Pool {
-        let pool = Pool::start(
+        let (pool, errors) = own_pool(
             PoolConfig {
                 threads,
                 bind: false,
@@ -974,6 +1176,7 @@ mod tests {
             },
             &[],
         );
+        assert_eq!(errors, Vec::<String>::new());
         assert_eq!(pool.threads(), threads);
         pool
     }
@@ -990,20 +1193,94 @@ mod tests {
 
     #[test]
     fn tasks_run_once_and_barriers_hold() {
+        let pool = private_pool(2);
         for n in [0, 1, 2] {
+            // No barrier and no other thread on this pool: `num_task = 0` means every thread.
             let s = shared();
-            let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, n) };
-            assert_eq!(r, 0);
-            // With num_task = 0 the launch may run inline (1 task) if another test's thread
-            // holds the pool at that moment; otherwise it uses every thread.
-            let total: u64 = hits(&s).iter().sum();
-            let used = if n == 0 { total as usize } else { n as usize };
-            assert!(n != 0 || used == 1 || used == num_threads());
+            assert_eq!(
+                unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, n) },
+                0
+            );
+            let used = if n == 0 { 2 } else { n as usize };
             for (t, h) in hits(&s).into_iter().enumerate() {
                 assert_eq!(h, u64::from(t < used), "task {t} of {used}");
             }
+        }
+        for n in [1, 2] {
+            let s = shared();
+            assert_eq!(
+                unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, n) },
+                0
+            );
+            for (t, h) in hits(&s).into_iter().enumerate() {
+                assert_eq!(h, u64::from(t < n as usize), "task {t} of {n}");
+            }
             assert!(!s.bad.load(Ordering::SeqCst));
         }
+        pool.stop();
+    }
+
+    #[test]
+    fn the_process_pool_runs_every_task_once() {
+        for n in [1, 2] {
+            let s = shared();
+            let n = n.min(num_threads() as i32);
+            let r = unsafe { parallel_launch(count, &s as *const _ as *mut c_void, n) };
+            assert_eq!(r, 0);
+            for (t, h) in hits(&s).into_iter().enumerate() {
+                assert_eq!(h, u64::from(t < n as usize), "task {t} of {n}");
+            }
+            assert!(!s.bad.load(Ordering::SeqCst));
+        }
+    }
+
+    #[test]
+    fn workers_that_cannot_be_pinned_are_reported_and_not_counted() {
+        let config = PoolConfig {
+            threads: 3,
+            bind: false,
+            spin_count: 1000,
+        };
+        // Beyond any affinity mask (indexing a cpu_set_t there used to panic the worker,
+        // which was counted as started all the same).
+        let (pool, errors) = own_pool(config.clone(), &[CPU_SETSIZE + 5]);
+        assert_eq!(pool.threads(), 1);
+        assert_eq!(errors.len(), 2, "{errors:?}");
+        assert!(errors[0].contains("beyond"), "{errors:?}");
+        // A launch of the launcher alone still works.
+        let s = shared();
+        assert_eq!(
+            unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 0) },
+            0
+        );
+        assert_eq!(hits(&s)[..2], [1, 0]);
+        pool.stop();
+        // A CPU the mask can name but this machine lacks: the kernel refuses the pin.
+        if configured_cpus() < CPU_SETSIZE {
+            let (pool, errors) = own_pool(config, &[CPU_SETSIZE - 1]);
+            assert_eq!(pool.threads(), 1);
+            assert_eq!(errors.len(), 2, "{errors:?}");
+            assert!(errors[0].contains("cannot pin"), "{errors:?}");
+            pool.stop();
+        }
+    }
+
+    #[test]
+    fn config_threadpool_refuses_bad_ids_and_counts() {
+        let cases: [(i64, &[i64], &str); 5] = [
+            (2, &[5000], "CPU id 5000 does not exist"),
+            (2, &[-1], "CPU id -1 does not exist"),
+            (2, &[0, i64::MIN], "does not exist"),
+            (-1, &[], "nthreads -1 is out of range"),
+            (5000, &[], "nthreads 5000 is out of range"),
+        ];
+        let before = num_threads();
+        for (n, cpus, needle) in cases {
+            let e = config_threadpool(0, n, cpus).unwrap_err().to_string();
+            assert!(e.contains(needle), "{e}");
+        }
+        // Refused before anything changed.
+        assert_eq!(num_threads(), before);
     }
 
     #[test]
@@ -1083,11 +1360,11 @@ mod tests {
                 );
                 assert_eq!(hits(&s)[..2], [1, 1]);
                 std::thread::sleep(Duration::from_micros(20));
-                pool.launcher.unseen_streaks.load(Ordering::Relaxed) > 0
+                pool.contention.unseen_streaks.load(Ordering::Relaxed) > 0
             })
         });
         assert!(marked);
-        assert!(contended());
+        assert!(pool.contention.contended());
         pool.park(false);
         // A worker that runs claims a task of a slow launch, which ends the streak.
         let joined = within_20s(move || {
@@ -1136,14 +1413,19 @@ mod tests {
 
     #[test]
     fn spinning_shortens_after_a_preemption() {
-        note_contention();
-        assert!(contended());
-        assert_eq!(Spin::new(1_000_000).left, CONTENDED_SPIN);
-        assert_eq!(Spin::new(10).left, 10);
+        let c = Contention::new(Box::leak(Box::new(AtomicU64::new(0))));
+        assert!(!c.contended());
+        assert_eq!(Spin::new(1_000_000, c).left, 1_000_000);
+        c.note(&c.preempted);
+        assert!(c.contended());
+        assert_eq!(c.preempted.load(Ordering::Relaxed), 1);
+        assert_eq!(Spin::new(1_000_000, c).left, CONTENDED_SPIN);
+        assert_eq!(Spin::new(10, c).left, 10);
     }
 
     /// Task 0 (the launcher's) waits until a worker has started task 1, which then takes
-    /// 5 ms: the launcher has to wait for a started task, as for one whose thread lost its core.
+    /// 20 ms: the launcher has to wait for a started task, as for one whose thread lost its
+    /// core.
     unsafe extern "C" fn slow_worker_task(
         task: i32,
         _p: *mut ParallelGroupEnv,
@@ -1157,7 +1439,7 @@ mod tests {
             }
         } else {
             started.store(true, Ordering::SeqCst);
-            std::thread::sleep(Duration::from_millis(5));
+            std::thread::sleep(Duration::from_millis(20));
         }
         0
     }
@@ -1165,34 +1447,32 @@ mod tests {
     #[test]
     fn a_long_wait_for_a_started_task_marks_the_machine_oversubscribed() {
         let pool = private_pool(2);
-        let before = now_ns();
         within_20s(move || {
             let started = AtomicBool::new(false);
             let c = &started as *const AtomicBool as *mut c_void;
             assert_eq!(unsafe { launch_on(pool, slow_worker_task, c, 2) }, 0);
         });
-        assert_marked_after_a_slow_wait(before, "the slow task");
+        assert_eq!(pool.contention.slow_launches.load(Ordering::Relaxed), 1);
+        assert!(pool.contention.contended());
         pool.stop();
     }
 
-    /// The machine was marked oversubscribed at least a millisecond after `before` (by the
-    /// slow wait under test, not just by another test that marked it meanwhile).
-    fn assert_marked_after_a_slow_wait(before: u64, what: &str) {
-        let until = CONTENDED_UNTIL.load(Ordering::Relaxed);
-        assert!(
-            until >= before + CONTENDED_FOR.as_nanos() as u64 + 1_000_000,
-            "{what} was not taken as a sign of oversubscription"
-        );
-    }
-
-    /// Task 1 reaches the barrier 5 ms after task 0: task 0's barrier wait is long.
+    /// Task 1 reaches the barrier 20 ms after task 0 is about to: task 0's barrier wait is
+    /// long.
     unsafe extern "C" fn late_at_the_barrier(
         task: i32,
         p: *mut ParallelGroupEnv,
-        _c: *mut c_void,
+        c: *mut c_void,
     ) -> i32 {
+        // SAFETY: the test passes a live AtomicBool.
+        let arriving = unsafe { &*(c as *const AtomicBool) };
         if task == 1 {
-            std::thread::sleep(Duration::from_millis(5));
+            while !arriving.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        } else {
+            arriving.store(true, Ordering::SeqCst);
         }
         // SAFETY: the environment the pool passed to this task.
         unsafe { parallel_barrier(task, p) }
@@ -1201,7 +1481,7 @@ mod tests {
     #[test]
     fn a_slow_barrier_marks_the_machine_oversubscribed() {
         // A spin budget of ~5 ms: the wait must count even when it never sleeps.
-        let pool = Pool::start(
+        let (pool, errors) = own_pool(
             PoolConfig {
                 threads: 2,
                 bind: false,
@@ -1209,12 +1489,14 @@ mod tests {
             },
             &[],
         );
-        let before = now_ns();
+        assert!(errors.is_empty());
         within_20s(move || {
-            let s = std::ptr::null_mut();
-            assert_eq!(unsafe { launch_on(pool, late_at_the_barrier, s, 2) }, 0);
+            let arriving = AtomicBool::new(false);
+            let c = &arriving as *const AtomicBool as *mut c_void;
+            assert_eq!(unsafe { launch_on(pool, late_at_the_barrier, c, 2) }, 0);
         });
-        assert_marked_after_a_slow_wait(before, "the slow barrier");
+        assert_eq!(pool.contention.slow_barriers.load(Ordering::Relaxed), 1);
+        assert!(pool.contention.contended());
         pool.stop();
     }
 
@@ -1228,7 +1510,7 @@ mod tests {
         );
         assert!(uses_barrier(count as *const () as usize));
         assert!(!uses_barrier(mark as *const () as usize));
-        note_contention();
+        pool.contention.note(&pool.contention.preempted);
         let s = shared();
         assert_eq!(
             unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 0) },
@@ -1242,23 +1524,31 @@ mod tests {
     #[test]
     fn launches_run_alone_while_application_threads_share_the_pool() {
         let pool = private_pool(2);
-        let t0 = Instant::now();
-        COLLISION.store(now_ns().max(1), Ordering::Relaxed);
-        let s = shared();
-        assert_eq!(
-            unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 0) },
-            0
-        );
-        if t0.elapsed() < SHARED_FOR {
-            assert_eq!(hits(&s)[..2], [1, 0]);
-        }
+        let launch = |n: i32| {
+            let s = shared();
+            assert_eq!(
+                unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, n) },
+                0
+            );
+            hits(&s)
+        };
+        // Another application thread holds the pool: a launch that lets the pool choose runs
+        // alone on its caller, and records the collision.
+        pool.launcher.busy.store(true, Ordering::SeqCst);
+        assert_eq!(launch(0)[..2], [1, 0]);
+        assert_ne!(pool.contention.collision.load(Ordering::Relaxed), 0);
+        pool.launcher.busy.store(false, Ordering::SeqCst);
+        // While the collision is recent (here: one that stays recent, whatever the clock
+        // says), such launches keep running alone although the pool is free.
+        pool.contention
+            .collision
+            .store(u64::MAX / 2, Ordering::Relaxed);
+        assert_eq!(launch(0)[..2], [1, 0]);
         // An explicit task count is kept.
-        let s = shared();
-        assert_eq!(
-            unsafe { launch_on(pool, mark, &s as *const _ as *mut c_void, 2) },
-            0
-        );
-        assert_eq!(hits(&s)[..3], [1, 1, 0]);
+        assert_eq!(launch(2)[..3], [1, 1, 0]);
+        // Without a collision the pool's threads are used.
+        pool.contention.collision.store(0, Ordering::Relaxed);
+        assert_eq!(launch(0)[..3], [1, 1, 0]);
         pool.stop();
     }
 

@@ -96,9 +96,12 @@ fn raise_kind(kind: &str, message: String) {
 
 /// `TVMFFIErrorSetRaisedFromCStr(kind, message)`.
 unsafe extern "C" fn set_raised_from_cstr(kind: *const c_char, message: *const c_char) {
-    // SAFETY: tvm-ffi passes NUL-terminated strings (or NULL).
-    let (kind, message) = unsafe { (c_str_or(kind, "RuntimeError"), c_str_or(message, "")) };
-    raise_kind(&kind, message.into_owned());
+    // Called from C: nothing may unwind out of it.
+    let _ = std::panic::catch_unwind(|| {
+        // SAFETY: tvm-ffi passes NUL-terminated strings (or NULL).
+        let (kind, message) = unsafe { (c_str_or(kind, "RuntimeError"), c_str_or(message, "")) };
+        raise_kind(&kind, message.into_owned());
+    });
 }
 
 /// Collects the message parts of `TVMFFIErrorSetRaisedFromCStrParts` (NULL parts skipped).
@@ -136,6 +139,25 @@ fn base_of(addr: *const c_void) -> Option<usize> {
 /// The shim's handler: takes errors raised by our libraries, declines the rest (the shim
 /// then passes them to the next definition, e.g. TVM's own libtvm_ffi.so).
 unsafe extern "C" fn shim_handler(
+    kind: *const c_char,
+    parts: *const *const c_char,
+    n: i32,
+    caller: *mut c_void,
+) -> c_int {
+    // Called from C: nothing may unwind out of it (a panic declines the error, which the
+    // shim then passes on).
+    std::panic::catch_unwind(|| {
+        // SAFETY: forwarded contract.
+        unsafe { take_our_error(kind, parts, n, caller) }
+    })
+    .unwrap_or(0)
+}
+
+/// [`shim_handler`]'s body.
+///
+/// # Safety
+/// As [`shim_handler`]: tvm-ffi's contract for `TVMFFIErrorSetRaisedFromCStrParts`.
+unsafe fn take_our_error(
     kind: *const c_char,
     parts: *const *const c_char,
     n: i32,
