@@ -615,7 +615,7 @@ impl Server<'_> {
             .and_then(|theirs| self.spawn(id, theirs, &dir));
         match r {
             Ok(worker) => {
-                self.log(&format!("session {id} from {peer}"));
+                self.log(&format!("session from {peer} (session {id})"));
                 self.running.push(Running {
                     id,
                     worker,
@@ -733,7 +733,8 @@ impl Server<'_> {
                                         signal_name(sig)
                                     ),
                                 ),
-                                None => (true, format!("exited ({s})")),
+                                None if s.success() => (true, String::new()),
+                                None => (true, format!("its process exited ({s})")),
                             },
                             Err(e) => (true, format!("cannot wait for it: {e}")),
                         }
@@ -777,7 +778,9 @@ impl Server<'_> {
                 );
             }
             let _ = r.sock.shutdown(Shutdown::Both);
-            log(self.cfg, &format!("session {}: {how}", r.id));
+            if !how.is_empty() {
+                log(self.cfg, &format!("session {}: {how}", r.id));
+            }
             let _ = std::fs::remove_dir_all(&r.dir);
             ended = true;
         }
