@@ -537,3 +537,36 @@ fn init_server(serving: &mut Option<Serving>, body: &[u8], _max_packet: u64) -> 
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends a few bytes, then ends.
+    struct Trickle(usize);
+
+    impl Channel for Trickle {
+        fn send(&mut self, _data: &[u8]) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0);
+            self.0 -= n;
+            buf[..n].fill(7);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_body_buffer_grows_only_with_its_bytes() {
+        let mut ep = Endpoint::new(Box::new(Trickle(3 << 20)), None);
+        let mut out = Vec::new();
+        let e = ep.recv_growing(&mut out, 1 << 30, "a body").unwrap_err();
+        assert!(e.message.contains("in the middle of a body"), "{e}");
+        // 3 MiB arrived: the buffer never went past twice that.
+        assert!(out.capacity() <= 8 << 20, "{}", out.capacity());
+        let mut ep = Endpoint::new(Box::new(Trickle(5)), None);
+        ep.recv_growing(&mut out, 5, "a body").unwrap();
+        assert_eq!(out, [7; 5]);
+    }
+}

@@ -241,10 +241,10 @@ fn register_env() {
     });
 }
 
-/// Registers globals that let tests crash or stall a session on purpose, when the server runs
-/// with `TVMRT_RPC_TEST_HOOKS=1` in its environment (only the availability tests set it):
-/// `tvmrt.testing.crash()` ends the serving process with SIGSEGV, `tvmrt.testing.sleep(s)`
-/// blocks for `s` seconds.
+/// Registers `tvmrt.testing.crash()`, which ends the serving process with SIGSEGV as a crash in
+/// a session's code would, when the server runs with `TVMRT_RPC_TEST_HOOKS=1` in its
+/// environment (only the availability tests set it: no request of the protocol is meant to
+/// crash a session, so they bring their own).
 fn register_test_hooks() {
     if std::env::var_os("TVMRT_RPC_TEST_HOOKS").is_none_or(|v| v != "1") {
         return;
@@ -259,16 +259,6 @@ fn register_test_hooks() {
         Err(Error::tvm(
             "tvmrt.testing.crash: SIGSEGV did not end the process",
         ))
-    });
-    registry::register_rust("tvmrt.testing.sleep", |a, _rv| {
-        let s = a.f64(0)?;
-        if !(0.0..=3600.0).contains(&s) {
-            return Err(Error::value(format!(
-                "tvmrt.testing.sleep: bad duration {s}"
-            )));
-        }
-        std::thread::sleep(Duration::from_secs_f64(s));
-        Ok(())
     });
 }
 
@@ -651,6 +641,15 @@ impl Server<'_> {
                     silent: cfg.silent,
                     id,
                 };
+                // fork+exec, not fork alone. A forked copy of a multithreaded process keeps
+                // only the forking thread, with every lock the others held at that instant
+                // (allocator arenas, the function registry, the thread pool's queues, stdio)
+                // held for ever, and a thread pool with no workers; the server's loop is one
+                // thread, but the runtime may have started its pool, and a program embedding
+                // the server may run any threads. A new image starts from a clean state: the
+                // only code between fork and exec is std's descriptor setup and the
+                // async-signal-safe hook below. The cost, a process start per session (a few
+                // milliseconds), is small against a session.
                 let mut cmd = std::process::Command::new(program);
                 cmd.args(args)
                     .arg(settings.to_arg())
@@ -673,11 +672,6 @@ impl Server<'_> {
                         Ok(())
                     })
                 };
-                // Why a new process image rather than a bare fork: the server may hold
-                // threads (the thread pool, a tracker connection, handshakes of other
-                // clients in a library user's program) whose locks a forked copy would
-                // inherit locked; an exec'd child starts from a clean state and loads what it
-                // needs itself.
                 let child = cmd
                     .spawn()
                     .map_err(|e| Error::tvm(format!("cannot start {program:?}: {e}")))?;
@@ -1137,5 +1131,51 @@ mod tests {
         let e = safe_join(&root, "link/x").unwrap_err();
         assert!(e.message.contains("symbolic link"), "{e}");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod availability_tests {
+    use super::*;
+
+    #[test]
+    fn handshakes_are_read_no_further_than_their_end() {
+        let mut hs = codec::RPC_MAGIC.to_le_bytes().to_vec();
+        assert!(matches!(parse_handshake(&hs[..2]), Handshake::More(6)));
+        assert!(matches!(parse_handshake(&hs), Handshake::More(4)));
+        hs.extend_from_slice(&7i32.to_le_bytes());
+        assert!(matches!(parse_handshake(&hs), Handshake::More(7)));
+        hs.extend_from_slice(b"client:");
+        assert!(matches!(parse_handshake(&hs), Handshake::Key(k) if k == "client:"));
+        assert!(matches!(parse_handshake(b"GET "), Handshake::Bad(_)));
+        let mut long = codec::RPC_MAGIC.to_le_bytes().to_vec();
+        long.extend_from_slice(&5000i32.to_le_bytes());
+        assert!(matches!(parse_handshake(&long), Handshake::Bad(_)));
+    }
+
+    #[test]
+    fn keys_and_timeouts() {
+        assert_eq!(check_key("client:k -timeout=2.5", "k"), Ok(Some(2.5)));
+        assert_eq!(check_key("client:k -timeout=inf", "k"), Ok(None));
+        assert_eq!(check_key("client:k", "k"), Ok(None));
+        assert!(check_key("client:x", "k").is_err());
+    }
+
+    #[test]
+    fn child_settings_round_trip() {
+        let s = ChildSettings {
+            dir: PathBuf::from("/tmp/a b/session-3"),
+            max_packet: 1 << 20,
+            idle_timeout: Some(Duration::from_millis(1500)),
+            silent: true,
+            id: 3,
+        };
+        let t = ChildSettings::parse(&s.to_arg()).unwrap();
+        assert_eq!(t.dir, s.dir);
+        assert_eq!(t.max_packet, s.max_packet);
+        assert_eq!(t.idle_timeout, s.idle_timeout);
+        assert!(t.silent);
+        assert_eq!(t.id, 3);
+        assert!(ChildSettings::parse("{}").is_err());
     }
 }
