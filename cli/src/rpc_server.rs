@@ -79,9 +79,9 @@ pub fn run(a: RpcServerArgs) -> tvm_runtime::Result<()> {
         return standalone::serve_session_child(&settings);
     }
     let secs = |what: &str, v: f64| -> tvm_runtime::Result<Option<Duration>> {
-        if !v.is_finite() || v < 0.0 {
+        if !(0.0..=1e9).contains(&v) {
             return Err(tvm_runtime::Error::value(format!(
-                "rpc-server: --{what} must be a number of seconds >= 0, not {v}"
+                "rpc-server: --{what} must be a number of seconds from 0 to 1e9, not {v}"
             )));
         }
         Ok((v > 0.0).then(|| Duration::from_secs_f64(v)))
@@ -97,7 +97,7 @@ pub fn run(a: RpcServerArgs) -> tvm_runtime::Result<()> {
         timeout: a.timeout,
         silent: a.silent,
         max_packet: a.max_packet_mib.saturating_mul(1 << 20),
-        lifetime: (a.lifetime > 0.0).then(|| Duration::from_secs_f64(a.lifetime)),
+        lifetime: secs("lifetime", a.lifetime)?,
         max_sessions: (a.max_sessions > 0).then_some(a.max_sessions),
         isolation: if a.session_threads {
             Isolation::Thread

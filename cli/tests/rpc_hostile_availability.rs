@@ -1,7 +1,8 @@
 //! Availability of `tvmrt rpc-server` against hostile or broken clients (issue 31): the real
-//! binary on loopback, every wait bounded. A session that crashes or hangs ends alone; slow or
-//! idle connections hold nothing; a packet header allocates nothing before its body arrives;
-//! an `InitServer` that connects back cannot deadlock the server; copies fit any packet limit.
+//! binary on loopback, every wait bounded. A session that crashes, hangs or idles ends alone;
+//! slow or idle connections hold nothing; a packet header allocates nothing before its body
+//! arrives; a client's absurd timeout is no limit, not a panic; an `InitServer` that connects
+//! back cannot deadlock the server; copies fit any packet limit.
 //!
 //! The crash uses a global that only a server started with `TVMRT_RPC_TEST_HOOKS=1` registers
 //! (`tvmrt.testing.crash`, which ends the serving process with SIGSEGV): no request of the
@@ -414,4 +415,48 @@ fn copies_are_chunked_under_a_small_packet_limit() {
         Some(Err(e)) => panic!("a copy over the 1 MiB packet limit failed: {e}"),
         None => panic!("copies did not finish within 60s"),
     }
+}
+
+#[test]
+fn an_idle_session_is_closed_at_the_idle_timeout() {
+    let srv = Server::start(&["--idle-timeout", "2"]);
+    let pid = srv.pid();
+    let s = srv.connect();
+    assert_eq!(device_attr(&s).unwrap(), 1);
+    assert_eq!(
+        tree(pid).len(),
+        2,
+        "one session process while the client is there"
+    );
+    // The client stays silent: the server closes the session and its process ends.
+    let t = Instant::now();
+    while tree(pid).len() > 1 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let after = t.elapsed();
+    assert_eq!(
+        tree(pid).len(),
+        1,
+        "the idle session still runs after {after:?}"
+    );
+    assert!(
+        after >= Duration::from_millis(1500),
+        "closed after {after:?}, before 2s"
+    );
+    assert!(device_attr(&s).is_err(), "the closed session still answers");
+    assert_serves_within(srv.port, 10);
+}
+
+#[test]
+fn an_absurd_session_timeout_is_no_limit() {
+    let mut srv = Server::start(&[]);
+    let port = srv.port;
+    // The client's "-timeout=" is the server's to check: 1e300 s fits no clock.
+    let r = bounded(20, move || -> tvm_runtime::Result<i64> {
+        let s = client::connect("127.0.0.1", port as i64, " -timeout=1e300", &[])?;
+        device_attr(&s)
+    });
+    assert!(matches!(r, Some(Ok(1))), "{r:?}");
+    assert!(srv.alive(), "the server died of a client's timeout");
+    assert_serves_within(port, 10);
 }

@@ -567,6 +567,13 @@ fn signal_name(sig: i32) -> &'static str {
     }
 }
 
+/// The instant `d` from now (far in the future if that cannot be represented).
+fn after(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(365 * 86400))
+}
+
 /// The accept loop's state.
 struct Server<'a> {
     cfg: &'a ServerConfig,
@@ -612,7 +619,10 @@ impl Server<'_> {
                     sock: stream,
                     dir,
                     limit,
-                    deadline: limit.map(|t| Instant::now() + Duration::from_secs_f64(t)),
+                    // A limit too large for a Duration or an Instant is no limit.
+                    deadline: limit
+                        .and_then(|t| Duration::try_from_secs_f64(t).ok())
+                        .and_then(|d| Instant::now().checked_add(d)),
                     killed: false,
                 });
             }
@@ -794,7 +804,7 @@ impl Server<'_> {
                         stream: s,
                         peer,
                         state: PendingState::Reading(Vec::new()),
-                        deadline: Instant::now() + self.cfg.handshake_timeout,
+                        deadline: after(self.cfg.handshake_timeout),
                     });
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
