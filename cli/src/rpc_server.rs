@@ -54,7 +54,8 @@ pub struct RpcServerArgs {
     /// Print no log lines (the bind line is still printed).
     #[arg(long)]
     silent: bool,
-    /// Largest RPC packet accepted, in MiB.
+    /// Largest RPC packet accepted, in MiB (the server tells clients, which split copies to
+    /// fit).
     #[arg(long = "max-packet-mib", default_value_t = 2048)]
     max_packet_mib: u64,
     /// Exit after this many seconds (0: run until stopped).
