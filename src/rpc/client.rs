@@ -334,12 +334,12 @@ impl ClientSession {
                 "RPCError: the next hop closed the connection",
             )),
             Header::Packet(rc, n) => {
-                let mut out = Vec::with_capacity(12 + n as usize);
+                let mut body = Vec::new();
+                ep.recv_growing(&mut body, n, "a relayed reply")?;
+                let mut out = Vec::with_capacity(12 + body.len());
                 out.extend_from_slice(&(n + 4).to_le_bytes());
                 out.extend_from_slice(&rc.to_le_bytes());
-                let start = out.len();
-                out.resize(start + n as usize, 0);
-                ep.recv_exact(&mut out[start..], "a relayed reply")?;
+                out.extend_from_slice(&body);
                 Ok(out)
             }
         }

@@ -238,16 +238,38 @@ impl Endpoint {
         }
     }
 
+    /// Reads `n` bytes into `out` (cleared first), growing it as the bytes arrive: a length
+    /// announced by the peer never allocates (or zero-fills) more than twice what it has sent,
+    /// plus one step.
+    pub fn recv_growing(&mut self, out: &mut Vec<u8>, n: u64, what: &str) -> Result<()> {
+        const STEP: usize = 1 << 20;
+        let n = usize::try_from(n)
+            .map_err(|_| Error::value(format!("RPC: {what} of {n} bytes is too large")))?;
+        out.clear();
+        // Bounded: every round fills at least one more byte or fails.
+        while out.len() < n {
+            let start = out.len();
+            let grow = (n - start).min(start.max(STEP));
+            out.resize(start + grow, 0);
+            self.recv_exact(&mut out[start..], what)?;
+        }
+        Ok(())
+    }
+
     /// Reads a body of `n` bytes into the endpoint's buffer.
     fn read_body(&mut self, n: u64) -> Result<()> {
-        let n = n as usize;
-        if self.body.len() < n {
-            self.body.resize(n, 0);
-        }
         let mut body = std::mem::take(&mut self.body);
-        let r = self.recv_exact(&mut body[..n], "a packet body");
+        let r = self.recv_growing(&mut body, n, "a packet body");
         self.body = body;
         r
+    }
+
+    /// Gives back a buffer that a large packet left behind.
+    fn trim_body(&mut self) {
+        const KEEP: usize = 4 << 20;
+        if self.body.capacity() > KEEP {
+            self.body = Vec::new();
+        }
     }
 
     /// Serves requests until the peer shuts down or closes at a packet boundary.
@@ -276,6 +298,7 @@ impl Endpoint {
             self.max_packet,
         );
         self.body = body;
+        self.trim_body();
         r
     }
 
@@ -315,7 +338,9 @@ impl Endpoint {
                 }
                 code::RETURN => {
                     self.read_body(n)?;
-                    return Reader::new(&self.body[..n as usize]).seq();
+                    let v = Reader::new(&self.body[..n as usize]).seq();
+                    self.trim_body();
+                    return v;
                 }
                 code::EXCEPTION => {
                     self.read_body(n)?;
@@ -511,4 +536,37 @@ fn init_server(serving: &mut Option<Serving>, body: &[u8], _max_packet: u64) -> 
         false => Serving::Relay(node.session().clone()),
     });
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Sends a few bytes, then ends.
+    struct Trickle(usize);
+
+    impl Channel for Trickle {
+        fn send(&mut self, _data: &[u8]) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = buf.len().min(self.0);
+            self.0 -= n;
+            buf[..n].fill(7);
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn a_body_buffer_grows_only_with_its_bytes() {
+        let mut ep = Endpoint::new(Box::new(Trickle(3 << 20)), None);
+        let mut out = Vec::new();
+        let e = ep.recv_growing(&mut out, 1 << 30, "a body").unwrap_err();
+        assert!(e.message.contains("in the middle of a body"), "{e}");
+        // 3 MiB arrived: the buffer never went past twice that.
+        assert!(out.capacity() <= 8 << 20, "{}", out.capacity());
+        let mut ep = Endpoint::new(Box::new(Trickle(5)), None);
+        ep.recv_growing(&mut out, 5, "a body").unwrap();
+        assert_eq!(out, [7; 5]);
+    }
 }

@@ -12,10 +12,16 @@ use crate::packed_func::function::Function;
 use crate::packed_func::registry::{self, Registrar};
 use crate::packed_func::value::{ArgValue, RetValue};
 use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The packet limit of the session served last in this process, which
+/// `tvm.rpc.server.GetCRTMaxPacketSize` reports so that clients split copies under it.
+static SERVED_MAX_PACKET: AtomicU64 = AtomicU64::new(codec::DEFAULT_MAX_PACKET);
 
 /// Serves one session on a connected socket until shutdown or EOF; calls the optional globals
 /// `tvm.rpc.server.start` / `tvm.rpc.server.shutdown` around it.
 pub fn serve_channel(chan: Box<dyn Channel>, max_packet: u64) -> Result<()> {
+    SERVED_MAX_PACKET.store(max_packet, Ordering::Relaxed);
     if let Some(f) = registry::get("tvm.rpc.server.start") {
         f.call(&[])?;
     }
@@ -214,6 +220,13 @@ pub(crate) fn register(r: &mut Registrar) {
             }
         };
         serve_channel(chan, codec::DEFAULT_MAX_PACKET)
+    });
+    // TVM's clients ask for it before a copy and split copies into packets no larger.
+    r.add("tvm.rpc.server.GetCRTMaxPacketSize", |a, rv| {
+        a.expect_len(0, "tvm.rpc.server.GetCRTMaxPacketSize")?;
+        let n = SERVED_MAX_PACKET.load(Ordering::Relaxed);
+        *rv = RetValue::Int(i64::try_from(n).unwrap_or(i64::MAX));
+        Ok(())
     });
     r.add("rpc.ReturnException", |a, _rv| {
         a.expect_len(2, "rpc.ReturnException")?;
