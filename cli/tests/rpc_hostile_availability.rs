@@ -8,7 +8,10 @@
 //! (`tvmrt.testing.crash`, which ends the serving process with SIGSEGV): no request of the
 //! protocol is meant to crash the server, so the test brings its own.
 
-use std::io::{BufRead, BufReader, Read, Write};
+#[path = "common/rpc_server.rs"]
+mod rpc_server;
+
+use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc};
@@ -26,25 +29,13 @@ struct Server {
 
 impl Server {
     fn start(extra: &[&str]) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-            .args(["rpc-server", "--port", "0", "--port-end", "0"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tvmrt"));
+        cmd.args(["rpc-server", "--port", "0", "--port-end", "0"])
             .args(["--lifetime", "240", "--silent"])
             .args(extra)
             .env("TVMRT_RPC_TEST_HOOKS", "1")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("tvmrt starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("bind line");
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
+            .stderr(Stdio::inherit());
+        let (child, port) = rpc_server::spawn(cmd);
         Server { child, port }
     }
 

@@ -2,12 +2,13 @@
 //! handles, returned addresses, hostile archives and path globals reaching outside the session's
 //! work directory. Every server runs with a bounded lifetime and is killed when its test ends.
 
-use std::io::{BufRead, BufReader};
+#[path = "common/rpc_server.rs"]
+mod rpc_server;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tvm_runtime::packed_func::types::type_code as tc;
 use tvm_runtime::rpc::client::{self, ClientSession};
 use tvm_runtime::rpc::codec::WireValue;
@@ -37,31 +38,13 @@ impl Server {
     fn start() -> Server {
         let work = temp_dir("work");
         let cwd = temp_dir("cwd");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_tvmrt"))
-            .args(["rpc-server", "--port", "0", "--port-end", "0", "--silent"])
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_tvmrt"));
+        cmd.args(["rpc-server", "--port", "0", "--port-end", "0", "--silent"])
             .args(["--lifetime", "300", "--work-dir"])
             .arg(&work)
             .current_dir(&cwd)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("tvmrt starts");
-        let out = child.stdout.take().unwrap();
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut line = String::new();
-            let _ = BufReader::new(out).read_line(&mut line);
-            let _ = tx.send(line);
-        });
-        let line = rx
-            .recv_timeout(Duration::from_secs(60))
-            .expect("the server prints its bind line within 60 s");
-        let port = line
-            .trim()
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or_else(|| panic!("no port in {line:?}"));
+            .stderr(Stdio::null());
+        let (child, port) = rpc_server::spawn(cmd);
         Server {
             child,
             port,
