@@ -598,6 +598,9 @@ impl Server<'_> {
         let id = self.sessions;
         let dir = self.root.join(format!("session-{id}"));
         let limit = timeout.or((self.cfg.timeout > 0.0).then_some(self.cfg.timeout));
+        // Logged before the session starts, so that the line is out before its client can
+        // have any reply from the session.
+        self.log(&format!("session from {peer} (session {id})"));
         let r = stream
             .set_nonblocking(false)
             .and_then(|_| stream.try_clone())
@@ -605,7 +608,6 @@ impl Server<'_> {
             .and_then(|theirs| self.spawn(id, theirs, &dir));
         match r {
             Ok(worker) => {
-                self.log(&format!("session from {peer} (session {id})"));
                 self.running.push(Running {
                     id,
                     worker,

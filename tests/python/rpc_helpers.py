@@ -77,7 +77,9 @@ class Proc:
     """A subprocess with a port read from its output; stopped on close()."""
 
     def __init__(self, args, env=None, pattern=r"bind to [\d.]+:(\d+)", timeout=60):
-        self.log = tempfile.TemporaryFile(mode="w+")
+        # Append mode: the child shares this file's offset, which output() moves back to 0
+        # while the child may be writing.
+        self.log = tempfile.TemporaryFile(mode="a+")
         self.p = subprocess.Popen(
             args, env=env, stdout=self.log, stderr=subprocess.STDOUT, text=True
         )
