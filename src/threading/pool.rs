@@ -119,15 +119,22 @@ struct Contention {
 }
 
 impl Contention {
+    /// A fresh state for a pool, which lives as long as the process (the pool's threads keep
+    /// it).
     fn new(until: &'static AtomicU64) -> &'static Contention {
-        Box::leak(Box::new(Contention {
+        Box::leak(Box::new(Contention::unmarked(until)))
+    }
+
+    /// A fresh state with no cause counted.
+    fn unmarked(until: &'static AtomicU64) -> Contention {
+        Contention {
             until,
             preempted: AtomicU32::new(0),
             slow_barriers: AtomicU32::new(0),
             slow_launches: AtomicU32::new(0),
             unseen_streaks: AtomicU32::new(0),
             collision: AtomicU64::new(0),
-        }))
+        }
     }
 
     /// Whether a spinning thread was recently descheduled (see [`Spin`]). Reads the clock
@@ -1413,7 +1420,8 @@ mod tests {
 
     #[test]
     fn spinning_shortens_after_a_preemption() {
-        let c = Contention::new(Box::leak(Box::new(AtomicU64::new(0))));
+        static UNTIL: AtomicU64 = AtomicU64::new(0);
+        let c = &Contention::unmarked(&UNTIL);
         assert!(!c.contended());
         assert_eq!(Spin::new(1_000_000, c).left, 1_000_000);
         c.note(&c.preempted);
