@@ -36,7 +36,9 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod packed_func;
+#[cfg(feature = "relax")]
 pub mod relax_vm;
+#[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;
 
@@ -55,7 +57,9 @@ pub(crate) fn register_all(r: &mut packed_func::registry::Registrar) {
     threading::register(r);
     module::register(r);
     executor::register(r);
+    #[cfg(feature = "relax")]
     relax_vm::register(r);
+    #[cfg(feature = "rpc")]
     rpc::register(r);
     c_api::register(r);
 }

@@ -11,6 +11,7 @@
 pub mod abi;
 pub mod call;
 pub mod env;
+#[cfg(feature = "tvm-ffi")]
 pub mod vm_exec;
 
 use super::blob::BlobReader;
@@ -82,11 +83,13 @@ pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
 }
 
 /// A module whose functions are the `__tvm_ffi_<name>` kernels of a library.
+#[cfg(feature = "tvm-ffi")]
 pub struct FfiLibraryModule {
     lib: Arc<dyn Library>,
     kernels: RwLock<HashMap<String, usize>>,
 }
 
+#[cfg(feature = "tvm-ffi")]
 impl FfiLibraryModule {
     fn new(lib: Arc<dyn Library>) -> Self {
         FfiLibraryModule {
@@ -126,6 +129,7 @@ impl FfiLibraryModule {
     }
 }
 
+#[cfg(feature = "tvm-ffi")]
 impl ModuleNode for FfiLibraryModule {
     fn type_key(&self) -> &str {
         "library"
@@ -161,6 +165,7 @@ impl ModuleNode for FfiLibraryModule {
 }
 
 /// Builds the module tree of a loaded tvm-ffi library; `probe` is what [`probe`] found.
+#[cfg(feature = "tvm-ffi")]
 pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Module> {
     env::ensure_error_symbol().map_err(|e| e.context(path))?;
     let lib_module = Module::new(Box::new(FfiLibraryModule::new(lib.clone())));
@@ -180,6 +185,7 @@ pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Mod
 
 /// Reads `__tvm_ffi__library_bin`: `indptr` and `child_indices` (u64 vectors), then per
 /// module a kind string and, unless it is `_lib`, its bytes. Module 0 is the root.
+#[cfg(feature = "tvm-ffi")]
 fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<Module> {
     let mut r = BlobReader::new(blob, path);
     let indptr = r.read_u64_vec("the import tree row pointers")?;
@@ -215,6 +221,7 @@ fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<M
 
 /// Loads one module of the blob through the classic loader of its kind. A Relax executable
 /// is rewritten into the classic format first; other kinds get their bytes as the stream.
+#[cfg(feature = "tvm-ffi")]
 fn load_kind(kind: &str, payload: &[u8], path: &str) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{kind}");
     let loader = registry::get(&name).ok_or_else(|| {
