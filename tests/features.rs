@@ -101,7 +101,9 @@ fn every_left_out_feature_is_named_when_its_functions_are_asked_for() {
         if features::has(f) {
             continue;
         }
-        let e = Function::get_global(prefix).err().expect("not registered");
+        let e = Function::get_global(prefix)
+            .err()
+            .unwrap_or_else(|| panic!("{prefix} is registered, but {f} is not built"));
         assert!(
             e.to_string().contains(&format!("built without `{f}`")),
             "{prefix}: {e}"
@@ -149,4 +151,11 @@ fn without_threads_a_launch_is_one_task() {
     assert_eq!(tvm_runtime::threading::num_threads(), 1);
     let e = tvm_runtime::threading::config_threadpool(0, 4, &[]).unwrap_err();
     assert!(e.to_string().contains("built without `threads`"), "{e}");
+}
+
+#[cfg(not(feature = "plugins"))]
+#[test]
+fn plugins_name_the_missing_feature() {
+    let e = tvm_runtime::device::plugin::load_library("/nonexistent/plugin.so").unwrap_err();
+    assert!(e.to_string().contains("built without `plugins`"), "{e}");
 }

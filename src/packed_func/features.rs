@@ -57,7 +57,6 @@ pub const PREFIXES: &[(&str, &str)] = &[
     ("device_api.vulkan", "vulkan"),
     ("runtime.module.loadbinary_vulkan", "vulkan"),
     ("runtime.module.loadfile_vulkan", "vulkan"),
-    ("runtime.LoadDevicePlugin", "plugins"),
 ];
 
 /// Whether this build has the feature `name` (false for a name that is not a feature).

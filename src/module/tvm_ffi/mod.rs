@@ -14,15 +14,22 @@ pub mod env;
 #[cfg(feature = "tvm-ffi")]
 pub mod vm_exec;
 
+#[cfg(feature = "tvm-ffi")]
 use super::blob::BlobReader;
 use super::library::Library;
+#[cfg(feature = "tvm-ffi")]
 use super::{Module, ModuleNode};
+#[cfg(feature = "tvm-ffi")]
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
+#[cfg(feature = "tvm-ffi")]
 use crate::packed_func::function::{Function, Owner};
+#[cfg(feature = "tvm-ffi")]
 use crate::packed_func::registry;
+#[cfg(feature = "tvm-ffi")]
 use std::collections::HashMap;
 use std::ffi::c_void;
+#[cfg(feature = "tvm-ffi")]
 use std::sync::{Arc, RwLock};
 
 /// Prefix of every kernel symbol.
