@@ -39,7 +39,7 @@ fn the_table_names_only_features_cargo_declares() {
             "the prefix {prefix} maps to {f}, which is not in FEATURES"
         );
     }
-    for set in ["default", "deploy", "minimal"] {
+    for set in ["default", "cpu", "deploy", "minimal"] {
         assert!(declared.iter().any(|d| d == set), "no feature set {set}");
     }
 }
