@@ -24,6 +24,11 @@
 //! 8. [`rpc`]: TVM's RPC protocol, server and client;
 //! 9. [`c_api`]: the `extern "C"` surface, which converts and delegates inside one boundary.
 //!
+//! The optional rooms and backends are Cargo features (`graph`, `relax`, `llm`, `rpc`,
+//! `tvm-ffi`, `dso`, `threads`, `plugins`, `cuda`, `vulkan`; see Cargo.toml): a feature left
+//! out is not compiled, and asking for what it provides names it
+//! ([`packed_func::features`]).
+//!
 //! Each room registers its own global functions beside their code; `register_all` is the
 //! one composition root that calls them, on the first use of the registry. The crate root is
 //! above every room: the registry (room 1) calls `register_all`, and nothing else in a
