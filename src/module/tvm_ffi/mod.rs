@@ -16,11 +16,13 @@ pub mod vm_exec;
 
 #[cfg(feature = "tvm-ffi")]
 use super::blob::BlobReader;
+#[cfg(feature = "dso")]
 use super::library::Library;
 #[cfg(feature = "tvm-ffi")]
 use super::{Module, ModuleNode};
 #[cfg(feature = "tvm-ffi")]
 use crate::object::ObjectRef;
+#[cfg(any(feature = "dso", feature = "tvm-ffi"))]
 use crate::packed_func::error::{Error, Result};
 #[cfg(feature = "tvm-ffi")]
 use crate::packed_func::function::{Function, Owner};
@@ -28,6 +30,7 @@ use crate::packed_func::function::{Function, Owner};
 use crate::packed_func::registry;
 #[cfg(feature = "tvm-ffi")]
 use std::collections::HashMap;
+#[cfg(feature = "dso")]
 use std::ffi::c_void;
 #[cfg(feature = "tvm-ffi")]
 use std::sync::{Arc, RwLock};
@@ -42,6 +45,7 @@ pub const LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
 pub const MAIN: &str = "__tvm_ffi_main";
 
 /// Symbols only a tvm-ffi library defines (any one marks it as such).
+#[cfg(feature = "dso")]
 const MARKERS: [&str; 6] = [
     LIBRARY_BIN,
     LIBRARY_CTX,
@@ -53,9 +57,11 @@ const MARKERS: [&str; 6] = [
 
 /// Symbols of TVM v0.21's short-lived in-tree tvm-ffi ABI (a 16-byte object header, other type
 /// indices, unprefixed kernels), which this runtime does not read.
+#[cfg(feature = "dso")]
 const V0_21_MARKERS: [&str; 2] = ["__tvm_ffi_library_bin", "__tvm_ffi_library_ctx"];
 
 /// Refuses a library of the tvm-ffi ABI of TVM v0.21, naming what was found.
+#[cfg(feature = "dso")]
 pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
     match V0_21_MARKERS.iter().find(|s| !lib.symbol(s).is_null()) {
         Some(found) => Err(Error::value(format!(
@@ -70,6 +76,7 @@ pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
 /// When the loaded library was compiled for the tvm-ffi ABI: the address of one of its own
 /// symbols (a marker variable, else a `__tvm_ffi_*` kernel), by which calls from it are
 /// recognised. `file` is read for its dynamic symbols only when no marker is present.
+#[cfg(feature = "dso")]
 pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
     if let Some(p) = MARKERS.iter().map(|s| lib.symbol(s)).find(|p| !p.is_null()) {
         return Some(p);
