@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Hardening stage of the test command (issue 16):
 #   1. AddressSanitizer (with LeakSanitizer): the Rust tests of the CPU rooms, built
-#      --no-default-features (so this is also the CPU-only build's test run), then the C
-#      conformance suite on that instrumented library;
+#      --no-default-features --features cpu (so this is also the CPU-only build's test run),
+#      then the C conformance suite on that instrumented library;
 #   2. ThreadSanitizer, with std itself rebuilt instrumented (-Zbuild-std, needs the rust-src
 #      component, installed here when missing): the tests that run threads (the lib's unit
 #      tests, thread pool included; tests/concurrency.rs: one executor per thread, object
@@ -33,7 +33,7 @@ export RUSTC_BOOTSTRAP=1
 export CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only \
   CARGO_PROFILE_DEV_INCREMENTAL=false
 cargo_san() {
-  cargo "$1" -p tvm-runtime --no-default-features --target "$host" \
+  cargo "$1" -p tvm-runtime --no-default-features --features cpu --target "$host" \
     --config 'profile.dev.package."*".opt-level=0' --config 'profile.dev.package."*".debug=false' \
     "${@:2}"
 }
@@ -87,7 +87,8 @@ else
 fi
 
 step "CPU-only release library: C suite and sizes"
-cargo build --release --no-default-features -p tvm-runtime --lib --target-dir target/cpu-only
+cargo build --release --no-default-features --features cpu -p tvm-runtime --lib \
+  --target-dir target/cpu-only
 c_suite cpu-only "$PWD/target/cpu-only/release/libtvm_runtime.so"
 for lib in target/release/libtvm_runtime.so target/cpu-only/release/libtvm_runtime.so; do
   if [ -f "$lib" ]; then

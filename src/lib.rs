@@ -24,6 +24,11 @@
 //! 8. [`rpc`]: TVM's RPC protocol, server and client;
 //! 9. [`c_api`]: the `extern "C"` surface, which converts and delegates inside one boundary.
 //!
+//! The optional rooms and backends are Cargo features (`graph`, `relax`, `llm`, `rpc`,
+//! `tvm-ffi`, `dso`, `threads`, `plugins`, `cuda`, `vulkan`; see Cargo.toml): a feature left
+//! out is not compiled, and asking for what it provides names it
+//! ([`packed_func::features`]).
+//!
 //! Each room registers its own global functions beside their code; `register_all` is the
 //! one composition root that calls them, on the first use of the registry. The crate root is
 //! above every room: the registry (room 1) calls `register_all`, and nothing else in a
@@ -36,7 +41,9 @@ pub mod module;
 pub mod ndarray;
 pub mod object;
 pub mod packed_func;
+#[cfg(feature = "relax")]
 pub mod relax_vm;
+#[cfg(feature = "rpc")]
 pub mod rpc;
 pub mod threading;
 
@@ -55,7 +62,9 @@ pub(crate) fn register_all(r: &mut packed_func::registry::Registrar) {
     threading::register(r);
     module::register(r);
     executor::register(r);
+    #[cfg(feature = "relax")]
     relax_vm::register(r);
+    #[cfg(feature = "rpc")]
     rpc::register(r);
     c_api::register(r);
 }

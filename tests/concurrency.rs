@@ -1,6 +1,7 @@
 //! Concurrency: one graph executor per application thread, shared objects whose references
 //! are taken and dropped from many threads, and the global registry written and read at once.
 //! Small enough to run under ThreadSanitizer (scripts/test_sanitizers.sh).
+#![cfg(feature = "graph")]
 
 use std::sync::{Arc, Barrier};
 use tvm_runtime::executor::GraphExecutor;

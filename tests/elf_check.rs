@@ -1,5 +1,6 @@
 //! Broken libraries are refused before the dynamic loader sees them: truncated at many offsets
 //! and with corrupted headers, through the Rust API and the C API, never a crash.
+#![cfg(feature = "dso")]
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;

@@ -3,6 +3,7 @@
 //! global functions Python uses; zero-copy, parameters (with a golden byte layout), the
 //! factory and its blob loader, the debug executor, the time evaluator and error cases. A
 //! TVM-compiled `mlp.so` fixture is run too when present.
+#![cfg(feature = "graph")]
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;

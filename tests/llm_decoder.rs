@@ -4,6 +4,7 @@
 //! name, as `vm.builtin.param_array_from_cache_by_name` gives them), a prefill and greedy
 //! decode steps whose logits must equal, bit for bit, those the reference runtime produced
 //! when the fixture was built (`expected.npz`), and whose tokens must be the reference's.
+#![cfg(feature = "llm")]
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;

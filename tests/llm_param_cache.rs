@@ -2,6 +2,7 @@
 //! into a copy-on-write mapping of their shard (same bytes as the file; writes stay in the
 //! process), other records are copied, and the mapping lives exactly as long as the arrays
 //! and cache entries that use it. Shards are written here in the `ndarray-cache.json` format.
+#![cfg(feature = "llm")]
 
 use std::path::{Path, PathBuf};
 

@@ -4,6 +4,7 @@
 //! TVM's Python `VirtualMachine` drives it: `vm_load_executable`, `vm_initialization`, then
 //! the function by name. Skipped, with a message, when the fixtures have not been built (a
 //! failure under TVMRT_REQUIRE_FIXTURES / TVMRT_REQUIRE_MODELS).
+#![cfg(feature = "relax")]
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;

@@ -1,6 +1,7 @@
 //! The Relax VM: hand-assembled executables (interpreter semantics, closures, special
 //! registers, type codes, bad input) and the fixtures' Relax libraries (compared with the
 //! reference runtime's outputs, bit for bit).
+#![cfg(feature = "relax")]
 
 #[path = "common/fixture_dirs.rs"]
 mod fixture_dirs;

@@ -1,6 +1,7 @@
 //! RPC tests in Rust: our client against our standalone server on loopback, and bad input
 //! (garbage handshakes, wrong keys, oversize/truncated packets, unknown codes, forged handles,
 //! disconnects mid-copy) — after each, the server must still serve the next client.
+#![cfg(feature = "rpc")]
 
 use std::io::{Read, Write};
 use std::net::TcpStream;

@@ -2,6 +2,7 @@
 //! loaded and called through the classic C ABI, compared with TVM 0.27's own outputs.
 //! Skipped, with a message, when the fixtures were not built, unless TVMRT_REQUIRE_FIXTURES is
 //! set (as the test command does): then it fails.
+#![cfg(all(feature = "tvm-ffi", feature = "relax"))]
 
 #[path = "common/skip.rs"]
 mod skip;

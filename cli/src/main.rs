@@ -1,8 +1,9 @@
 //! `tvmrt`: run TVM-compiled models and inspect modules and devices from the command line.
 
+#[cfg(feature = "rpc")]
 mod rpc_server;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use npyz::WriterBuilder;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -11,7 +12,9 @@ use tvm_runtime::executor::{GraphExecutor, TensorInfo};
 use tvm_runtime::packed_func::types::{device_name, DLDevice, DL_FLOAT, DL_INT, DL_UINT};
 use tvm_runtime::{dtype_to_string, DLDataType, Error, Module, NDArray, RetValue};
 
+#[cfg(feature = "llm")]
 mod generate;
+#[cfg(feature = "relax")]
 mod relax;
 
 #[derive(Parser)]
@@ -59,6 +62,7 @@ enum Command {
         disasm: bool,
     },
     /// Generate tokens with a decoder built by tvm.relax.frontend.nn (prefill/decode).
+    #[cfg(feature = "llm")]
     Generate {
         /// The model library.
         model: String,
@@ -89,6 +93,7 @@ enum Command {
         target: bool,
     },
     /// Serve this runtime over TVM's RPC protocol (as TVM's `tvm_rpc server`).
+    #[cfg(feature = "rpc")]
     RpcServer(rpc_server::RpcServerArgs),
 }
 
@@ -287,6 +292,9 @@ fn run(
 ) -> tvm_runtime::Result<()> {
     let dev = parse_device(device)?;
     let lib = Module::load(model)?;
+    #[cfg(not(feature = "relax"))]
+    let _ = function;
+    #[cfg(feature = "relax")]
     if relax::is_relax(&lib) {
         return relax::run(&lib, function, inputs, output, dev, device, repeat, profile);
     }
@@ -479,6 +487,9 @@ fn info(path: &str, disasm: bool) -> tvm_runtime::Result<()> {
     let m = Module::load(path)?;
     println!("{path}:");
     print_tree(&m, 1);
+    #[cfg(not(feature = "relax"))]
+    let _ = disasm;
+    #[cfg(feature = "relax")]
     if relax::is_relax(&m) {
         return relax::info(&m, disasm);
     }
@@ -505,7 +516,18 @@ fn main() -> ExitCode {
     // Behave like other command-line tools when the reader of stdout goes away (`| head`).
     // SAFETY: restoring the default disposition of SIGPIPE before any thread starts.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    // The version line names the features this build has.
+    let version = format!(
+        "{} (features: {})",
+        env!("CARGO_PKG_VERSION"),
+        tvm_runtime::packed_func::features::built()
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let matches = Cli::command()
+        .version(&*Box::leak(version.into_boxed_str()))
+        .get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     let r = match cli.command {
         Command::Run {
             model,
@@ -526,7 +548,9 @@ fn main() -> ExitCode {
         ),
         Command::Info { model, disasm } => info(&model, disasm),
         Command::Devices { target } => devices(target),
+        #[cfg(feature = "rpc")]
         Command::RpcServer(a) => rpc_server::run(a),
+        #[cfg(feature = "llm")]
         Command::Generate {
             model,
             params,

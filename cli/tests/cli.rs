@@ -66,6 +66,12 @@ fn info_and_devices() {
     let (ok, out, _) = tvmrt(&["devices"]);
     assert!(ok);
     assert!(out.contains("cpu(0)") && out.contains("threads:"), "{out}");
+    // The version line lists the features this build has (the CLI always has `graph`).
+    let (ok, out, _) = tvmrt(&["--version"]);
+    assert!(
+        ok && out.contains("(features: ") && out.contains("graph"),
+        "{out}"
+    );
 }
 
 #[test]

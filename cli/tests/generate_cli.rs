@@ -1,5 +1,6 @@
 //! `tvmrt generate` on the decoder fixture (scripts/build_llm_fixtures.py): greedy tokens equal
 //! the reference runtime's; top-p with a seed is reproducible; bad input is a clear error.
+#![cfg(feature = "llm")]
 
 #[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;

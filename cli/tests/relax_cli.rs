@@ -1,5 +1,6 @@
 //! `tvmrt run` / `tvmrt info` on the Relax VM fixtures (scripts/build_fixtures.py): outputs
 //! equal the reference runtime's, read back from the written .npy files byte for byte.
+#![cfg(feature = "relax")]
 
 #[path = "../../tests/common/fixture_dirs.rs"]
 mod fixture_dirs;

@@ -7,6 +7,7 @@
 //! The crash uses a global that only a server started with `TVMRT_RPC_TEST_HOOKS=1` registers
 //! (`tvmrt.testing.crash`, which ends the serving process with SIGSEGV): no request of the
 //! protocol is meant to crash the server, so the test brings its own.
+#![cfg(feature = "rpc")]
 
 #[path = "common/rpc_server.rs"]
 mod rpc_server;

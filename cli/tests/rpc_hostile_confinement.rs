@@ -1,6 +1,7 @@
 //! Hostile clients against the real `tvmrt rpc-server` on loopback (issue 31): forged opaque
 //! handles, returned addresses, hostile archives and path globals reaching outside the session's
 //! work directory. Every server runs with a bounded lifetime and is killed when its test ends.
+#![cfg(feature = "rpc")]
 
 #[path = "common/rpc_server.rs"]
 mod rpc_server;

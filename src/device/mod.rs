@@ -10,6 +10,10 @@ pub mod cpu;
 pub mod cuda;
 mod functions;
 pub mod null;
+#[cfg(feature = "plugins")]
+pub mod plugin;
+#[cfg(not(feature = "plugins"))]
+#[path = "plugin/off.rs"]
 pub mod plugin;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
@@ -416,6 +420,12 @@ fn api_other(dev: DLDevice) -> Result<ApiRef> {
         if let Some(a) = registered(dev.device_type) {
             return Ok(ApiRef::Other(a));
         }
+    }
+    if let Some(f) = crate::packed_func::features::missing_for_device(dev.device_type) {
+        return Err(Error::internal(format!(
+            "device {} is not available: this library was built without `{f}`",
+            describe(dev)
+        )));
     }
     Err(Error::internal(format!(
         "device {} is not available: no {} backend is built in or registered",

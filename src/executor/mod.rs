@@ -15,26 +15,39 @@
 
 pub mod any_list;
 pub mod debug;
+#[cfg(feature = "graph")]
 pub mod factory;
+#[cfg(feature = "graph")]
 mod functions;
+#[cfg(feature = "graph")]
 pub mod graph;
+#[cfg(feature = "graph")]
 pub mod graph_executor;
+#[cfg(any(feature = "graph", feature = "relax"))]
 pub mod params;
 pub mod time_eval;
 
 pub use debug::{NodeProfile, OpProfile, ProfileReport};
+#[cfg(feature = "graph")]
 pub use factory::FactoryNode;
+#[cfg(feature = "graph")]
 pub use graph::Graph;
+#[cfg(feature = "graph")]
 pub use graph_executor::{GraphExecutor, TensorInfo};
 pub use time_eval::TimeEvalConfig;
 
+#[cfg(feature = "graph")]
 use crate::ndarray::NDArray;
+#[cfg(feature = "graph")]
 use crate::packed_func::confine;
+#[cfg(feature = "graph")]
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
+#[cfg(feature = "graph")]
 use crate::packed_func::value::{Args, RetValue};
 
 /// Reads a Map (String → NDArray) argument.
+#[cfg(feature = "graph")]
 fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray)>> {
     let o = a
         .object(i)?
@@ -42,6 +55,7 @@ fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray
     factory::params_from_map(o.to_ref()).map_err(|e| e.context(what))
 }
 
+#[cfg(feature = "graph")]
 fn save_params_to_file(a: Args<'_>) -> Result<()> {
     a.expect_len(2, "runtime.SaveParamsToFile")?;
     let path = a.str(1)?;
@@ -55,6 +69,7 @@ fn save_params_to_file(a: Args<'_>) -> Result<()> {
     })
 }
 
+#[cfg(feature = "graph")]
 fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
     a.expect_len(1, "runtime.LoadParamsFromFile")?;
     let path = a.str(0)?;
@@ -68,8 +83,20 @@ fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
     Ok(factory::params_to_map(&p).into())
 }
 
-/// Registers the executors' global functions.
+/// Registers the executors' global functions (the time evaluator always; the graph
+/// executor, its factory, params and the cache-flush preprocessor with `graph`).
 pub fn register(b: &mut Registrar) {
+    #[cfg(feature = "graph")]
+    register_graph(b);
+    b.add("runtime.RPCTimeEvaluator", |a, rv| {
+        *rv = time_eval::rpc_time_evaluator(a)?.into_object().into();
+        Ok(())
+    });
+}
+
+/// The graph executor's global functions.
+#[cfg(feature = "graph")]
+fn register_graph(b: &mut Registrar) {
     b.add("tvm.graph_executor.create", |a, rv| {
         *rv = functions::create(a, false)?.into_object().into();
         Ok(())
@@ -111,9 +138,5 @@ pub fn register(b: &mut Registrar) {
     });
     b.add("cache_flush_cpu_non_first_arg", |a, _rv| {
         time_eval::cpu_cache_flush(&a, 1)
-    });
-    b.add("runtime.RPCTimeEvaluator", |a, rv| {
-        *rv = time_eval::rpc_time_evaluator(a)?.into_object().into();
-        Ok(())
     });
 }

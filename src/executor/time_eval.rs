@@ -276,6 +276,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
 /// Evicts every CPU-side tensor among `args[begin..]` from the CPU caches, line by line
 /// (TVM's `cache_flush_cpu_non_first_arg` preprocessor, with `begin` = 1): measurements then
 /// start from memory, as autotvm's `enable_cpu_cache_flush` asks. Other arguments are skipped.
+#[cfg(feature = "graph")]
 pub fn cpu_cache_flush(args: &Args<'_>, begin: usize) -> Result<()> {
     use super::graph_executor::TensorArg;
     for i in begin..args.len() {
@@ -294,7 +295,7 @@ pub fn cpu_cache_flush(args: &Args<'_>, begin: usize) -> Result<()> {
     Ok(())
 }
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "graph", target_arch = "x86_64"))]
 fn flush_range(start: *const u8, n: usize) {
     const LINE: usize = 64;
     let mut p = start as usize & !(LINE - 1);
@@ -309,7 +310,7 @@ fn flush_range(start: *const u8, n: usize) {
     unsafe { std::arch::x86_64::_mm_mfence() };
 }
 
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(all(feature = "graph", not(target_arch = "x86_64")))]
 fn flush_range(start: *const u8, n: usize) {
     // No portable cache-line eviction: read through a buffer larger than the usual last-level
     // cache instead, which pushes the tensor's lines out.

@@ -344,12 +344,15 @@ pub fn with_lent_reader<R>(
 fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{key}");
     let f = registry::get(&name).ok_or_else(|| {
-        Error::value(format!(
-            "{}: the library was built with a module of type '{key}' but no loader of that \
-             name is registered; available loaders: {}",
-            reader.context(),
-            available_loaders().join(", ")
-        ))
+        let why = crate::packed_func::features::or_built_without(
+            &name,
+            format!(
+                "the library was built with a module of type '{key}' but no loader of that \
+                 name is registered; available loaders: {}",
+                available_loaders().join(", ")
+            ),
+        );
+        Error::value(format!("{}: {why}", reader.context()))
     })?;
     let rv = call_loader(&f, reader)?;
     Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))

@@ -261,7 +261,13 @@ pub fn load(path: &str) -> Result<Module> {
     if ctx_slot.is_null() && blob_sym.is_null() {
         super::tvm_ffi::refuse_unsupported(&*lib_dyn, path)?;
         if let Some(probe) = super::tvm_ffi::probe(&*lib_dyn, path) {
+            #[cfg(feature = "tvm-ffi")]
             return super::tvm_ffi::load(lib_dyn, path, probe);
+            #[cfg(not(feature = "tvm-ffi"))]
+            return Err(Error::value(format!(
+                "cannot load {path} (a tvm-ffi library, TVM >= 0.22, found at {probe:?}): this \
+                 library was built without `tvm-ffi`"
+            )));
         }
     }
     init_context_functions(&*lib_dyn)?;

@@ -83,6 +83,7 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = module::load_from_file(&file, fmt)?.into_object().into();
         Ok(())
     });
+    #[cfg(feature = "dso")]
     r.add("runtime.module.loadfile_so", |a, rv| {
         let file = confine::resolve_str(a.str(0)?, "runtime.module.loadfile_so")?;
         *rv = module::dso::load(&file)?.into_object().into();

@@ -2,9 +2,16 @@
 //! environment lookup compiled code uses (`TVMBackendGetFuncFromEnv`).
 
 pub mod blob;
+#[cfg(feature = "dso")]
 pub mod dso;
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(
+    feature = "dso",
+    target_os = "linux",
+    target_env = "gnu",
+    target_pointer_width = "64"
+))]
 mod dynsym;
+#[cfg(feature = "dso")]
 pub mod elf_check;
 pub mod function_info;
 mod functions;
@@ -270,8 +277,9 @@ impl Module {
             return Ok(f);
         }
         registry::get(name).ok_or_else(|| {
-            Error::attribute(format!(
-                "Cannot find function {name} in the imported modules or global registry"
+            Error::attribute(crate::packed_func::features::or_built_without(
+                name,
+                format!("Cannot find function {name} in the imported modules or global registry"),
             ))
         })
     }
@@ -290,8 +298,9 @@ impl Module {
 /// that stays valid for the process.
 pub fn global_env_func_raw(name: &str) -> Result<*mut crate::object::Object> {
     let f = registry::get(name).ok_or_else(|| {
-        Error::attribute(format!(
-            "Cannot find function {name} in the global registry"
+        Error::attribute(crate::packed_func::features::or_built_without(
+            name,
+            format!("Cannot find function {name} in the global registry"),
         ))
     })?;
     let p = f.as_object().as_ptr();
@@ -328,12 +337,19 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
         fmt = "so".into();
     }
     if fmt == "so" {
+        #[cfg(feature = "dso")]
         return dso::load(path);
+        #[cfg(not(feature = "dso"))]
+        return Err(Error::value(format!(
+            "cannot load {path}: shared libraries are not available: this library was built \
+             without `dso` (system libraries only)"
+        )));
     }
     let name = format!("runtime.module.loadfile_{fmt}");
     let f = registry::get(&name).ok_or_else(|| {
-        Error::internal(format!(
-            "cannot load {path}: no loader for format '{fmt}' ({name} is not registered)"
+        Error::internal(crate::packed_func::features::or_built_without(
+            &name,
+            format!("cannot load {path}: no loader for format '{fmt}' ({name} is not registered)"),
         ))
     })?;
     let c = std::ffi::CString::new(path).map_err(|_| Error::value("path contains NUL"))?;

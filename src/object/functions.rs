@@ -24,6 +24,12 @@ fn arg_to_object(args: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
 
 /// Registers the container functions.
 pub(crate) fn register(r: &mut Registrar) {
+    r.add("runtime.BuiltFeatures", |a, rv| {
+        a.expect_len(0, "runtime.BuiltFeatures")?;
+        let names = crate::packed_func::features::built();
+        *rv = ArrayObj::new_ref(names.map(|n| Some(StringObj::new_ref(n))).collect()).into();
+        Ok(())
+    });
     r.add("runtime.String", |a, rv| {
         a.expect_len(1, "runtime.String")?;
         *rv = match a.get(0)? {

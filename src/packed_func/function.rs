@@ -333,8 +333,12 @@ impl Function {
 
     /// A function of the global registry; an error naming it when absent.
     pub fn get_global(name: &str) -> Result<Function> {
-        super::registry::get(name)
-            .ok_or_else(|| Error::attribute(format!("no global function named {name}")))
+        super::registry::get(name).ok_or_else(|| {
+            Error::attribute(super::features::or_built_without(
+                name,
+                format!("no global function named {name}"),
+            ))
+        })
     }
 
     /// Wraps an object known to be a PackedFunc.

@@ -4,6 +4,7 @@ pub mod confine;
 pub mod dtype;
 pub mod env_capi;
 pub mod error;
+pub mod features;
 pub mod function;
 pub mod registry;
 pub mod tensor;

@@ -375,9 +375,15 @@ impl VmCore {
             }
         }
         if !missing.is_empty() {
+            // A builtin of a feature left out of this build (e.g. `llm`) says so.
+            let cut: String = missing
+                .iter()
+                .filter_map(|n| crate::packed_func::features::built_without(n))
+                .map(|m| format!("; {m}"))
+                .collect();
             return Err(Error::value(format!(
                 "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's \
-                 global registry",
+                 global registry{cut}",
                 missing.join(", ")
             )));
         }

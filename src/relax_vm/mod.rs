@@ -16,6 +16,7 @@ mod builtins;
 pub mod bytecode;
 pub mod exec;
 pub mod interp;
+#[cfg(feature = "llm")]
 pub mod llm;
 pub mod memory;
 pub mod report;
@@ -59,5 +60,6 @@ pub(crate) fn register(r: &mut Registrar) {
     builtins::register(r);
     sort::register(r);
     report::register(r);
+    #[cfg(feature = "llm")]
     llm::register(r);
 }

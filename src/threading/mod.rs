@@ -27,6 +27,10 @@
 //!   50 ms after such a collision every `num_task = 0` launch does the same); an
 //!   explicit `num_task > 1` waits for the pool instead, since its tasks must run together.
 
+#[cfg(feature = "threads")]
+mod pool;
+#[cfg(not(feature = "threads"))]
+#[path = "inline.rs"]
 mod pool;
 
 pub use pool::{config_threadpool, num_threads, parallel_barrier, parallel_launch};

@@ -11,17 +11,28 @@
 pub mod abi;
 pub mod call;
 pub mod env;
+#[cfg(feature = "tvm-ffi")]
 pub mod vm_exec;
 
+#[cfg(feature = "tvm-ffi")]
 use super::blob::BlobReader;
+#[cfg(feature = "dso")]
 use super::library::Library;
+#[cfg(feature = "tvm-ffi")]
 use super::{Module, ModuleNode};
+#[cfg(feature = "tvm-ffi")]
 use crate::object::ObjectRef;
+#[cfg(any(feature = "dso", feature = "tvm-ffi"))]
 use crate::packed_func::error::{Error, Result};
+#[cfg(feature = "tvm-ffi")]
 use crate::packed_func::function::{Function, Owner};
+#[cfg(feature = "tvm-ffi")]
 use crate::packed_func::registry;
+#[cfg(feature = "tvm-ffi")]
 use std::collections::HashMap;
+#[cfg(feature = "dso")]
 use std::ffi::c_void;
+#[cfg(feature = "tvm-ffi")]
 use std::sync::{Arc, RwLock};
 
 /// Prefix of every kernel symbol.
@@ -34,6 +45,7 @@ pub const LIBRARY_CTX: &str = "__tvm_ffi__library_ctx";
 pub const MAIN: &str = "__tvm_ffi_main";
 
 /// Symbols only a tvm-ffi library defines (any one marks it as such).
+#[cfg(feature = "dso")]
 const MARKERS: [&str; 6] = [
     LIBRARY_BIN,
     LIBRARY_CTX,
@@ -45,9 +57,11 @@ const MARKERS: [&str; 6] = [
 
 /// Symbols of TVM v0.21's short-lived in-tree tvm-ffi ABI (a 16-byte object header, other type
 /// indices, unprefixed kernels), which this runtime does not read.
+#[cfg(feature = "dso")]
 const V0_21_MARKERS: [&str; 2] = ["__tvm_ffi_library_bin", "__tvm_ffi_library_ctx"];
 
 /// Refuses a library of the tvm-ffi ABI of TVM v0.21, naming what was found.
+#[cfg(feature = "dso")]
 pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
     match V0_21_MARKERS.iter().find(|s| !lib.symbol(s).is_null()) {
         Some(found) => Err(Error::value(format!(
@@ -62,6 +76,7 @@ pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
 /// When the loaded library was compiled for the tvm-ffi ABI: the address of one of its own
 /// symbols (a marker variable, else a `__tvm_ffi_*` kernel), by which calls from it are
 /// recognised. `file` is read for its dynamic symbols only when no marker is present.
+#[cfg(feature = "dso")]
 pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
     if let Some(p) = MARKERS.iter().map(|s| lib.symbol(s)).find(|p| !p.is_null()) {
         return Some(p);
@@ -82,11 +97,13 @@ pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
 }
 
 /// A module whose functions are the `__tvm_ffi_<name>` kernels of a library.
+#[cfg(feature = "tvm-ffi")]
 pub struct FfiLibraryModule {
     lib: Arc<dyn Library>,
     kernels: RwLock<HashMap<String, usize>>,
 }
 
+#[cfg(feature = "tvm-ffi")]
 impl FfiLibraryModule {
     fn new(lib: Arc<dyn Library>) -> Self {
         FfiLibraryModule {
@@ -126,6 +143,7 @@ impl FfiLibraryModule {
     }
 }
 
+#[cfg(feature = "tvm-ffi")]
 impl ModuleNode for FfiLibraryModule {
     fn type_key(&self) -> &str {
         "library"
@@ -161,6 +179,7 @@ impl ModuleNode for FfiLibraryModule {
 }
 
 /// Builds the module tree of a loaded tvm-ffi library; `probe` is what [`probe`] found.
+#[cfg(feature = "tvm-ffi")]
 pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Module> {
     env::ensure_error_symbol().map_err(|e| e.context(path))?;
     let lib_module = Module::new(Box::new(FfiLibraryModule::new(lib.clone())));
@@ -180,6 +199,7 @@ pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Mod
 
 /// Reads `__tvm_ffi__library_bin`: `indptr` and `child_indices` (u64 vectors), then per
 /// module a kind string and, unless it is `_lib`, its bytes. Module 0 is the root.
+#[cfg(feature = "tvm-ffi")]
 fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<Module> {
     let mut r = BlobReader::new(blob, path);
     let indptr = r.read_u64_vec("the import tree row pointers")?;
@@ -215,6 +235,7 @@ fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<M
 
 /// Loads one module of the blob through the classic loader of its kind. A Relax executable
 /// is rewritten into the classic format first; other kinds get their bytes as the stream.
+#[cfg(feature = "tvm-ffi")]
 fn load_kind(kind: &str, payload: &[u8], path: &str) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{kind}");
     let loader = registry::get(&name).ok_or_else(|| {
