@@ -776,3 +776,63 @@ fn handle_taking_globals_refuse_handles_they_cannot_vouch_for() {
         assert_eq!(unsafe { TVMFuncFree(f) }, 0);
     }
 }
+
+/// A handle that safe code can get (here `device_api.cpu`'s) is not taken as a stream, a
+/// plugin table or a plugin's device API by the globals that would read it as one.
+#[test]
+fn handles_from_returned_values_are_not_taken_as_streams_or_plugin_tables() {
+    use tvm_runtime::device::{self, null::NULL_DEVICE};
+    use tvm_runtime::packed_func::registry;
+    use tvm_runtime::{ArgValue, RetValue};
+    let cpu_api = match registry::get("device_api.cpu").unwrap().call(&[]).unwrap() {
+        RetValue::Handle(h) => h,
+        other => panic!("device_api.cpu returned {other:?}"),
+    };
+    let set_stream = registry::get("runtime.TVMSetStream").unwrap();
+    let err = set_stream
+        .call(&[
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Handle(cpu_api),
+        ])
+        .unwrap_err();
+    assert!(err.to_string().contains("not a live stream"), "{err}");
+    // NULL (the default stream) and a stream the runtime created are taken; a freed one not.
+    let null = tvm_runtime::packed_func::RawHandle::null();
+    set_stream
+        .call(&[ArgValue::Int(1), ArgValue::Int(0), ArgValue::Handle(null)])
+        .unwrap();
+    device::null::install();
+    let dev = [
+        ArgValue::Int(NULL_DEVICE.device_type as i64),
+        ArgValue::Int(0),
+    ];
+    let s = device::streams::create_stream(NULL_DEVICE).unwrap();
+    assert!(!s.is_null());
+    // SAFETY: a stream the runtime just created; the handle is only compared and passed to
+    // the null backend, which checks its own streams.
+    let h = unsafe { tvm_runtime::packed_func::RawHandle::new(s) };
+    set_stream
+        .call(&[dev[0], dev[1], ArgValue::Handle(h)])
+        .unwrap();
+    set_stream
+        .call(&[dev[0], dev[1], ArgValue::Handle(null)])
+        .unwrap();
+    // SAFETY: created above, no longer current, not used after.
+    unsafe { device::streams::free_stream(NULL_DEVICE, s) }.unwrap();
+    assert!(set_stream
+        .call(&[dev[0], dev[1], ArgValue::Handle(h)])
+        .is_err());
+    // A plugin table is not taken by address.
+    let err = registry::get("runtime.LoadDevicePlugin")
+        .unwrap()
+        .call(&[ArgValue::Handle(cpu_api)])
+        .unwrap_err();
+    assert!(err.to_string().contains("not taken by address"), "{err}");
+    // A Rust function named like a plugin's device API is not read as a plugin table.
+    registry::register_rust("device_api.notaplugin", |_a, rv| {
+        *rv = registry::get("device_api.cpu").unwrap().call(&[])?;
+        Ok(())
+    });
+    assert_eq!(device::type_from_name("notaplugin"), None);
+}

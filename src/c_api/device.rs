@@ -122,7 +122,7 @@ pub unsafe extern "C" fn TVMStreamCreate(
     crate::c_boundary! {
         check_out(out, "TVMStreamCreate: out")?;
         let dev = DLDevice::new(device_type, device_id);
-        let s = device::api(dev)?.create_stream(dev)?;
+        let s = device::streams::create_stream(dev)?;
         // SAFETY: checked non-null.
         unsafe { *out = s };
         Ok(())
@@ -142,7 +142,7 @@ pub unsafe extern "C" fn TVMStreamFree(
     crate::c_boundary! {
         let dev = DLDevice::new(device_type, device_id);
         // SAFETY: the C contract: `stream` came from TVMStreamCreate for this device.
-        unsafe { device::api(dev)?.free_stream(dev, stream) }
+        unsafe { device::streams::free_stream(dev, stream) }
     }
 }
 

@@ -30,8 +30,14 @@ pub(crate) fn register(r: &mut Registrar) {
         a.expect_len(3, "runtime.TVMSetStream")?;
         let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
         let s = a.handle(2)?;
-        // SAFETY: the contract of `TVMSetStream`, which this function serves: NULL or a live
-        // stream of this device.
+        if !s.is_null() && !device::streams::is_live(dev, s) {
+            return Err(Error::value(format!(
+                "runtime.TVMSetStream: the handle is not a live stream of {} created by this \
+                 runtime (TVMStreamCreate)",
+                device::describe(dev)
+            )));
+        }
+        // SAFETY: NULL, or a stream of this device that the runtime created and has not freed.
         unsafe { device::api(dev)?.set_stream(dev, s) }
     });
     r.add("__tvm_set_device", |a, _rv| {

@@ -15,6 +15,7 @@ pub mod plugin;
 #[cfg(not(feature = "plugins"))]
 #[path = "plugin/off.rs"]
 pub mod plugin;
+pub mod streams;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
 

@@ -66,8 +66,9 @@ impl<'a> ObjArg<'a> {
 /// address: the only constructors are [`RawHandle::null`] and the `unsafe`
 /// [`RawHandle::new`]. The runtime's own globals that read through a handle accept only the
 /// handles they can vouch for (a blob reader lent to loaders on the calling thread, a Relax VM
-/// running on it) and refuse any other with an error; the C entry points that serve TVM's C
-/// API (`runtime.TVMSetStream`, `runtime.LoadDevicePlugin` with a table) keep the C contract.
+/// running on it, a stream the runtime created and has not freed) and refuse any other with
+/// an error. Only the C entry points (`TVMSetStream`, `TVMDeviceRegisterPlugin`) take a
+/// handle on their C caller's word.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[repr(transparent)]
 pub struct RawHandle(*mut c_void);

@@ -832,7 +832,7 @@ impl LocalSession {
             code::DEV_CREATE_STREAM => {
                 want(1)?;
                 let d = dev(0)?;
-                let s = device::api(d)?.create_stream(d)?;
+                let s = device::streams::create_stream(d)?;
                 Ok(WireValue::Handle(self.stream_handle(s)))
             }
             code::DEV_FREE_STREAM => {
@@ -841,7 +841,7 @@ impl LocalSession {
                 let h = hdl(1)?;
                 let s = self.stream_of(h)?;
                 // SAFETY: a stream this session created; its entry is removed just below.
-                unsafe { device::api(d)?.free_stream(d, s)? };
+                unsafe { device::streams::free_stream(d, s)? };
                 self.entries.remove(&h);
                 Ok(WireValue::Null)
             }

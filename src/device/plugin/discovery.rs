@@ -43,16 +43,15 @@ pub(crate) fn load_plugin_global(
             a.str(0)?,
             "runtime.LoadDevicePlugin",
         )?),
-        ArgValue::Handle(_) if crate::packed_func::confine::remote() => Err(Error::value(
-            "runtime.LoadDevicePlugin: a remote peer cannot register a plugin table by address \
-             (give a path)",
+        // An opaque handle cannot be vouched for as a plugin table (any handle a function
+        // returned could be passed here), so a table is registered from C only, through
+        // `TVMDeviceRegisterPlugin`, whose contract the C caller keeps.
+        ArgValue::Handle(_) => Err(Error::value(
+            "runtime.LoadDevicePlugin: a plugin table is not taken by address here (give the \
+             plugin library's path, or register the table from C with TVMDeviceRegisterPlugin)",
         )),
-        ArgValue::Handle(h) => {
-            // SAFETY: a handle passed here is a plugin table (validated inside).
-            unsafe { register(h.as_ptr() as *const TVMDevicePlugin, None) }
-        }
         v => Err(Error::type_error(format!(
-            "runtime.LoadDevicePlugin expects a path or a table handle, got {}",
+            "runtime.LoadDevicePlugin expects a plugin library's path, got {}",
             v.kind_name()
         ))),
     }
@@ -81,6 +80,15 @@ fn adopt(name: &str, f: &Function) -> Result<()> {
         .get_or_insert_with(HashSet::new)
         .insert(name.to_string());
     if !fresh {
+        return Ok(());
+    }
+    // Only a C function's handle follows the plugin ABI by its registrant's contract: a Rust
+    // closure may return any handle it was given (`device_api.cpu`'s, a stream), which safe
+    // code must not be able to have read as a table.
+    if !matches!(
+        f.obj().imp(),
+        crate::packed_func::function::FuncImpl::C { .. }
+    ) {
         return Ok(());
     }
     match f.call(&[]) {
