@@ -134,23 +134,39 @@ mod tests {
     use crate::packed_func::types::DLDevice;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
+    /// A C callback returning its resource as a handle (the slot is the `RetValue` that
+    /// [`Function`]'s C calls pass).
+    unsafe extern "C" fn return_resource(
+        _args: *mut crate::packed_func::types::TVMValue,
+        _codes: *mut std::ffi::c_int,
+        _n: std::ffi::c_int,
+        ret: *mut std::ffi::c_void,
+        resource: *mut std::ffi::c_void,
+    ) -> std::ffi::c_int {
+        // SAFETY: `ret` is the caller's RetValue slot; the resource is the handle to return.
+        unsafe {
+            *(ret as *mut RetValue) = RetValue::Handle(crate::packed_func::RawHandle::new(resource))
+        };
+        0
+    }
+
     #[test]
     fn device_api_functions_are_adopted_when_registered_and_only_then() {
         static CALLS: AtomicUsize = AtomicUsize::new(0);
-        // Not a plugin (no handle): called once, at registration, and left alone.
+        // A Rust closure is not a plugin: never called by the discovery, whatever it returns.
         let f = Function::from_rust(|_a, rv| {
             CALLS.fetch_add(1, Ordering::SeqCst);
             *rv = RetValue::Int(7);
             Ok(())
         });
         registry::register("device_api.discovery_test_int", f, true).unwrap();
-        assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 0);
         // Lookups and messages never call out.
         let dev = DLDevice::new(47, 0);
         assert!(crate::device::describe(dev).contains("47"));
         assert!(crate::device::type_from_name("discovery_test_int").is_none());
         assert!(crate::device::api(dev).is_err());
-        assert_eq!(CALLS.load(Ordering::SeqCst), 1);
+        assert_eq!(CALLS.load(Ordering::SeqCst), 0);
 
         // A handle that is not a valid table: the registration reports it, naming the function.
         let bad = Box::leak(Box::new(TVMDevicePlugin {
@@ -177,13 +193,9 @@ mod tests {
             module_free: None,
             release: None,
         })) as *mut TVMDevicePlugin as usize;
-        let f = Function::from_rust(move |_a, rv| {
-            // SAFETY: a plugin table leaked above, alive for the rest of the process.
-            *rv = RetValue::Handle(unsafe {
-                crate::packed_func::RawHandle::new(bad as *mut std::ffi::c_void)
-            });
-            Ok(())
-        });
+        // SAFETY: the callback returns its resource, a table leaked above (alive for the rest
+        // of the process), and sets no error.
+        let f = unsafe { Function::from_c(return_resource, bad as *mut std::ffi::c_void, None) };
         let e = registry::register("device_api.discovery_test_bad", f, true).unwrap_err();
         assert!(
             e.message.contains("device_api.discovery_test_bad") && e.message.contains("999"),
