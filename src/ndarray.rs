@@ -111,7 +111,7 @@ fn check_dtype(dtype: DLDataType) -> Result<()> {
 #[cold]
 fn check_dtype_slow(dtype: DLDataType) -> Result<()> {
     let bad = |why: &str| {
-        Err(Error::value(format!(
+        Err(Error::value_fmt(format_args!(
             "invalid data type {} (code {} bits {} lanes {}): {why}",
             crate::packed_func::dtype::dtype_to_string(dtype),
             dtype.code,
@@ -238,7 +238,7 @@ impl NDArrayObj {
         }
         let addr = (t.data as usize).wrapping_add(t.byte_offset as usize);
         if addr % ALLOC_ALIGNMENT != 0 {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "TVMArrayFromDLPack: data (with byte_offset) is not {ALLOC_ALIGNMENT}-byte aligned"
             )));
         }
@@ -284,7 +284,7 @@ impl NDArrayObj {
         check_dtype(dtype)?;
         checked_nbytes(shape, dtype)?;
         if data as usize % ALLOC_ALIGNMENT != 0 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "external array memory at {:#x} is not {ALLOC_ALIGNMENT}-byte aligned",
                 data as usize
             )));
@@ -401,7 +401,7 @@ pub fn create_view(
         .checked_add(need)
         .is_none_or(|end| end > have)
     {
-        return Err(Error::internal(format!(
+        return Err(Error::internal_fmt(format_args!(
             "CreateView: a view of {need} bytes at offset {relative_byte_offset} does not fit \
              in an array of {have} bytes"
         )));
@@ -459,7 +459,7 @@ pub fn to_dlpack(obj: &ObjectRef) -> Result<*mut DLManagedTensor> {
 pub unsafe fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Result<()> {
     let n = tensor_nbytes(t)?;
     if n != nbytes {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "TVMArrayCopyFromBytes: size mismatch: the array holds {n} bytes but {nbytes} were given"
         )));
     }
@@ -496,7 +496,7 @@ pub unsafe fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) 
 pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<()> {
     let n = tensor_nbytes(t)?;
     if n != nbytes {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "TVMArrayCopyToBytes: size mismatch: the array holds {n} bytes but {nbytes} were given"
         )));
     }
@@ -631,7 +631,7 @@ impl NDArray {
         if o.downcast_ref::<NDArrayObj>().is_some() {
             Ok(NDArray(o))
         } else {
-            Err(Error::type_error(format!(
+            Err(Error::type_error_fmt(format_args!(
                 "expected an NDArray but got {}",
                 o.type_key()
             )))
@@ -686,7 +686,7 @@ impl NDArray {
 
     fn check_elem<T: Element>(&self, len: usize) -> Result<()> {
         if T::DTYPE != self.dtype() || len * std::mem::size_of::<T>() != self.nbytes() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "array of {} ({} bytes) does not match {len} elements of {}",
                 crate::packed_func::dtype::dtype_to_string(self.dtype()),
                 self.nbytes(),
@@ -713,7 +713,7 @@ impl NDArray {
         } else {
             "another handle of the same array (a clone, or a reference held elsewhere)"
         };
-        Err(Error::value(format!(
+        Err(Error::value_fmt(format_args!(
             "{what}: the array's storage is shared with {sharer}; safe code writes only an \
              array whose handle is its storage's only reference (copy into a fresh array, or \
              drop the other handles first)"

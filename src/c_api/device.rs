@@ -22,7 +22,7 @@ pub unsafe extern "C" fn TVMDeviceAllocDataSpace(
     crate::c_boundary! {
         check_out(out_data, "TVMDeviceAllocDataSpace: out_data")?;
         if alignment < 8 || !alignment.is_power_of_two() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "TVMDeviceAllocDataSpace: alignment {alignment} must be a power of two, at least 8"
             )));
         }

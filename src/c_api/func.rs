@@ -692,7 +692,7 @@ fn write_ret(
 ) -> crate::packed_func::Result<()> {
     if let RetValue::DataType(t) = rv {
         if !crate::packed_func::dtype::known_code(t) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "TVMFuncCall: cannot return a data type with unknown type code {}",
                 t.code
             )));
@@ -737,7 +737,7 @@ pub unsafe extern "C" fn TVMCFuncSetReturn(
     crate::c_boundary! {
         #[cold]
         if num_ret != 1 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "TVMCFuncSetReturn: num_ret must be 1, got {num_ret}"
             )));
         }
@@ -831,7 +831,7 @@ pub unsafe extern "C" fn TVMCbArgToReturn(value: *mut TVMValue, code: *mut c_int
             | tc::DEVICE
             | tc::DLTENSOR_HANDLE
             | tc::BOOL => Ok(()),
-            c => Err(Error::type_error(format!(
+            c => Err(Error::type_error_fmt(format_args!(
                 "TVMCbArgToReturn: unknown type code {c}"
             ))),
         }

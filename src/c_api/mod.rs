@@ -48,18 +48,18 @@ use std::ffi::{c_char, CStr};
 /// `p` must be NULL or a NUL-terminated string.
 pub(crate) unsafe fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     if p.is_null() {
-        return Err(Error::value(format!("{what} is NULL")));
+        return Err(Error::value_fmt(format_args!("{what} is NULL")));
     }
     // SAFETY: caller contract.
     unsafe { CStr::from_ptr(p) }
         .to_str()
-        .map_err(|_| Error::value(format!("{what} is not valid UTF-8")))
+        .map_err(|_| Error::value_fmt(format_args!("{what} is not valid UTF-8")))
 }
 
 /// Fails when an out-pointer is NULL.
 pub(crate) fn check_out<T>(p: *mut T, what: &str) -> Result<()> {
     if p.is_null() {
-        Err(Error::value(format!("{what} is NULL")))
+        Err(Error::value_fmt(format_args!("{what} is NULL")))
     } else {
         Ok(())
     }

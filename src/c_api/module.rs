@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_int, c_void};
 pub(crate) unsafe fn module_arg(h: *mut c_void, what: &str) -> Result<Module> {
     // SAFETY: caller contract.
     let o = unsafe { ObjectRef::from_borrowed(h as *mut Object) }
-        .ok_or_else(|| Error::value(format!("{what}: the module handle is NULL")))?;
+        .ok_or_else(|| Error::value_fmt(format_args!("{what}: the module handle is NULL")))?;
     Module::from_object(o).map_err(|e| e.context(what))
 }
 

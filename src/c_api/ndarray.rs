@@ -10,7 +10,9 @@ use std::ffi::{c_int, c_uint, c_void};
 
 fn check_handle(h: *mut DLTensor, what: &str) -> Result<()> {
     if h.is_null() {
-        return Err(Error::value(format!("{what}: the array handle is NULL")));
+        return Err(Error::value_fmt(format_args!(
+            "{what}: the array handle is NULL"
+        )));
     }
     Ok(())
 }
@@ -34,7 +36,7 @@ pub unsafe extern "C" fn TVMArrayAlloc(
     crate::c_boundary! {
         check_out(out, "TVMArrayAlloc: out")?;
         if ndim < 0 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "TVMArrayAlloc: ndim {ndim} is negative"
             )));
         }
@@ -45,7 +47,7 @@ pub unsafe extern "C" fn TVMArrayAlloc(
             || !(0..=255).contains(&dtype_bits)
             || !(0..=65535).contains(&dtype_lanes)
         {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "TVMArrayAlloc: invalid data type (code {dtype_code}, bits {dtype_bits}, lanes {dtype_lanes})"
             )));
         }

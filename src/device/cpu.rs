@@ -356,7 +356,7 @@ pub fn workspace_alloc(nbytes: usize) -> Result<*mut c_void> {
         .max(1)
         .checked_next_multiple_of(PAGE)
         .ok_or_else(|| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "a workspace of {nbytes} bytes is more than can be allocated"
             ))
         })?;
@@ -401,7 +401,7 @@ pub fn workspace_free(p: *mut c_void) -> Result<()> {
             .iter()
             .rposition(|&(q, _)| q == p)
             .ok_or_else(|| {
-                Error::value(format!(
+                Error::value_fmt(format_args!(
                     "TVMBackendFreeWorkspace: {p:p} is not a live workspace of this thread \
                  (double free, or freed on another thread)"
                 ))
@@ -473,7 +473,7 @@ impl DeviceApi for CpuDeviceApi {
         _stream: Stream,
     ) -> Result<()> {
         if dev_from.device_type != DL_CPU || dev_to.device_type != DL_CPU {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "the CPU backend cannot copy from {} to {}",
                 super::describe(dev_from),
                 super::describe(dev_to)

@@ -15,7 +15,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let kind = DeviceAttr::from_i32(a.i64(2)? as i32)?;
         if kind == DeviceAttr::Exist && !device::has_backend(dev.device_type) {
             if device::type_name(dev.device_type).is_none() {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "runtime.GetDeviceAttr: unknown device type {}",
                     dev.device_type
                 )));
@@ -31,7 +31,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
         let s = a.handle(2)?;
         if !s.is_null() && !device::streams::is_live(dev, s) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "runtime.TVMSetStream: the handle is not a live stream of {} created by this \
                  runtime (TVMStreamCreate)",
                 device::describe(dev)
@@ -59,7 +59,7 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.DeviceTypeToName", |a, rv| {
         let t = a.i64(0)? as i32;
         *rv = RetValue::Str(device::type_name(t).ok_or_else(|| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "device type {t} has no name (no backend or plugin)"
             ))
         })?);
@@ -69,7 +69,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let n = a.str(0)?;
         *rv = RetValue::Int(
             device::type_from_name(n)
-                .ok_or_else(|| Error::value(format!("unknown device name '{n}'")))?
+                .ok_or_else(|| Error::value_fmt(format_args!("unknown device name '{n}'")))?
                 as i64,
         );
         Ok(())
@@ -95,7 +95,7 @@ pub(crate) fn register(r: &mut Registrar) {
             t => match device::plugin::type_of(t) {
                 Some(_) => true,
                 None => {
-                    return Err(Error::tvm(format!("Unknown optional runtime {t}")));
+                    return Err(Error::tvm_fmt(format_args!("Unknown optional runtime {t}")));
                 }
             },
         };

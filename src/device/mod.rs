@@ -89,7 +89,11 @@ impl DeviceAttr {
             14 => TotalGlobalMemory,
             15 => AvailableGlobalMemory,
             16 => ImagePitchAlignment,
-            _ => return Err(Error::value(format!("unknown device attribute kind {v}"))),
+            _ => {
+                return Err(Error::value_fmt(format_args!(
+                    "unknown device attribute kind {v}"
+                )))
+            }
         })
     }
 }
@@ -162,7 +166,7 @@ pub trait DeviceApi: Send + Sync {
                 let n = crate::packed_func::tensor::checked_nbytes(shape, dtype)?;
                 self.alloc_data_space(dev, n, crate::packed_func::tensor::ALLOC_ALIGNMENT, dtype)
             }
-            Some(s) => Err(Error::tvm(format!(
+            Some(s) => Err(Error::tvm_fmt(format_args!(
                 "device {} does not support memory scope '{s}'",
                 describe(dev)
             ))),
@@ -423,12 +427,12 @@ fn api_other(dev: DLDevice) -> Result<ApiRef> {
         }
     }
     if let Some(f) = crate::packed_func::features::missing_for_device(dev.device_type) {
-        return Err(Error::internal(format!(
+        return Err(Error::internal_fmt(format_args!(
             "device {} is not available: this library was built without `{f}`",
             describe(dev)
         )));
     }
-    Err(Error::internal(format!(
+    Err(Error::internal_fmt(format_args!(
         "device {} is not available: no {} backend is built in or registered",
         describe(dev),
         match device_name(dev.device_type) {
@@ -447,7 +451,7 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
     let n_from = crate::packed_func::tensor::tensor_nbytes(from)?;
     let n_to = crate::packed_func::tensor::tensor_nbytes(to)?;
     if n_from != n_to {
-        return Err(Error::internal(format!(
+        return Err(Error::internal_fmt(format_args!(
             "copy between tensors of different sizes: {n_from} bytes to {n_to} bytes"
         )));
     }

@@ -61,7 +61,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 impl NullDeviceApi {
     fn check_device(&self, dev: DLDevice) -> Result<()> {
         if dev.device_type != DL_NULL || dev.device_id != 0 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{} is not a device of the null backend (only null(0) exists)",
                 super::describe(dev)
             )));
@@ -76,14 +76,14 @@ impl NullDeviceApi {
         alignment: usize,
     ) -> Result<*mut c_void> {
         let layout = Layout::from_size_align(nbytes.max(1), alignment.max(1)).map_err(|e| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "null device: cannot allocate {nbytes} bytes aligned to {alignment}: {e}"
             ))
         })?;
         // SAFETY: the layout has a non-zero size.
         let p = unsafe { std::alloc::alloc(layout) };
         if p.is_null() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "null device: out of memory allocating {nbytes} bytes"
             )));
         }
@@ -98,7 +98,7 @@ impl NullDeviceApi {
         what: &str,
     ) -> Result<()> {
         let layout = lock(blocks).remove(&(ptr as usize)).ok_or_else(|| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "null device: {ptr:p} is not a live {what} block (double free, or not from \
                  this backend)"
             ))
@@ -112,7 +112,7 @@ impl NullDeviceApi {
         if stream.is_null() || lock(&self.streams).contains(&(stream as usize)) {
             Ok(())
         } else {
-            Err(Error::value(format!(
+            Err(Error::value_fmt(format_args!(
                 "null device: {stream:p} is not a live stream"
             )))
         }
@@ -196,7 +196,7 @@ impl DeviceApi for NullDeviceApi {
             ));
         }
         if !lock(&self.streams).remove(&(stream as usize)) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "null device: {stream:p} is not a live stream (double free?)"
             )));
         }

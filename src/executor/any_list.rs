@@ -74,7 +74,11 @@ impl AnyCell {
                 }
             }
             c if (0..=15).contains(&c) => v,
-            c => return Err(Error::type_error(format!("AnyList: unknown type code {c}"))),
+            c => {
+                return Err(Error::type_error_fmt(format_args!(
+                    "AnyList: unknown type code {c}"
+                )))
+            }
         };
         self.reset();
         self.value = value;
@@ -113,7 +117,9 @@ fn check(anylist: *mut c_void, index: c_int, args_ok: bool) -> Result<()> {
         return Err(Error::value("AnyList: NULL list or arguments"));
     }
     if index < 0 {
-        return Err(Error::index(format!("AnyList: negative index {index}")));
+        return Err(Error::index_fmt(format_args!(
+            "AnyList: negative index {index}"
+        )));
     }
     Ok(())
 }

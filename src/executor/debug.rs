@@ -110,7 +110,9 @@ impl ProfileReport {
                 0.0
             };
         }
-        by_op.sort_by(|a, b| b.time_us.total_cmp(&a.time_us));
+        crate::packed_func::order::sort_stable_by(&mut by_op, |a, b| {
+            b.time_us.total_cmp(&a.time_us)
+        });
         ProfileReport {
             nodes,
             ops: by_op,

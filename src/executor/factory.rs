@@ -71,7 +71,7 @@ impl FactoryNode {
         let count = u64::from_le_bytes(count);
         let names = params::read_strings(r, "the parameter names")?;
         if count != names.len() as u64 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "GraphExecutorFactory: {count} parameters announced but {} names stored",
                 names.len()
             )));
@@ -133,7 +133,7 @@ fn create_executor(
     debug: bool,
 ) -> Result<Module> {
     if devices.is_empty() {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: at least one device is needed",
             d.module_name
         )));
@@ -164,7 +164,7 @@ pub fn params_to_map(p: &[(String, NDArray)]) -> ObjectRef {
 /// Reads a Map object (String → NDArray) into a list, in map order.
 pub fn params_from_map(o: ObjectRef) -> Result<Vec<(String, NDArray)>> {
     let m = o.downcast_ref::<MapObj>().ok_or_else(|| {
-        Error::type_error(format!(
+        Error::type_error_fmt(format_args!(
             "expected a Map of names to NDArrays but got {}",
             o.type_key()
         ))
@@ -178,7 +178,7 @@ pub fn params_from_map(o: ObjectRef) -> Result<Vec<(String, NDArray)>> {
             .to_string();
         let arr = v
             .clone()
-            .ok_or_else(|| Error::value(format!("parameter '{name}' is NULL")))
+            .ok_or_else(|| Error::value_fmt(format_args!("parameter '{name}' is NULL")))
             .and_then(NDArray::from_object)
             .map_err(|e| e.context(format!("parameter '{name}'")))?;
         out.push((name, arr));
@@ -247,7 +247,7 @@ impl ModuleNode for FactoryNode {
                     }
                     let want = a.str(0)?;
                     if want != d.module_name {
-                        return Err(Error::value(format!(
+                        return Err(Error::value_fmt(format_args!(
                             "debug_create: this factory holds model '{}', not '{want}'",
                             d.module_name
                         )));
@@ -300,7 +300,7 @@ pub fn load_binary(args: Args<'_>) -> Result<Module> {
 pub fn create(args: Args<'_>) -> Result<Module> {
     const NAME: &str = "tvm.graph_executor_factory.create";
     if args.len() < 3 || (args.len() - 3) % 2 != 0 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{NAME} expects (graph_json, module, module_name, [param_name, param_array]...) but \
              got {} arguments",
             args.len()
@@ -310,7 +310,7 @@ pub fn create(args: Args<'_>) -> Result<Module> {
     let lib = match args.get(1)? {
         ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?,
         v => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "{NAME}: argument 1 must be a Module, got {}",
                 v.kind_name()
             )))
@@ -324,7 +324,7 @@ pub fn create(args: Args<'_>) -> Result<Module> {
             ArgValue::Object(o) => NDArray::from_object(o.to_ref())
                 .map_err(|e| e.context(format!("{NAME}: parameter '{name}'")))?,
             v => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "{NAME}: parameter '{name}' must be an NDArray, got {}",
                     v.kind_name()
                 )))

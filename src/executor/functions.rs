@@ -29,7 +29,7 @@ pub(crate) fn key_arg<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<Key<'a>>
         ArgValue::Bool(b) => Ok(Key::Index(b as i64)),
         ArgValue::Str(_) => Ok(Key::Name(a.str(i)?)),
         ArgValue::Object(o) if o.downcast_ref::<StringObj>().is_some() => Ok(Key::Name(a.str(i)?)),
-        v => Err(Error::type_error(format!(
+        v => Err(Error::type_error_fmt(format_args!(
             "{what}: argument {i} must be a name or an index, got {}",
             v.kind_name()
         ))),
@@ -43,12 +43,12 @@ pub(crate) fn bytes_arg<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a [u
         ArgValue::Str(s) => Ok(s.to_bytes()),
         ArgValue::Object(o) => match o.downcast_ref::<StringObj>() {
             Some(s) => Ok(s.as_bytes()),
-            None => Err(Error::type_error(format!(
+            None => Err(Error::type_error_fmt(format_args!(
                 "{what}: argument {i} must be bytes, got {}",
                 ArgValue::Object(o).kind_name()
             ))),
         },
-        v => Err(Error::type_error(format!(
+        v => Err(Error::type_error_fmt(format_args!(
             "{what}: argument {i} must be bytes, got {}",
             v.kind_name()
         ))),
@@ -57,7 +57,9 @@ pub(crate) fn bytes_arg<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a [u
 
 fn index(v: i64, what: &str) -> Result<usize> {
     if v < 0 {
-        return Err(Error::index(format!("{what}: index {v} is negative")));
+        return Err(Error::index_fmt(format_args!(
+            "{what}: index {v} is negative"
+        )));
     }
     Ok(v as usize)
 }
@@ -102,7 +104,7 @@ pub(crate) fn info_map(info: &[TensorInfo]) -> ObjectRef {
 
 fn ints(a: &Args<'_>, from: usize, n: usize, what: &str) -> Result<Vec<i64>> {
     if a.len() < from + n {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what} expects {} arguments but {} were given",
             from + n,
             a.len()
@@ -123,7 +125,7 @@ fn debug_cfg(v: &[i64], what: &str) -> Result<TimeEvalConfig> {
         cache_flush_bytes: 0,
     };
     if cfg.repeat <= 0 || cfg.repeats_to_cooldown <= 0 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: repeat and repeats_to_cooldown must be positive"
         )));
     }
@@ -230,14 +232,14 @@ fn body(name: &str, debug: bool) -> Option<Body> {
             let other = match a.get(0)? {
                 ArgValue::Object(o) => Module::from_object(o.to_ref())?,
                 v => {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "share_params: argument 0 must be a GraphExecutor module, got {}",
                         v.kind_name()
                     )))
                 }
             };
             let other = executor_of(&other).ok_or_else(|| {
-                Error::type_error(format!(
+                Error::type_error_fmt(format_args!(
                     "share_params: argument 0 must be a GraphExecutor module of this runtime, \
                      got a module of type {}",
                     other.type_key()
@@ -367,7 +369,7 @@ pub(crate) fn devices_from(a: &Args<'_>, from: usize, what: &str) -> Result<Vec<
             }
             _ => {
                 if i + 1 >= a.len() {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "{what}: devices must be given as (device_type, device_id) pairs; \
                          argument {i} has no device id after it"
                     )));
@@ -378,7 +380,7 @@ pub(crate) fn devices_from(a: &Args<'_>, from: usize, what: &str) -> Result<Vec<
         }
     }
     if devs.is_empty() {
-        return Err(Error::value(format!("{what}: no device given")));
+        return Err(Error::value_fmt(format_args!("{what}: no device given")));
     }
     Ok(devs)
 }
@@ -392,7 +394,7 @@ pub(crate) fn create(a: Args<'_>, debug: bool) -> Result<Module> {
         "tvm.graph_executor.create"
     };
     if a.len() < 3 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what} expects (graph_json, module, device_type, device_id, ...) but got {} \
              arguments",
             a.len()
@@ -402,7 +404,7 @@ pub(crate) fn create(a: Args<'_>, debug: bool) -> Result<Module> {
     let lib = match a.get(1)? {
         ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(what))?,
         v => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "{what}: argument 1 must be a Module, got {}",
                 v.kind_name()
             )))

@@ -86,7 +86,7 @@ pub struct Graph {
 }
 
 fn bad(msg: impl std::fmt::Display) -> Error {
-    Error::value(format!("invalid graph JSON: {msg}"))
+    Error::value_fmt(format_args!("invalid graph JSON: {msg}"))
 }
 
 fn as_u32(v: &Value, what: &dyn Fn() -> String) -> Result<u32> {
@@ -236,7 +236,7 @@ impl Graph {
     /// Parses and validates a graph.
     pub fn parse(json: &str) -> Result<Graph> {
         let root: Value = serde_json::from_str(json)
-            .map_err(|e| Error::tvm(format!("cannot parse graph JSON: {e}")))?;
+            .map_err(|e| Error::tvm_fmt(format_args!("cannot parse graph JSON: {e}")))?;
         let obj = root
             .as_object()
             .ok_or_else(|| bad("the top level must be an object"))?;

@@ -51,7 +51,7 @@ use crate::packed_func::value::{Args, RetValue};
 fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray)>> {
     let o = a
         .object(i)?
-        .ok_or_else(|| Error::value(format!("{what}: the parameter map is NULL")))?;
+        .ok_or_else(|| Error::value_fmt(format_args!("{what}: the parameter map is NULL")))?;
     factory::params_from_map(o.to_ref()).map_err(|e| e.context(what))
 }
 
@@ -63,7 +63,7 @@ fn save_params_to_file(a: Args<'_>) -> Result<()> {
     let p = params_arg(&a, 0, "runtime.SaveParamsToFile")?;
     let bytes = params::save_params(&p)?;
     std::fs::write(file, bytes).map_err(|e| {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "runtime.SaveParamsToFile: cannot write {path}: {e}"
         ))
     })
@@ -75,7 +75,7 @@ fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
     let path = a.str(0)?;
     let file = confine::resolve(path, "runtime.LoadParamsFromFile")?;
     let bytes = std::fs::read(file).map_err(|e| {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "runtime.LoadParamsFromFile: cannot read {path}: {e}"
         ))
     })?;

@@ -75,7 +75,7 @@ impl<'a> ByteReader<'a> {
 impl ByteSource for ByteReader<'_> {
     fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
         if n > self.data.len() - self.pos {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{}: the data is truncated: cannot read {what} ({n} bytes) at byte {} of {}",
                 self.context,
                 self.pos,
@@ -143,13 +143,13 @@ fn read_i32(r: &mut dyn ByteSource, what: &str) -> Result<i32> {
 pub fn read_string(r: &mut dyn ByteSource, what: &str) -> Result<String> {
     let n = read_u64(r, what)?;
     if n > r.left() as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: length {n} exceeds the {} bytes left",
             r.left()
         )));
     }
     let b = r.take(n as usize, what)?;
-    String::from_utf8(b.to_vec()).map_err(|_| Error::value(format!("{what} is not UTF-8")))
+    String::from_utf8(b.to_vec()).map_err(|_| Error::value_fmt(format_args!("{what} is not UTF-8")))
 }
 
 /// Reads a vector of strings (`u64` count, then each string).
@@ -157,7 +157,7 @@ pub fn read_strings(r: &mut dyn ByteSource, what: &str) -> Result<Vec<String>> {
     let n = read_u64(r, what)?;
     // Every string takes at least its 8-byte length.
     if n > (r.left() / 8) as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: a count of {n} exceeds the {} bytes left",
             r.left()
         )));
@@ -238,17 +238,17 @@ pub unsafe fn save_dltensor(out: &mut Vec<u8>, t: &DLTensor) -> Result<()> {
     let mut num_elems: u64 = 1;
     for &d in shape {
         if d < 0 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "cannot save an array of shape {shape:?}"
             )));
         }
-        num_elems = num_elems
-            .checked_mul(d as u64)
-            .ok_or_else(|| Error::value(format!("array of shape {shape:?} is too large")))?;
+        num_elems = num_elems.checked_mul(d as u64).ok_or_else(|| {
+            Error::value_fmt(format_args!("array of shape {shape:?} is too large"))
+        })?;
     }
     let size = saved_data_size(t.dtype, num_elems)
         .filter(|&s| s <= i64::MAX as u64)
-        .ok_or_else(|| Error::value(format!("array of shape {shape:?} is too large")))?;
+        .ok_or_else(|| Error::value_fmt(format_args!("array of shape {shape:?} is too large")))?;
     out.extend_from_slice(&NDARRAY_MAGIC.to_le_bytes());
     out.extend_from_slice(&0u64.to_le_bytes());
     out.extend_from_slice(&DL_CPU.to_le_bytes());
@@ -287,7 +287,7 @@ pub struct ArrayHeader {
 /// Reads and checks an array's header (up to its data, which at least `size` bytes left
 /// must hold).
 pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
-    let invalid = |why: String| Error::value(format!("invalid NDArray data: {why}"));
+    let invalid = |why: String| Error::value_fmt(format_args!("invalid NDArray data: {why}"));
     let magic = read_u64(r, "the array magic number")?;
     let _reserved = read_u64(r, "the array header")?;
     if magic != NDARRAY_MAGIC {
@@ -493,7 +493,8 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
 
 /// Reads the header and names of a parameter dictionary, leaving `r` at the first array.
 pub fn read_params_header(r: &mut dyn ByteSource) -> Result<Vec<String>> {
-    let invalid = |why: &str| Error::value(format!("invalid parameters file format: {why}"));
+    let invalid =
+        |why: &str| Error::value_fmt(format_args!("invalid parameters file format: {why}"));
     let magic = read_u64(r, "the parameters magic number")?;
     if magic != NDARRAY_LIST_MAGIC {
         return Err(invalid(&format!(

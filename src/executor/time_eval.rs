@@ -71,7 +71,7 @@ impl TimeEvalConfig {
         ];
         for (ok, msg) in checks {
             if !ok {
-                return Err(Error::value(format!("time evaluator: {msg}")));
+                return Err(Error::value_fmt(format_args!("time evaluator: {msg}")));
             }
         }
         Ok(())
@@ -210,7 +210,7 @@ pub fn wrap_time_evaluator(
 pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     const NAME: &str = "runtime.RPCTimeEvaluator";
     if args.len() < 10 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{NAME} expects (module, func_name, device_type, device_id, number, repeat, \
              min_repeat_ms, limit_zero_time_iterations, cooldown_interval_ms, \
              repeats_to_cooldown[, cache_flush_bytes[, f_preproc_name]]) but got {} arguments",
@@ -224,7 +224,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     let name = args.str(1)?;
     let dev = DLDevice::new(args.i64(2)? as i32, args.i64(3)? as i32);
     if dev.device_type >= crate::packed_func::types::RPC_SESS_MASK {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{NAME}: device type {} is a remote (RPC) device; RPC is not supported by this \
              runtime",
             dev.device_type
@@ -252,7 +252,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
         None
     } else {
         Some(registry::get(preproc_name).ok_or_else(|| {
-            Error::internal(format!(
+            Error::internal_fmt(format_args!(
                 "{NAME}: cannot find the preprocessing function {preproc_name} in the global \
                  registry"
             ))
@@ -260,13 +260,15 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     };
     let pf = match &module {
         Some(m) => m.get_function(name, true)?.ok_or_else(|| {
-            Error::tvm(format!(
+            Error::tvm_fmt(format_args!(
                 "{NAME}: cannot find function {name} in the module (type {}) or its imports",
                 m.type_key()
             ))
         })?,
         None => registry::get(name).ok_or_else(|| {
-            Error::attribute(format!("{NAME}: cannot find {name} in the global registry"))
+            Error::attribute_fmt(format_args!(
+                "{NAME}: cannot find {name} in the global registry"
+            ))
         })?,
     };
     device::api(dev).map_err(|e| e.context(NAME))?;

@@ -162,7 +162,7 @@ impl<'a> BlobReader<'a> {
     }
 
     fn truncated(&self, what: &str) -> Error {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "{}: the module blob is truncated or corrupted: cannot read {what} at byte {} of {}",
             self.context,
             self.pos,
@@ -224,7 +224,7 @@ impl<'a> BlobReader<'a> {
     pub fn read_string(&mut self, what: &str) -> Result<String> {
         let b = self.read_blob(what)?;
         String::from_utf8(b.to_vec()).map_err(|_| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "{}: the module blob is corrupted: {what} is not UTF-8",
                 self.context
             ))
@@ -253,7 +253,7 @@ pub fn available_loaders() -> Vec<String> {
         .into_iter()
         .filter_map(|n| n.strip_prefix(prefix).map(str::to_string))
         .collect();
-    v.sort();
+    crate::packed_func::order::sort_strings(&mut v);
     v
 }
 
@@ -330,7 +330,7 @@ pub fn with_lent_reader<R>(
         }
     });
     if let Err(why) = claimed {
-        return Err(Error::value(format!("{who}: {why}")));
+        return Err(Error::value_fmt(format_args!("{who}: {why}")));
     }
     let _release = Release(addr);
     // SAFETY: the address is a reader `call_loader` lent on this thread: it is alive until that
@@ -352,7 +352,7 @@ fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
                 available_loaders().join(", ")
             ),
         );
-        Error::value(format!("{}: {why}", reader.context()))
+        Error::value_fmt(format_args!("{}: {why}", reader.context()))
     })?;
     let rv = call_loader(&f, reader)?;
     Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))
@@ -386,7 +386,7 @@ pub fn process_blob_from(
         match key.as_str() {
             "_lib" => {
                 if lib_module.is_some() {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "{context}: the module blob has more than one _lib entry"
                     )));
                 }
@@ -410,7 +410,7 @@ pub fn process_blob_from(
         return Ok((root.clone(), root));
     }
     let bad_tree = || {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "{context}: the module blob's import tree is corrupted"
         ))
     };

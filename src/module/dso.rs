@@ -226,14 +226,14 @@ pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> R
     let nbytes = u64::from_le_bytes(unsafe { *(sym as *const [u8; 8]) });
     if let Some(size) = symbol_size(sym) {
         if nbytes.checked_add(8).is_none_or(|n| n > size as u64) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{path}: the module blob is truncated or corrupted: it claims {nbytes} bytes \
                  but the symbol holds {}",
                 size.saturating_sub(8)
             )));
         }
     } else if nbytes > (1u64 << 34) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{path}: the module blob is corrupted: it claims {nbytes} bytes"
         )));
     }
@@ -252,7 +252,7 @@ pub fn load(path: &str) -> Result<Module> {
     let lib = unsafe {
         libloading::os::unix::Library::open(Some(path), libc::RTLD_LAZY | libc::RTLD_LOCAL)
     }
-    .map_err(|e| Error::value(format!("cannot load {path}: {e}")))?;
+    .map_err(|e| Error::value_fmt(format_args!("cannot load {path}: {e}")))?;
     let lib = Arc::new(DsoLibrary::new(lib, path));
     let lib_dyn: Arc<dyn Library> = lib.clone();
     let ctx_slot = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
@@ -264,7 +264,7 @@ pub fn load(path: &str) -> Result<Module> {
             #[cfg(feature = "tvm-ffi")]
             return super::tvm_ffi::load(lib_dyn, path, probe);
             #[cfg(not(feature = "tvm-ffi"))]
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "cannot load {path} (a tvm-ffi library, TVM >= 0.22, found at {probe:?}): this \
                  library was built without `tvm-ffi`"
             )));
@@ -283,7 +283,7 @@ pub fn load(path: &str) -> Result<Module> {
         .iter()
         .any(|s| !lib.symbol(s).is_null());
         if !has_tvm && ctx_slot.is_null() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "cannot load {path}: the library has no TVM symbols (__tvm_module_ctx, \
                  __tvm_main__, __tvm_dev_mblob, __TVMAPISetLastError); was it exported by TVM?"
             )));

@@ -173,25 +173,27 @@ impl Source for &[u8] {
 /// whatever else the loader reads from it.
 pub fn check_file(path: &str) -> Result<(File, std::fs::Metadata)> {
     let f = File::open(path)
-        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
+        .map_err(|e| Error::internal_fmt(format_args!("cannot open module file {path}: {e}")))?;
     let meta = f
         .metadata()
-        .map_err(|e| Error::internal(format!("cannot open module file {path}: {e}")))?;
+        .map_err(|e| Error::internal_fmt(format_args!("cannot open module file {path}: {e}")))?;
     if !meta.is_file() {
-        return Err(Error::internal(format!(
+        return Err(Error::internal_fmt(format_args!(
             "cannot open module file {path}: not a file"
         )));
     }
     let len = meta.len();
     let src = FileSource::new(f, len)
-        .map_err(|e| Error::internal(format!("cannot load {path}: read error: {e}")))?;
-    check_source(&src).map_err(|what| Error::internal(format!("cannot load {path}: {what}")))?;
+        .map_err(|e| Error::internal_fmt(format_args!("cannot load {path}: read error: {e}")))?;
+    check_source(&src)
+        .map_err(|what| Error::internal_fmt(format_args!("cannot load {path}: {what}")))?;
     Ok((src.file, meta))
 }
 
 /// Checks an ELF image held in memory; `name` is used in the error.
 pub fn check_bytes(name: &str, image: &[u8]) -> Result<()> {
-    check_source(&image).map_err(|what| Error::internal(format!("cannot load {name}: {what}")))
+    check_source(&image)
+        .map_err(|what| Error::internal_fmt(format_args!("cannot load {name}: {what}")))
 }
 
 /// `offset + size` when the range lies inside a file of `len` bytes.

@@ -35,7 +35,7 @@ pub type FunctionInfoMap = HashMap<String, FunctionInfo>;
 fn read_dtype_vec(r: &mut BlobReader<'_>, what: &str) -> Result<Vec<DLDataType>> {
     let n = r.read_u64(what)?;
     if n > (r.remaining() / 4) as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: the module blob is truncated or corrupted: cannot read {what} ({n} entries)",
             r.context()
         )));
@@ -56,7 +56,7 @@ fn read_string_vec(r: &mut BlobReader<'_>, what: &str) -> Result<Vec<String>> {
     let n = r.read_u64(what)?;
     // Every string takes at least its 8-byte length.
     if n > (r.remaining() / 8) as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: the module blob is truncated or corrupted: cannot read {what} ({n} entries)",
             r.context()
         )));
@@ -110,21 +110,21 @@ impl FunctionInfo {
                     .iter()
                     .map(|i| {
                         i.as_str().map(str::to_string).ok_or_else(|| {
-                            Error::value(format!(
+                            Error::value_fmt(format_args!(
                                 "function info of {name}: '{key}' must be a list of strings"
                             ))
                         })
                     })
                     .collect::<Result<Vec<_>>>()
                     .map(Some),
-                Some(_) => Err(Error::value(format!(
+                Some(_) => Err(Error::value_fmt(format_args!(
                     "function info of {name}: '{key}' must be a list of strings"
                 ))),
             }
         };
         let arg_types = strings("arg_types")?
             .ok_or_else(|| {
-                Error::value(format!(
+                Error::value_fmt(format_args!(
                     "function info of {name}: missing field 'arg_types'"
                 ))
             })?
@@ -167,7 +167,7 @@ pub fn write_bytes(out: &mut Vec<u8>, b: &[u8]) {
 pub fn read_map(r: &mut BlobReader<'_>) -> Result<FunctionInfoMap> {
     let n = r.read_u64("the number of functions")?;
     if n > (r.remaining() / 8) as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: the module blob is truncated or corrupted: cannot read the function table \
              ({n} entries)",
             r.context()
@@ -186,7 +186,7 @@ pub fn read_map(r: &mut BlobReader<'_>) -> Result<FunctionInfoMap> {
 pub fn write_map(out: &mut Vec<u8>, m: &FunctionInfoMap) {
     out.extend_from_slice(&(m.len() as u64).to_le_bytes());
     let mut keys: Vec<&String> = m.keys().collect();
-    keys.sort();
+    keys.sort_unstable();
     for k in keys {
         write_string(out, k);
         m[k].write(out);
@@ -196,11 +196,13 @@ pub fn write_map(out: &mut Vec<u8>, m: &FunctionInfoMap) {
 /// Parses a `.tvm_meta.json` document (`{"tvm_version": ..., "func_info": {...}}`).
 pub fn map_from_json(text: &str, context: &str) -> Result<FunctionInfoMap> {
     let v: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::value(format!("{context}: invalid JSON: {e}")))?;
+        .map_err(|e| Error::value_fmt(format_args!("{context}: invalid JSON: {e}")))?;
     let fi = v
         .get("func_info")
         .and_then(|f| f.as_object())
-        .ok_or_else(|| Error::value(format!("{context}: missing object field 'func_info'")))?;
+        .ok_or_else(|| {
+            Error::value_fmt(format_args!("{context}: missing object field 'func_info'"))
+        })?;
     fi.iter()
         .map(|(k, v)| {
             Ok((
@@ -265,7 +267,7 @@ fn tag_slot(tag: &str) -> Result<usize> {
     let axis = |c: Option<u8>| -> Result<usize> {
         match c {
             Some(c @ b'x'..=b'z') => Ok((c - b'x') as usize),
-            _ => Err(Error::value(format!("Unknown threadscope {tag}"))),
+            _ => Err(Error::value_fmt(format_args!("Unknown threadscope {tag}"))),
         }
     };
     if tag.starts_with("vthread") || tag == "cthread" {
@@ -277,7 +279,7 @@ fn tag_slot(tag: &str) -> Result<usize> {
     } else if let Some(rest) = tag.strip_prefix("threadIdx.") {
         Ok(3 + axis(rest.bytes().next())?)
     } else {
-        Err(Error::value(format!("Unknown threadscope {tag}")))
+        Err(Error::value_fmt(format_args!("Unknown threadscope {tag}")))
     }
 }
 
@@ -290,7 +292,7 @@ impl LaunchParamConfig {
         for (i, tag) in tags.iter().enumerate() {
             if tag == USE_DYN_SHARED_MEMORY_TAG {
                 if i + 1 != tags.len() {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "{USE_DYN_SHARED_MEMORY_TAG} should be the last tag in \
                          launch_param_tags."
                     )));

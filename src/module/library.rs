@@ -55,7 +55,7 @@ impl LibraryModule {
             let entry = self.lib.symbol(symbol::TVM_MODULE_MAIN);
             if entry.is_null() {
                 // As the reference: asking a library without an entry for it is an error.
-                return Err(Error::internal(format!(
+                return Err(Error::internal_fmt(format_args!(
                     "{}: symbol __tvm_main__ is not present (the library has no entry \
                      function)",
                     self.lib.describe()
@@ -64,14 +64,14 @@ impl LibraryModule {
             // SAFETY: TVM emits `__tvm_main__` as a NUL-terminated array of the entry name.
             let entry = unsafe { CStr::from_ptr(entry as *const c_char) };
             let entry = entry.to_str().map_err(|_| {
-                Error::value(format!(
+                Error::value_fmt(format_args!(
                     "{}: __tvm_main__ does not name a function",
                     self.lib.describe()
                 ))
             })?;
             let a = self.lib.symbol(entry);
             if a.is_null() {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "{}: the entry function {entry} named by __tvm_main__ is missing",
                     self.lib.describe()
                 )));

@@ -53,7 +53,7 @@ pub trait ModuleNode: Send + Sync {
 
     /// Source code in a format, for modules that keep their source.
     fn get_source(&self, _format: &str) -> Result<String> {
-        Err(Error::tvm(format!(
+        Err(Error::tvm_fmt(format_args!(
             "Module[{}] does not support GetSource",
             self.type_key()
         )))
@@ -61,7 +61,7 @@ pub trait ModuleNode: Send + Sync {
 
     /// The format the module saves to, for modules that can be saved.
     fn get_format(&self) -> Result<String> {
-        Err(Error::tvm(format!(
+        Err(Error::tvm_fmt(format_args!(
             "Module[{}] does not support GetFormat",
             self.type_key()
         )))
@@ -69,7 +69,7 @@ pub trait ModuleNode: Send + Sync {
 
     /// Saves to a file.
     fn save_to_file(&self, path: &str, _format: &str) -> Result<()> {
-        Err(Error::value(format!(
+        Err(Error::value_fmt(format_args!(
             "module of type {} cannot be saved to {path}",
             self.type_key()
         )))
@@ -78,7 +78,7 @@ pub trait ModuleNode: Send + Sync {
     /// Serialises the module for a `__tvm_dev_mblob` entry (what its `loadbinary` loader
     /// reads back), for modules that can be saved that way.
     fn save_to_binary(&self) -> Result<Vec<u8>> {
-        Err(Error::value(format!(
+        Err(Error::value_fmt(format_args!(
             "module of type {} cannot be serialised to binary",
             self.type_key()
         )))
@@ -128,7 +128,7 @@ impl Module {
     /// A function of this module or its imports; an error naming it when absent.
     pub fn function(&self, name: &str) -> Result<Function> {
         self.get_function(name, true)?.ok_or_else(|| {
-            Error::attribute(format!(
+            Error::attribute_fmt(format_args!(
                 "module of type {} has no function {name}",
                 self.type_key()
             ))
@@ -140,7 +140,7 @@ impl Module {
         if o.downcast_ref::<ModuleObj>().is_some() {
             Ok(Module(o))
         } else {
-            Err(Error::type_error(format!(
+            Err(Error::type_error_fmt(format_args!(
                 "expected a Module but got {}",
                 o.type_key()
             )))
@@ -340,7 +340,7 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
         #[cfg(feature = "dso")]
         return dso::load(path);
         #[cfg(not(feature = "dso"))]
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "cannot load {path}: shared libraries are not available: this library was built \
              without `dso` (system libraries only)"
         )));

@@ -14,7 +14,7 @@ fn arg_to_object(args: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
         ArgValue::Object(o) => Some(o.to_ref()),
         ArgValue::Str(s) => Some(StringObj::from_bytes(s.to_bytes())),
         v => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "argument {i}: expected an object but got {}",
                 v.kind_name()
             )))

@@ -82,7 +82,7 @@ pub fn register_dynamic(key: &str, parent: u32) -> u32 {
 pub fn type_key_to_index(key: &str) -> Result<u32> {
     let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
     t.by_key.get(key).copied().ok_or_else(|| {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "Cannot find type {key}: no object type with this key is registered"
         ))
     })
@@ -93,7 +93,7 @@ pub fn type_index_to_key(index: u32) -> Result<String> {
     let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
     match t.infos.get(index as usize) {
         Some(Some(info)) => Ok(info.name.clone()),
-        _ => Err(Error::value(format!("Unknown type index {index}"))),
+        _ => Err(Error::value_fmt(format_args!("Unknown type index {index}"))),
     }
 }
 
@@ -107,7 +107,7 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
     }
     let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
     if (child as usize) >= t.infos.len() {
-        return Err(Error::value(format!("Unknown type index {child}")));
+        return Err(Error::value_fmt(format_args!("Unknown type index {child}")));
     }
     let mut c = child;
     while c > parent {

@@ -119,14 +119,14 @@ pub fn resolve_str(path: &str, what: &str) -> Result<String> {
     }
     let p = resolve(path, what)?;
     p.to_str().map(str::to_string).ok_or_else(|| {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "{what}: path '{path}' does not resolve to UTF-8 inside the work directory"
         ))
     })
 }
 
 fn refused(path: &str, what: &str, why: &str) -> Error {
-    Error::value(format!(
+    Error::value_fmt(format_args!(
         "{what}: refused path '{path}': {why} (over RPC, files must stay inside the session's \
          work directory)"
     ))

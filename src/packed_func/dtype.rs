@@ -65,7 +65,7 @@ pub fn known_code(t: DLDataType) -> bool {
 /// `float8_e4m3fn`, `float8_e5m2`, `float4_e2m1fn`, and TVM 0.16's spellings `e4m3_float8`,
 /// `e5m2_float8`).
 pub fn dtype_from_string(s: &str) -> Result<DLDataType> {
-    let err = || Error::value(format!("unknown data type '{s}'"));
+    let err = || Error::value_fmt(format_args!("unknown data type '{s}'"));
     match s {
         "bool" => return Ok(DLDataType::new(DL_UINT, 1, 1)),
         "void" => return Ok(DLDataType::new(DL_OPAQUE_HANDLE, 0, 0)),

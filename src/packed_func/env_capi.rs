@@ -28,7 +28,7 @@ pub unsafe fn register(name: &str, ptr: *mut c_void) -> Result<()> {
         "PyGILState_Release" => &PY_GIL_RELEASE,
         "PyErr_CheckSignals" => &PY_CHECK_SIGNALS,
         _ => {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "TVMBackendRegisterEnvCAPI: unknown env API {name} (known: Py_IncRef, \
                  Py_DecRef, PyGILState_Ensure, PyGILState_Release, PyErr_CheckSignals)"
             )))

@@ -103,6 +103,50 @@ impl Error {
         Self::new(ErrorKind::InternalError, message)
     }
 
+    /// Builds an error of a kind from `format_args!`. Out of line and cold, so that the many
+    /// error sites stay small: each passes its arguments instead of formatting in place.
+    #[cold]
+    #[inline(never)]
+    pub fn with_args(kind: ErrorKind, args: fmt::Arguments<'_>) -> Self {
+        Self::new(kind, fmt::format(args))
+    }
+
+    /// [`Error::tvm`] from `format_args!`.
+    #[cold]
+    pub fn tvm_fmt(args: fmt::Arguments<'_>) -> Self {
+        Self::with_args(ErrorKind::TVMError, args)
+    }
+
+    /// [`Error::value`] from `format_args!`.
+    #[cold]
+    pub fn value_fmt(args: fmt::Arguments<'_>) -> Self {
+        Self::with_args(ErrorKind::ValueError, args)
+    }
+
+    /// [`Error::type_error`] from `format_args!`.
+    #[cold]
+    pub fn type_error_fmt(args: fmt::Arguments<'_>) -> Self {
+        Self::with_args(ErrorKind::TypeError, args)
+    }
+
+    /// [`Error::index`] from `format_args!`.
+    #[cold]
+    pub fn index_fmt(args: fmt::Arguments<'_>) -> Self {
+        Self::with_args(ErrorKind::IndexError, args)
+    }
+
+    /// [`Error::attribute`] from `format_args!`.
+    #[cold]
+    pub fn attribute_fmt(args: fmt::Arguments<'_>) -> Self {
+        Self::with_args(ErrorKind::AttributeError, args)
+    }
+
+    /// [`Error::internal`] from `format_args!`.
+    #[cold]
+    pub fn internal_fmt(args: fmt::Arguments<'_>) -> Self {
+        Self::with_args(ErrorKind::InternalError, args)
+    }
+
     /// Captures this thread's last error, as a callee that returned non-zero left it.
     pub fn from_last() -> Self {
         let py = last_python_error();
@@ -183,9 +227,9 @@ pub type Result<T> = std::result::Result<T, Error>;
 #[macro_export]
 macro_rules! bail {
     ($kind:ident, $($arg:tt)*) => {
-        return Err($crate::packed_func::error::Error::new(
+        return Err($crate::packed_func::error::Error::with_args(
             $crate::packed_func::error::ErrorKind::$kind,
-            format!($($arg)*),
+            format_args!($($arg)*),
         ))
     };
 }
@@ -303,5 +347,5 @@ pub fn panic_to_error(payload: Box<dyn Any + Send>) -> Error {
     } else {
         "unknown panic".to_string()
     };
-    Error::internal(format!("panic inside the runtime: {msg}"))
+    Error::internal_fmt(format_args!("panic inside the runtime: {msg}"))
 }

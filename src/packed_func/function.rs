@@ -346,7 +346,7 @@ impl Function {
         if o.downcast_ref::<PackedFuncObj>().is_some() {
             Ok(Function(o))
         } else {
-            Err(Error::type_error(format!(
+            Err(Error::type_error_fmt(format_args!(
                 "expected a PackedFunc but got {}",
                 o.type_key()
             )))

@@ -172,7 +172,7 @@ pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> 
         let weak = WEAK.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
         let mut r = write();
         if !override_existing && !weak && r.contains_key(name) {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "Global PackedFunc {name} is already registered"
             )));
         }

@@ -14,19 +14,20 @@ pub fn checked_nbytes(shape: &[i64], dtype: DLDataType) -> Result<usize> {
     let mut n: usize = 1;
     for (i, &d) in shape.iter().enumerate() {
         if d < 0 {
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "shape[{i}] = {d} is negative: array dimensions must be >= 0"
             )));
         }
-        n = n
-            .checked_mul(d as usize)
-            .ok_or_else(|| Error::value(format!("shape {shape:?} is too large: size overflows")))?;
+        n = n.checked_mul(d as usize).ok_or_else(|| {
+            Error::value_fmt(format_args!("shape {shape:?} is too large: size overflows"))
+        })?;
     }
     // Whole bytes per element, as the reference: sub-byte types (bool is uint1) take a byte
     // each, which is what compiled code reads and writes.
     let elem = (dtype.bits as usize * dtype.lanes as usize).div_ceil(8);
-    n.checked_mul(elem)
-        .ok_or_else(|| Error::value(format!("shape {shape:?} is too large: size overflows")))
+    n.checked_mul(elem).ok_or_else(|| {
+        Error::value_fmt(format_args!("shape {shape:?} is too large: size overflows"))
+    })
 }
 
 /// The shape of a tensor as a slice.
@@ -45,7 +46,10 @@ pub unsafe fn shape_of(t: &DLTensor) -> &[i64] {
 /// Bytes of a (compact) tensor.
 pub fn tensor_nbytes(t: &DLTensor) -> Result<usize> {
     if t.ndim < 0 {
-        return Err(Error::value(format!("tensor has negative ndim {}", t.ndim)));
+        return Err(Error::value_fmt(format_args!(
+            "tensor has negative ndim {}",
+            t.ndim
+        )));
     }
     if t.ndim > 0 && t.shape.is_null() {
         return Err(Error::value("tensor has a NULL shape"));

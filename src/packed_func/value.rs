@@ -235,7 +235,11 @@ impl<'a> ArgValue<'a> {
                         ArgValue::Object(ObjArg::new(*slot))
                     }
                 }
-                c => return Err(Error::type_error(format!("unknown argument type code {c}"))),
+                c => {
+                    return Err(Error::type_error_fmt(format_args!(
+                        "unknown argument type code {c}"
+                    )))
+                }
             })
         }
     }
@@ -342,7 +346,7 @@ pub struct Args<'a> {
 }
 
 fn type_mismatch(i: usize, expected: &str, got: &ArgValue) -> Error {
-    Error::type_error(format!(
+    Error::type_error_fmt(format_args!(
         "argument {i}: expected {expected} but got {}",
         got.kind_name()
     ))
@@ -417,7 +421,7 @@ impl<'a> Args<'a> {
     /// Fails unless there are exactly `n` arguments.
     pub fn expect_len(&self, n: usize, func: &str) -> Result<()> {
         if self.len() != n {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{func} expects {n} arguments but {} were given",
                 self.len()
             )));
@@ -428,7 +432,7 @@ impl<'a> Args<'a> {
     /// Argument `i`.
     pub fn get(&self, i: usize) -> Result<ArgValue<'a>> {
         if i >= self.len() {
-            return Err(Error::index(format!(
+            return Err(Error::index_fmt(format_args!(
                 "argument index {i} out of range: {} arguments",
                 self.len()
             )));
@@ -442,7 +446,7 @@ impl<'a> Args<'a> {
     pub fn index(&self, i: usize, len: usize, what: &str) -> Result<usize> {
         let idx = self.i64(i)?;
         if idx < 0 || idx as usize >= len {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "{what}: index {idx} out of range for size {len}"
             )));
         }
@@ -472,7 +476,7 @@ impl<'a> Args<'a> {
         match self.get(i)? {
             ArgValue::Str(s) => s
                 .to_str()
-                .map_err(|_| Error::value(format!("argument {i}: string is not UTF-8"))),
+                .map_err(|_| Error::value_fmt(format_args!("argument {i}: string is not UTF-8"))),
             ArgValue::Object(o) => match o.downcast_ref::<StringObj>() {
                 Some(s) => Ok(s.as_str()),
                 None => Err(type_mismatch(i, "str", &ArgValue::Object(o))),
@@ -853,7 +857,9 @@ impl RetValue {
         match self {
             RetValue::Int(i) => Ok(*i),
             RetValue::Bool(b) => Ok(*b as i64),
-            _ => Err(Error::type_error(format!("expected int, got {self:?}"))),
+            _ => Err(Error::type_error_fmt(format_args!(
+                "expected int, got {self:?}"
+            ))),
         }
     }
 
@@ -861,7 +867,7 @@ impl RetValue {
     pub fn into_object(self) -> Result<ObjectRef> {
         match self {
             RetValue::Object(o) => Ok(o),
-            other => Err(Error::type_error(format!(
+            other => Err(Error::type_error_fmt(format_args!(
                 "expected an object, got {other:?}"
             ))),
         }

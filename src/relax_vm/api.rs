@@ -119,7 +119,7 @@ impl VirtualMachine {
             .core
             .exec
             .func_index(func)
-            .ok_or_else(|| Error::value(format!("Unknown function: {func}")))?;
+            .ok_or_else(|| Error::value_fmt(format_args!("Unknown function: {func}")))?;
         Ok(self.core.exec.funcs[i].param_names.clone())
     }
 
@@ -136,14 +136,14 @@ impl VirtualMachine {
             .core
             .exec
             .func_index(func)
-            .ok_or_else(|| Error::value(format!("Unknown function: {func}")))?;
+            .ok_or_else(|| Error::value_fmt(format_args!("Unknown function: {func}")))?;
         let out = if self.core.exec.funcs[i].kind == super::exec::FuncKind::VmFunc {
             self.core.call_index(i, regs)?
         } else {
             let clo = self
                 .core
                 .get_closure(func)
-                .ok_or_else(|| Error::value(format!("{func} is not a VM function")))?;
+                .ok_or_else(|| Error::value_fmt(format_args!("{func} is not a VM function")))?;
             let _ = clo.downcast_ref::<ClosureObj>();
             self.core.invoke_closure_regs(&clo, &regs)?
         };

@@ -104,7 +104,7 @@ pub enum Instr {
 }
 
 fn bad(msg: String) -> Error {
-    Error::value(format!("invalid Relax VM executable: {msg}"))
+    Error::value_fmt(format_args!("invalid Relax VM executable: {msg}"))
 }
 
 #[inline]

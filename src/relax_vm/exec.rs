@@ -124,7 +124,7 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn bad(&self, section: &str, what: &str) -> Error {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "invalid Relax VM executable: the {section} section is truncated or corrupted \
              (cannot read {what} at byte {} of {})",
             self.pos,
@@ -166,7 +166,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self, section: &str, what: &str) -> Result<String> {
         let b = self.bytes(section, what)?;
         String::from_utf8(b.to_vec()).map_err(|_| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
             ))
         })
@@ -237,13 +237,13 @@ impl Executable {
         };
         let magic = r.u64("header", "the magic number")?;
         if magic != MAGIC {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: bad magic number (expected {MAGIC:#018x})"
             )));
         }
         let version = r.bytes("header", "the version")?;
         if version != VERSION.as_bytes() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: version \"{}\" is not supported (expected \"{VERSION}\")",
                 String::from_utf8_lossy(&version[..version.len().min(32)])
             )));
@@ -254,7 +254,7 @@ impl Executable {
         for _ in 0..n {
             let kind_raw = r.i32("global", "a function kind")?;
             let kind = FuncKind::from_i32(kind_raw).ok_or_else(|| {
-                Error::value(format!(
+                Error::value_fmt(format_args!(
                     "invalid Relax VM executable: unknown function kind {kind_raw}"
                 ))
             })?;
@@ -308,7 +308,7 @@ impl Executable {
                 4 => Constant::Int(r.i64("constant", "an integer")?),
                 5 => Constant::Float(f64::from_bits(r.u64("constant", "a float")?)),
                 t => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "invalid Relax VM executable: constant {i} has unknown type tag {t}"
                     )))
                 }
@@ -324,7 +324,7 @@ impl Executable {
         let instr_offset = r.words("code", "the instruction offsets")?;
         let instr_data = r.words("code", "the instruction data")?;
         if r.pos != body.len() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {} unexpected bytes after the code section",
                 body.len() - r.pos
             )));

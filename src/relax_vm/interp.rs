@@ -366,7 +366,7 @@ impl VmCore {
                     });
                 }
                 FuncKind::VmTirFunc => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "function {} is a VM TIR function (exec_mode=\"compiled\"), which this \
                          runtime does not run; build with the default exec_mode=\"bytecode\"",
                         f.name
@@ -381,7 +381,7 @@ impl VmCore {
                 .filter_map(|n| crate::packed_func::features::built_without(n))
                 .map(|m| format!("; {m}"))
                 .collect();
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's \
                  global registry{cut}",
                 missing.join(", ")
@@ -479,7 +479,7 @@ impl VmCore {
                     .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
             };
         } else {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "expected a closure or PackedFunc but got {}",
                 f.type_key()
             )));
@@ -503,7 +503,7 @@ impl VmCore {
     ) -> Result<RetValue> {
         let f = &self.exec.funcs[index];
         if f.kind != FuncKind::VmFunc {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{} is not a VM function and cannot be interpreted",
                 f.name
             )));
@@ -515,7 +515,7 @@ impl VmCore {
                 format!(" (parameters: {})", f.param_names.join(", "))
             };
             // An InternalError with the reference's words (its check is an ICHECK).
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "ValueError: Invoking function {} requires {} inputs but only {} inputs are \
                  provided.{names}",
                 f.name,
@@ -588,7 +588,7 @@ impl VmCore {
         let mut pc = start;
         loop {
             if pc >= end {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "execution ran past the end of function {} (instruction {pc})",
                     f.name
                 )));
@@ -596,7 +596,7 @@ impl VmCore {
             if limit != 0 {
                 steps += 1;
                 if steps > limit {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "function {} ran more than {limit} instructions",
                         f.name
                     )));
@@ -622,7 +622,7 @@ impl VmCore {
                         RetValue::Int(i) => i,
                         RetValue::Bool(b) => b as i64,
                         other => {
-                            return Err(Error::type_error(format!(
+                            return Err(Error::type_error_fmt(format_args!(
                                 "the condition of If (instruction {pc}) must be an int or bool, \
                                  got {other:?}"
                             )))

@@ -104,7 +104,7 @@ impl Allocator for PooledAllocator {
         let size = nbytes
             .max(1)
             .checked_next_multiple_of(PAGE_SIZE)
-            .ok_or_else(|| Error::value(format!("cannot allocate {nbytes} bytes")))?;
+            .ok_or_else(|| Error::value_fmt(format_args!("cannot allocate {nbytes} bytes")))?;
         {
             let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(b) = p.free.get_mut(&size).and_then(Vec::pop) {
@@ -151,7 +151,7 @@ static MANAGER: LazyLock<Mutex<HashMap<AllocKey, Arc<dyn Allocator>>>> =
 /// The process-wide allocator of a device and kind (created on first use).
 pub fn get_or_create_allocator(dev: DLDevice, kind: i64) -> Result<Arc<dyn Allocator>> {
     if kind != NAIVE && kind != POOLED {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "unknown allocator type {kind} (1 = naive, 2 = pooled)"
         )));
     }
@@ -237,7 +237,7 @@ impl StorageObj {
         let buf = st.buffer();
         let need = checked_nbytes(shape, dtype)?;
         if offset < 0 || (offset as u64).saturating_add(need as u64) > buf.size as u64 {
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "storage allocation failure, attempted to allocate {need} at offset {offset} in \
                  region that is {}bytes",
                 buf.size

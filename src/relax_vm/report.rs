@@ -118,7 +118,9 @@ impl ReportObj {
                 r.get("Duration (us)")
                     .and_then(|v| number(v, "microseconds"))
             };
-            rows.sort_by(|a, b| d(b).unwrap_or(0.0).total_cmp(&d(a).unwrap_or(0.0)));
+            crate::packed_func::order::sort_stable_by(&mut rows, |a, b| {
+                d(b).unwrap_or(0.0).total_cmp(&d(a).unwrap_or(0.0))
+            });
         }
         if col_sums {
             let mut s = sum_rows(rows.iter());
@@ -249,7 +251,7 @@ fn report_arg<'a>(a: &crate::packed_func::value::Args<'a>) -> Result<&'a ReportO
 pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.profiling.FromJSON", |a, rv| {
         let json: Value = serde_json::from_str(a.str(0)?)
-            .map_err(|e| Error::value(format!("runtime.profiling.FromJSON: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("runtime.profiling.FromJSON: {e}")))?;
         if !json.is_object() || !json["calls"].is_array() {
             return Err(Error::value(
                 "runtime.profiling.FromJSON: a report needs a \"calls\" list",

@@ -19,7 +19,7 @@ fn tensor<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a DLTensor> {
             crate::ndarray::handle_of(&o.to_ref())
         }
         v => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "{what}: argument {i} must be a tensor, got {}",
                 v.kind_name()
             )))
@@ -28,7 +28,7 @@ fn tensor<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a DLTensor> {
     // SAFETY: a tensor argument is valid during the call (and NDArray objects outlive it).
     let t = unsafe { &*p };
     if t.device.device_type != DL_CPU || !crate::ndarray::is_contiguous(t) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: argument {i} must be a compact CPU tensor"
         )));
     }
@@ -86,7 +86,7 @@ fn check_type(t: DLDataType, what: &str) -> Result<()> {
     if ok {
         Ok(())
     } else {
-        Err(Error::value(format!(
+        Err(Error::value_fmt(format_args!(
             "{what}: unsupported dtype {}",
             crate::packed_func::dtype::dtype_to_string(t)
         )))
@@ -148,7 +148,7 @@ fn around(shape: &[i64], axis: i64, what: &str) -> Result<(usize, usize, usize, 
     let nd = shape.len() as i64;
     let ax = if axis < 0 { axis + nd } else { axis };
     if !(0..nd).contains(&ax) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: axis {axis} is out of range for a tensor of rank {nd}"
         )));
     }
@@ -168,13 +168,10 @@ fn order(t: &DLTensor, start: usize, step: usize, n: usize, count: usize, asc: b
     let mut v: Vec<(usize, Num)> = (0..count.min(n))
         .map(|k| (k, read(t, start + k * step)))
         .collect();
-    v.sort_by(|a, b| {
+    // Ties by position: the stable order, without a stable sort's code size.
+    v.sort_unstable_by(|a, b| {
         let o = a.1.cmp(&b.1);
-        if asc {
-            o
-        } else {
-            o.reverse()
-        }
+        if asc { o } else { o.reverse() }.then(a.0.cmp(&b.0))
     });
     let mut out: Vec<usize> = v.into_iter().map(|(k, _)| k).collect();
     out.extend(count.min(n)..n);
@@ -183,7 +180,7 @@ fn order(t: &DLTensor, start: usize, step: usize, n: usize, count: usize, asc: b
 
 fn same_shape(a: &DLTensor, b: &DLTensor, what: &str) -> Result<()> {
     if shape(a) != shape(b) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: output shape {:?} differs from input shape {:?}",
             shape(b),
             shape(a)
@@ -209,7 +206,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let sorted = a.i64(1)? != 0;
         for i in 2..a.len().min(5) {
             if a.i64(i).unwrap_or(0) != 0 {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "{W}: missing support return_inverse or return_counts set to true"
                 )));
             }
@@ -303,7 +300,9 @@ pub(crate) fn register(r: &mut Registrar) {
         let (x, out) = (tensor(&a, 0, W)?, tensor(&a, 1, W)?);
         check_type(x.dtype, W)?;
         if x.dtype != out.dtype {
-            return Err(Error::value(format!("{W}: input and output dtypes differ")));
+            return Err(Error::value_fmt(format_args!(
+                "{W}: input and output dtypes differ"
+            )));
         }
         same_shape(x, out, W)?;
         let (before, n, after, _) = around(shape(x), a.i64(2)?, W)?;
@@ -325,7 +324,7 @@ pub(crate) fn register(r: &mut Registrar) {
             || counts.dtype != DLDataType::new(DL_INT, 32, 1)
             || out.dtype != DLDataType::new(DL_INT, 32, 1)
         {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{W}: expects float32 data and int32 counts and output"
             )));
         }
@@ -333,7 +332,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let (before, n, after, _) = around(shape(x), a.i64(3)?, W)?;
         let asc = a.i64(4)? != 0;
         if elems(counts) < before * after {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{W}: the valid-count tensor is too small"
             )));
         }
@@ -357,7 +356,7 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("tvm.contrib.sort.topk", |a, _| {
         const W: &str = "tvm.contrib.sort.topk";
         if a.len() < 6 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{W} expects (data, outputs..., k, axis, ret_type, is_ascend)"
             )));
         }
@@ -372,7 +371,11 @@ pub(crate) fn register(r: &mut Registrar) {
             "both" => (Some(tensor(&a, 1, W)?), Some(tensor(&a, 2, W)?)),
             "values" => (Some(tensor(&a, 1, W)?), None),
             "indices" => (None, Some(tensor(&a, 1, W)?)),
-            t => return Err(Error::value(format!("{W}: Unsupported ret type: {t}"))),
+            t => {
+                return Err(Error::value_fmt(format_args!(
+                    "{W}: Unsupported ret type: {t}"
+                )))
+            }
         };
         let (before, n, after, ax) = around(shape(x), axis, W)?;
         let k = if k < 1 { n } else { (k as usize).min(n) };
@@ -380,7 +383,7 @@ pub(crate) fn register(r: &mut Registrar) {
         want[ax] = k as i64;
         for t in values.iter().chain(indices.iter()) {
             if shape(t) != want.as_slice() {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "{W}: output shape {:?} should be {want:?}",
                     shape(t)
                 )));
@@ -388,7 +391,7 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         if let Some(v) = values {
             if v.dtype != x.dtype {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "{W}: values must have the input dtype"
                 )));
             }

@@ -45,7 +45,7 @@ pub fn load_vm(exec_module: &Module, profiler: bool) -> Result<Module> {
         .as_any()
         .downcast_ref::<ExecutableNode>()
         .ok_or_else(|| {
-            Error::type_error(format!(
+            Error::type_error_fmt(format_args!(
                 "expected a Relax executable module but got {}",
                 exec_module.type_key()
             ))
@@ -107,7 +107,7 @@ impl ModuleNode for ExecutableNode {
 
     fn save_to_file(&self, path: &str, _format: &str) -> Result<()> {
         std::fs::write(path, self.exec.save()?)
-            .map_err(|e| Error::value(format!("cannot write {path}: {e}")))
+            .map_err(|e| Error::value_fmt(format_args!("cannot write {path}: {e}")))
     }
 
     fn get_format(&self) -> Result<String> {
@@ -127,7 +127,8 @@ pub fn load_executable_bytes(data: &[u8], type_key: &'static str) -> Result<Modu
 
 /// Loads an executable module from a file (`Module.save` output).
 pub fn load_executable_file(path: &str, type_key: &'static str) -> Result<Module> {
-    let data = std::fs::read(path).map_err(|e| Error::value(format!("cannot read {path}: {e}")))?;
+    let data = std::fs::read(path)
+        .map_err(|e| Error::value_fmt(format_args!("cannot read {path}: {e}")))?;
     load_executable_bytes(&data, type_key).map_err(|e| e.context(path))
 }
 
@@ -155,7 +156,7 @@ impl VmNode {
 }
 
 fn unknown(name: &str) -> Error {
-    Error::value(format!("Unknown function: {name}"))
+    Error::value_fmt(format_args!("Unknown function: {name}"))
 }
 
 fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> {
@@ -166,12 +167,14 @@ fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> 
             RetValue::Object(o) => o.downcast_ref::<ArrayObj>(),
             _ => None,
         }
-        .ok_or_else(|| Error::value(format!("output index {idx}: the value is not a tuple")))?;
+        .ok_or_else(|| {
+            Error::value_fmt(format_args!("output index {idx}: the value is not a tuple"))
+        })?;
         let item = usize::try_from(idx)
             .ok()
             .and_then(|k| arr.items.get(k))
             .ok_or_else(|| {
-                Error::index(format!(
+                Error::index_fmt(format_args!(
                     "output index {idx} is out of range for a tuple of {}",
                     arr.items.len()
                 ))
@@ -198,7 +201,7 @@ impl VmNode {
         let f = &core.exec.funcs[idx];
         let given = args.len() - 1;
         if given as i64 != f.num_args {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "The number of provided parameters doesn't match the number of arguments for \
                  {fname}: expected {}, got {given}",
                 f.num_args
@@ -230,7 +233,7 @@ impl VmNode {
             .get(fname)
             .cloned()
             .ok_or_else(|| {
-                Error::value(format!(
+                Error::value_fmt(format_args!(
                     "No output saved for call of \"{fname}\"; use `invoke_stateful` to call it first."
                 ))
             })
@@ -345,7 +348,7 @@ impl ModuleNode for VmNode {
         let f = match name {
             "vm_initialization" => Function::from_rust(move |a, _| {
                 if a.is_empty() || a.len() % 3 != 0 {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "vm_initialization expects (device_type, device_id, allocator_type) \
                          triplets but got {} arguments",
                         a.len()
@@ -410,7 +413,7 @@ impl ModuleNode for VmNode {
                 let clo = match a.get(0)? {
                     ArgValue::Object(o) => o.to_ref(),
                     v => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "invoke_closure expects a closure first, got {}",
                             v.kind_name()
                         )))
@@ -430,7 +433,7 @@ impl ModuleNode for VmNode {
                     .get(fname)
                     .cloned()
                     .ok_or_else(|| {
-                        Error::value(format!(
+                        Error::value_fmt(format_args!(
                             "No inputs set for stateful call of {fname}; use `set_input` first."
                         ))
                     })?;
@@ -457,8 +460,9 @@ impl ModuleNode for VmNode {
                     }
                     _ => {
                         let name = a.str(0)?;
-                        let factory = registry::get(name)
-                            .ok_or_else(|| Error::value(format!("Cannot find factory {name}")))?;
+                        let factory = registry::get(name).ok_or_else(|| {
+                            Error::value_fmt(format_args!("Cannot find factory {name}"))
+                        })?;
                         let mut rv = RetValue::Null;
                         let mut v = a.values()[1..].to_vec();
                         let mut c = a.codes()[1..].to_vec();
@@ -514,7 +518,7 @@ impl ModuleNode for VmNode {
                     .ok()
                     .and_then(|k| names.get(k))
                     .ok_or_else(|| {
-                        Error::value(format!(
+                        Error::value_fmt(format_args!(
                             "Invalid index for {fname} ({i} out of {})",
                             names.len()
                         ))

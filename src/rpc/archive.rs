@@ -15,7 +15,7 @@ fn err(archive: &Path, msg: impl std::fmt::Display) -> Error {
         || archive.display().to_string(),
         |n| n.to_string_lossy().into_owned(),
     );
-    Error::value(format!("RPC server: archive {name}: {msg}"))
+    Error::value_fmt(format_args!("RPC server: archive {name}: {msg}"))
 }
 
 /// Empties `dest` (whatever is there, links included, is removed, never followed) and creates

@@ -57,12 +57,12 @@ pub fn session_at(i: usize) -> Option<Arc<ClientSession>> {
 pub fn session_of_device(device_type: i32) -> Result<Arc<ClientSession>> {
     let idx = device_type / RPC_SESS_MASK - 1;
     if idx < 0 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device type {device_type} is not a remote (RPC) device"
         )));
     }
     session_at(idx as usize).ok_or_else(|| {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "RPC session {idx} (of device type {device_type}) is closed or never existed"
         ))
     })
@@ -88,7 +88,7 @@ impl ClientSession {
             .iter()
             .position(|w| w.strong_count() == 0)
             .ok_or_else(|| {
-                Error::tvm(format!(
+                Error::tvm_fmt(format_args!(
                     "RPC: too many open sessions (at most {MAX_SESSIONS})"
                 ))
             })?;
@@ -166,7 +166,7 @@ impl ClientSession {
         w.seq(args);
         let mut v = self.request(&w.finish())?;
         if v.len() != 1 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "RPC: {} reply holds {} values, expected 1",
                 code::name(c),
                 v.len()
@@ -183,7 +183,7 @@ impl ClientSession {
         )? {
             WireValue::Handle(h) => Ok(h),
             WireValue::Null => Ok(0),
-            v => Err(Error::type_error(format!(
+            v => Err(Error::type_error_fmt(format_args!(
                 "RPC: GetGlobalFunc replied with {}",
                 v.kind()
             ))),
@@ -198,7 +198,7 @@ impl ClientSession {
         }
         let h = self.get_global(name)?;
         if h == 0 {
-            return Err(Error::attribute(format!(
+            return Err(Error::attribute_fmt(format_args!(
                 "RPC: the server has no global function {name}"
             )));
         }
@@ -252,7 +252,7 @@ impl ClientSession {
         const CAP: u64 = 64 << 20;
         let max = self.max_transfer();
         if max <= OVERHEAD {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "RPC: the server's packet limit of {max} bytes is too small for a copy"
             )));
         }
@@ -452,7 +452,7 @@ impl ModuleNode for RpcModuleNode {
                 match rv {
                     RetValue::Null => Ok(None),
                     RetValue::Object(o) => Ok(Some(Function::from_object(o)?)),
-                    other => Err(Error::type_error(format!(
+                    other => Err(Error::type_error_fmt(format_args!(
                         "RPC: ModuleGetFunction replied with {other:?}"
                     ))),
                 }
@@ -533,7 +533,7 @@ pub fn take_space(p: *mut c_void) -> Option<Box<RemoteSpace>> {
 pub fn with_space<R>(p: *const c_void, f: impl FnOnce(&RemoteSpace) -> R) -> Result<R> {
     let live = lock(&LIVE_SPACES);
     if !live.contains(&(p as usize)) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "RPC: {p:p} is not the data of a live remote array"
         )));
     }
@@ -599,7 +599,7 @@ pub fn remote_ndarray(
 
 fn tensor_to_wire(sess: &ClientSession, t: &DLTensor) -> Result<WireValue> {
     if t.device.device_type < RPC_SESS_MASK {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "RPC: cannot pass a local array (on {}) to a remote function; copy it to the \
              remote device first",
             crate::device::describe(t.device)
@@ -683,7 +683,7 @@ pub fn encode_arg(sess: &Arc<ClientSession>, v: ArgValue<'_>) -> Result<WireValu
                         ))
                     }
                     None => {
-                        return Err(Error::value(format!(
+                        return Err(Error::value_fmt(format_args!(
                             "RPC: cannot pass a local {} module to a remote function",
                             m.type_key()
                         )))
@@ -719,7 +719,7 @@ pub fn encode_arg(sess: &Arc<ClientSession>, v: ArgValue<'_>) -> Result<WireValu
                     }
                     WireValue::Object(r.remote.handle)
                 } else {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "RPC: cannot pass a local {} object to a remote function (only \
                          RPCObjectRef of the same session)",
                         o.to_ref().type_key()
@@ -746,7 +746,7 @@ fn wire_to_plain(v: WireValue) -> Result<RetValue> {
         WireValue::Str(s) => RetValue::Str(String::from_utf8_lossy(&s).into_owned()),
         WireValue::Bytes(b) => RetValue::Bytes(b),
         other => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "RPC: unexpected {} in a return value",
                 other.kind()
             )))
@@ -761,7 +761,7 @@ pub fn decode_return(sess: &Arc<ClientSession>, vals: Vec<WireValue>) -> Result<
         Some(WireValue::Int(c)) => c as i32,
         None => return Ok(RetValue::Null),
         Some(v) => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "RPC: a return value must start with its type code, got {}",
                 v.kind()
             )))
@@ -770,7 +770,7 @@ pub fn decode_return(sess: &Arc<ClientSession>, vals: Vec<WireValue>) -> Result<
     let handle = |v: Option<WireValue>| -> Result<u64> {
         match v {
             Some(WireValue::Handle(h)) => Ok(h),
-            v => Err(Error::type_error(format!(
+            v => Err(Error::type_error_fmt(format_args!(
                 "RPC: expected a handle in the return value, got {}",
                 v.map_or("nothing", |v| v.kind())
             ))),
@@ -816,11 +816,15 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Connects to a server (`rpc.Connect`): handshake with `"client:" + key`, then starts the
 /// session with the constructor arguments (empty: the server's own process).
 pub fn connect(host: &str, port: i64, key: &str, ctor: &[WireValue]) -> Result<Arc<ClientSession>> {
-    let port =
-        u16::try_from(port).map_err(|_| Error::value(format!("rpc.Connect: bad port {port}")))?;
+    let port = u16::try_from(port)
+        .map_err(|_| Error::value_fmt(format_args!("rpc.Connect: bad port {port}")))?;
     let addrs: Vec<_> = (host, port)
         .to_socket_addrs()
-        .map_err(|e| Error::tvm(format!("rpc.Connect: cannot resolve {host}:{port}: {e}")))?
+        .map_err(|e| {
+            Error::tvm_fmt(format_args!(
+                "rpc.Connect: cannot resolve {host}:{port}: {e}"
+            ))
+        })?
         .collect();
     let mut last = None;
     let mut stream = None;
@@ -834,20 +838,20 @@ pub fn connect(host: &str, port: i64, key: &str, ctor: &[WireValue]) -> Result<A
         }
     }
     let mut s = stream.ok_or_else(|| {
-        Error::tvm(format!(
+        Error::tvm_fmt(format_args!(
             "RPCError: cannot connect to {host}:{port}: {}",
             last.map_or("no address".into(), |e| e.to_string())
         ))
     })?;
     let _ = s.set_nodelay(true);
     s.set_read_timeout(Some(HANDSHAKE_TIMEOUT))
-        .map_err(|e| Error::tvm(format!("rpc.Connect: {e}")))?;
+        .map_err(|e| Error::tvm_fmt(format_args!("rpc.Connect: {e}")))?;
     let full_key = format!("client:{key}");
     let mut hs = Vec::new();
     hs.extend_from_slice(&codec::RPC_MAGIC.to_le_bytes());
     hs.extend_from_slice(&(full_key.len() as i32).to_le_bytes());
     hs.extend_from_slice(full_key.as_bytes());
-    let io = |e: std::io::Error| Error::tvm(format!("rpc.Connect to {host}:{port}: {e}"));
+    let io = |e: std::io::Error| Error::tvm_fmt(format_args!("rpc.Connect to {host}:{port}: {e}"));
     s.write_all(&hs).map_err(io)?;
     let mut b = [0u8; 4];
     s.read_exact(&mut b).map_err(io)?;
@@ -871,7 +875,7 @@ pub fn connect(host: &str, port: i64, key: &str, ctor: &[WireValue]) -> Result<A
     s.read_exact(&mut b).map_err(io)?;
     let n = i32::from_le_bytes(b);
     if !(0..=4096).contains(&n) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "rpc.Connect: the server key length {n} is invalid"
         )));
     }

@@ -100,8 +100,9 @@ impl WireTensor {
     pub fn nbytes(&self) -> Result<u64> {
         let mut n: u64 = 1;
         for &d in &self.shape {
-            let d = u64::try_from(d)
-                .map_err(|_| Error::value(format!("RPC: negative dimension {d} in a tensor")))?;
+            let d = u64::try_from(d).map_err(|_| {
+                Error::value_fmt(format_args!("RPC: negative dimension {d} in a tensor"))
+            })?;
             n = n
                 .checked_mul(d)
                 .ok_or_else(|| Error::value("RPC: tensor size overflows"))?;
@@ -281,7 +282,7 @@ pub struct Reader<'a> {
 }
 
 fn truncated(what: &str) -> Error {
-    Error::value(format!("RPC: truncated packet while reading {what}"))
+    Error::value_fmt(format_args!("RPC: truncated packet while reading {what}"))
 }
 
 impl<'a> Reader<'a> {
@@ -356,7 +357,7 @@ impl<'a> Reader<'a> {
         let device = self.device()?;
         let ndim = self.i32("a tensor")?;
         if !(0..=MAX_NDIM).contains(&ndim) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "RPC: tensor with {ndim} dimensions (allowed 0..={MAX_NDIM})"
             )));
         }
@@ -385,7 +386,7 @@ impl<'a> Reader<'a> {
     pub fn seq(&mut self) -> Result<Vec<WireValue>> {
         let n = self.i32("the argument count")?;
         if n < 0 || n as u64 * 4 > self.remaining() as u64 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "RPC: bad argument count {n} for a packet with {} bytes left",
                 self.remaining()
             )));
@@ -412,7 +413,7 @@ impl<'a> Reader<'a> {
                 tc::OBJECT_HANDLE => {
                     let idx = self.u32("an object")?;
                     if idx != RPC_OBJECT_REF_TYPE_INDEX {
-                        return Err(Error::value(format!(
+                        return Err(Error::value_fmt(format_args!(
                             "RPC: argument {i}: object of type index {idx} on the wire (only \
                              RPCObjectRef, index {RPC_OBJECT_REF_TYPE_INDEX}, can travel)"
                         )));
@@ -424,7 +425,7 @@ impl<'a> Reader<'a> {
                 tc::STR => WireValue::Str(self.blob("a string")?),
                 tc::BYTES => WireValue::Bytes(self.blob("bytes")?),
                 c => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "RPC: argument {i}: type code {c} ({}) cannot travel over RPC",
                         tc::name(c)
                     )))

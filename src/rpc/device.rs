@@ -33,7 +33,7 @@ fn handle(v: WireValue, what: &str) -> Result<u64> {
     match v {
         WireValue::Handle(h) => Ok(h),
         WireValue::Null => Ok(0),
-        v => Err(Error::type_error(format!(
+        v => Err(Error::type_error_fmt(format_args!(
             "RPC: {what} replied with {}",
             v.kind()
         ))),
@@ -62,7 +62,7 @@ impl DeviceApi for RpcDeviceApi {
                 WireValue::Float(f) => RetValue::Float(f),
                 WireValue::Null => RetValue::Null,
                 v => {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "RPC: DevGetAttr replied with {}",
                         v.kind()
                     )))
@@ -125,7 +125,9 @@ impl DeviceApi for RpcDeviceApi {
 
     unsafe fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
         let space = client::take_space(ptr).ok_or_else(|| {
-            Error::value(format!("RPC: {ptr:p} is not remote memory allocated here"))
+            Error::value_fmt(format_args!(
+                "RPC: {ptr:p} is not remote memory allocated here"
+            ))
         })?;
         if space.nd_handle != 0 {
             space.sess.free_handle(
@@ -202,7 +204,7 @@ impl DeviceApi for RpcDeviceApi {
                 )
                 .map(|_| ())
             }
-            _ => Err(Error::value(format!(
+            _ => Err(Error::value_fmt(format_args!(
                 "RPC: cannot copy from {} to {} (only between a remote device and the local \
                  CPU, or within one session)",
                 device::describe(dev_from),

@@ -181,7 +181,7 @@ impl Endpoint {
     pub fn send(&mut self, data: &[u8]) -> Result<()> {
         self.chan
             .send(data)
-            .map_err(|e| Error::tvm(format!("RPC: send failed: {e}")))
+            .map_err(|e| Error::tvm_fmt(format_args!("RPC: send failed: {e}")))
     }
 
     /// Reads exactly `buf.len()` bytes; EOF in between is an error naming `what`.
@@ -189,10 +189,12 @@ impl Endpoint {
         let mut got = 0;
         while got < buf.len() {
             let n = self.chan.recv(&mut buf[got..]).map_err(|e| {
-                Error::tvm(format!("RPC: receive failed while reading {what}: {e}"))
+                Error::tvm_fmt(format_args!(
+                    "RPC: receive failed while reading {what}: {e}"
+                ))
             })?;
             if n == 0 {
-                return Err(Error::tvm(format!(
+                return Err(Error::tvm_fmt(format_args!(
                     "RPC: the peer closed the connection in the middle of {what} ({got} of {} \
                      bytes read)",
                     buf.len()
@@ -210,7 +212,7 @@ impl Endpoint {
             let n = self
                 .chan
                 .recv(&mut len)
-                .map_err(|e| Error::tvm(format!("RPC: receive failed: {e}")))?;
+                .map_err(|e| Error::tvm_fmt(format_args!("RPC: receive failed: {e}")))?;
             if n == 0 {
                 return Ok(Header::Eof);
             }
@@ -222,12 +224,12 @@ impl Endpoint {
                 continue;
             }
             if nbytes < 4 {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "RPC: packet of {nbytes} bytes is too short to hold a code"
                 )));
             }
             if nbytes > self.max_packet {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "RPC: packet of {nbytes} bytes exceeds the limit of {} bytes",
                     self.max_packet
                 )));
@@ -244,7 +246,7 @@ impl Endpoint {
     pub fn recv_growing(&mut self, out: &mut Vec<u8>, n: u64, what: &str) -> Result<()> {
         const STEP: usize = 1 << 20;
         let n = usize::try_from(n)
-            .map_err(|_| Error::value(format!("RPC: {what} of {n} bytes is too large")))?;
+            .map_err(|_| Error::value_fmt(format_args!("RPC: {what} of {n} bytes is too large")))?;
         out.clear();
         // Bounded: every round fills at least one more byte or fails.
         while out.len() < n {
@@ -328,7 +330,7 @@ impl Endpoint {
                         return Err(Error::value("RPC: unexpected kCopyAck packet"));
                     };
                     if n != dst.len() as u64 {
-                        return Err(Error::value(format!(
+                        return Err(Error::value_fmt(format_args!(
                             "RPC: kCopyAck carries {n} bytes, {} were asked for",
                             dst.len()
                         )));
@@ -418,7 +420,7 @@ pub fn handle_request(
 ) -> Result<Flow> {
     let send = |chan: &mut dyn Channel, p: &[u8]| {
         chan.send(p)
-            .map_err(|e| Error::tvm(format!("RPC: send failed: {e}")))
+            .map_err(|e| Error::tvm_fmt(format_args!("RPC: send failed: {e}")))
     };
     match c {
         code::SHUTDOWN => return Ok(Flow::Stop),
@@ -432,7 +434,7 @@ pub fn handle_request(
             return Ok(Flow::Continue);
         }
         code::RETURN | code::EXCEPTION | code::COPY_ACK => {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "RPC: unexpected {} packet while no request is pending",
                 code::name(c)
             )))
@@ -485,7 +487,7 @@ fn init_server(serving: &mut Option<Serving>, body: &[u8], _max_packet: u64) -> 
     let mut r = Reader::new(body);
     let ver = r.blob("the protocol version")?;
     if ver != codec::PROTOCOL_VERSION.as_bytes() {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "RPC: protocol version mismatch: the peer speaks '{}', this server speaks '{}'",
             String::from_utf8_lossy(&ver),
             codec::PROTOCOL_VERSION
@@ -499,7 +501,7 @@ fn init_server(serving: &mut Option<Serving>, body: &[u8], _max_packet: u64) -> 
     let name = match &args[0] {
         WireValue::Str(s) => String::from_utf8_lossy(s).into_owned(),
         v => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "RPC: the session constructor name must be a string, got {}",
                 v.kind()
             )))
@@ -510,14 +512,14 @@ fn init_server(serving: &mut Option<Serving>, body: &[u8], _max_packet: u64) -> 
         return Ok(());
     }
     let f = crate::packed_func::registry::get(&name).ok_or_else(|| {
-        Error::attribute(format!(
+        Error::attribute_fmt(format_args!(
             "RPC: session constructor '{name}' is not a registered global function"
         ))
     })?;
     let mut local = LocalSession::new();
     let m = local.call_plain(&f, &args[1..])?;
     let module = crate::module::Module::from_object(m.into_object().map_err(|_| {
-        Error::type_error(format!(
+        Error::type_error_fmt(format_args!(
             "RPC: session constructor '{name}' must return an rpc Module"
         ))
     })?)?;
@@ -526,7 +528,7 @@ fn init_server(serving: &mut Option<Serving>, body: &[u8], _max_packet: u64) -> 
         .as_any()
         .downcast_ref::<super::client::RpcModuleNode>()
         .ok_or_else(|| {
-            Error::type_error(format!(
+            Error::type_error_fmt(format_args!(
                 "RPC: session constructor '{name}' returned a {} module, not an rpc one",
                 module.type_key()
             ))

@@ -158,14 +158,14 @@ impl LocalSession {
     }
 
     fn unknown(h: u64) -> Error {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "RPC: handle {h:#x} was not handed out by this server (or was freed)"
         ))
     }
 
     fn resolve(&self, t: &WireTensor) -> Result<Resolved> {
         let e = self.entries.get(&t.data).ok_or_else(|| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "RPC: tensor data address {:#x} was not handed out by this server",
                 t.data
             ))
@@ -188,7 +188,7 @@ impl LocalSession {
                 }
             }
             other => {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "RPC: tensor data address {:#x} names {}, not memory",
                     t.data,
                     other.kind()
@@ -196,7 +196,7 @@ impl LocalSession {
             }
         };
         if r.dev != t.device {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "RPC: tensor claims device {} but its memory is on {}",
                 device::describe(t.device),
                 device::describe(r.dev)
@@ -209,7 +209,7 @@ impl LocalSession {
     fn check_range(r: &Resolved, byte_offset: u64, n: u64) -> Result<()> {
         match byte_offset.checked_add(n) {
             Some(end) if end <= r.avail => Ok(()),
-            _ => Err(Error::value(format!(
+            _ => Err(Error::value_fmt(format_args!(
                 "RPC: access of {n} bytes at offset {byte_offset} is outside the {} bytes of \
                  the remote memory",
                 r.avail
@@ -364,19 +364,19 @@ impl LocalSession {
                 // another function (a blob loader, a plugin registration) it would be read as
                 // something else.
                 Some(Entry::Opaque) => {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "RPC: opaque handle {h:#x} was returned by a call; its type cannot be \
                          checked, so it is not accepted back as an argument"
                     )))
                 }
                 Some(e) => {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "RPC: opaque handle {h:#x} names {}, not an opaque handle",
                         e.kind()
                     )))
                 }
                 None => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "RPC: opaque handle {h:#x} was not handed out by this server (or was \
                          freed); a client cannot send addresses"
                     )))
@@ -430,7 +430,7 @@ impl LocalSession {
                     (WireValue::Object(_), Entry::Module(m)) => m.as_object(),
                     (WireValue::Object(_), Entry::Func(f)) => f.as_object(),
                     (_, e) => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "RPC: handle {h:#x} sent as {} names {}",
                             a.kind(),
                             e.kind()
@@ -446,7 +446,7 @@ impl LocalSession {
     fn func_of(&self, h: u64) -> Result<Function> {
         match self.entries.get(&h) {
             Some(Entry::Func(f)) => Ok(f.clone()),
-            Some(e) => Err(Error::type_error(format!(
+            Some(e) => Err(Error::type_error_fmt(format_args!(
                 "RPC: call target {h:#x} names {}, not a function",
                 e.kind()
             ))),
@@ -460,7 +460,7 @@ impl LocalSession {
         }
         match self.entries.get(&h) {
             Some(Entry::Stream { ptr }) => Ok(*ptr),
-            Some(e) => Err(Error::type_error(format!(
+            Some(e) => Err(Error::type_error_fmt(format_args!(
                 "RPC: stream handle {h:#x} names {}",
                 e.kind()
             ))),
@@ -486,7 +486,7 @@ impl LocalSession {
     pub fn handle(&mut self, c: i32, body: &[u8], chan: &mut dyn Channel) -> Result<()> {
         let send = |chan: &mut dyn Channel, p: &[u8]| {
             chan.send(p)
-                .map_err(|e| Error::tvm(format!("RPC: send failed: {e}")))
+                .map_err(|e| Error::tvm_fmt(format_args!("RPC: send failed: {e}")))
         };
         match c {
             code::CALL_FUNC => {
@@ -596,7 +596,7 @@ impl LocalSession {
         let name = code::name(c);
         let want = |n: usize| -> Result<()> {
             if a.len() != n {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "RPC: {name} expects {n} arguments, got {}",
                     a.len()
                 )));
@@ -606,7 +606,7 @@ impl LocalSession {
         let dev = |i: usize| -> Result<DLDevice> {
             match a.get(i) {
                 Some(WireValue::Device(d)) => Ok(*d),
-                v => Err(Error::type_error(format!(
+                v => Err(Error::type_error_fmt(format_args!(
                     "RPC: {name}: argument {i} must be a device, got {}",
                     v.map_or("nothing", |v| v.kind())
                 ))),
@@ -616,7 +616,7 @@ impl LocalSession {
             match a.get(i) {
                 Some(WireValue::Int(v)) => Ok(*v),
                 Some(WireValue::Bool(b)) => Ok(*b as i64),
-                v => Err(Error::type_error(format!(
+                v => Err(Error::type_error_fmt(format_args!(
                     "RPC: {name}: argument {i} must be an int, got {}",
                     v.map_or("nothing", |v| v.kind())
                 ))),
@@ -626,7 +626,7 @@ impl LocalSession {
             match a.get(i) {
                 Some(WireValue::Handle(h)) => Ok(*h),
                 Some(WireValue::Null) => Ok(0),
-                v => Err(Error::type_error(format!(
+                v => Err(Error::type_error_fmt(format_args!(
                     "RPC: {name}: argument {i} must be a handle, got {}",
                     v.map_or("nothing", |v| v.kind())
                 ))),
@@ -635,7 +635,7 @@ impl LocalSession {
         let tensor = |i: usize| -> Result<&WireTensor> {
             match a.get(i) {
                 Some(WireValue::Tensor(t)) => Ok(t),
-                v => Err(Error::type_error(format!(
+                v => Err(Error::type_error_fmt(format_args!(
                     "RPC: {name}: argument {i} must be a tensor, got {}",
                     v.map_or("nothing", |v| v.kind())
                 ))),
@@ -647,7 +647,7 @@ impl LocalSession {
                 let n = match &a[0] {
                     WireValue::Str(s) => String::from_utf8_lossy(s).into_owned(),
                     v => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "RPC: {name}: the name must be a string, got {}",
                             v.kind()
                         )))
@@ -674,7 +674,7 @@ impl LocalSession {
                     ),
                 };
                 if !ok {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "RPC: {name}: handle {h:#x} is not of type code {t}"
                     )));
                 }
@@ -701,7 +701,7 @@ impl LocalSession {
                     RetValue::Str(s) => WireValue::Str(s.into_bytes()),
                     RetValue::Null => WireValue::Null,
                     other => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "RPC: {name}: an attribute value of kind {} cannot travel",
                             ret_kind(&other)
                         )))
@@ -718,13 +718,13 @@ impl LocalSession {
                     _ => DLDataType::new(1, 8, 1),
                 };
                 if n < 0 || align <= 0 {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "RPC: {name}: bad size {n} or alignment {align}"
                     )));
                 }
                 // An alignment costs up to its size in padding: keep it a sane power of two.
                 if align > MAX_REMOTE_ALIGNMENT || !(align as u64).is_power_of_two() {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "RPC: {name}: alignment {align} must be a power of two of at most \
                          {MAX_REMOTE_ALIGNMENT} bytes"
                     )));
@@ -743,7 +743,7 @@ impl LocalSession {
                     WireValue::Str(s) => Some(String::from_utf8_lossy(s).into_owned()),
                     WireValue::Null => None,
                     v => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "RPC: {name}: scope must be a string or null, got {}",
                             v.kind()
                         )))
@@ -769,7 +769,7 @@ impl LocalSession {
                 match self.entries.get(&h) {
                     Some(Entry::Alloc { dev: ad, .. }) if *ad == d => {}
                     Some(e) => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "RPC: {name}: handle {h:#x} names {} (or another device)",
                             e.kind()
                         )))
@@ -799,7 +799,7 @@ impl LocalSession {
                 let nf = from.nbytes()?;
                 let nt = to.nbytes()?;
                 if nf != nt {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "RPC: {name}: sizes differ ({nf} and {nt} bytes)"
                     )));
                 }
@@ -859,7 +859,9 @@ impl LocalSession {
                 let s = device::api(d)?.current_stream(d);
                 Ok(WireValue::Handle(self.stream_handle(s)))
             }
-            _ => Err(Error::value(format!("RPC: unknown syscall code {c}"))),
+            _ => Err(Error::value_fmt(format_args!(
+                "RPC: unknown syscall code {c}"
+            ))),
         }
     }
 }

@@ -29,16 +29,16 @@ use client::{rpc_node, session_module};
 use codec::WireValue;
 
 fn module_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Module> {
-    let o = a
-        .object(i)?
-        .ok_or_else(|| Error::value(format!("{what}: argument {i} is None, not a module")))?;
+    let o = a.object(i)?.ok_or_else(|| {
+        Error::value_fmt(format_args!("{what}: argument {i} is None, not a module"))
+    })?;
     Module::from_object(o.to_ref()).map_err(|e| e.context(what))
 }
 
 fn rpc_module_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Module> {
     let m = module_arg(a, i, what)?;
     if rpc_node(&m).is_none() {
-        return Err(Error::type_error(format!(
+        return Err(Error::type_error_fmt(format_args!(
             "{what}: argument {i} is a {} module, not an rpc one",
             m.type_key()
         )));
@@ -65,7 +65,7 @@ pub(crate) fn register(r: &mut Registrar) {
                     match o.downcast_ref::<crate::object::containers::StringObj>() {
                         Some(s) => WireValue::Str(s.as_bytes().to_vec()),
                         None => {
-                            return Err(Error::type_error(format!(
+                            return Err(Error::type_error_fmt(format_args!(
                                 "rpc.Connect: constructor argument {} cannot travel",
                                 i - 4
                             )))
@@ -78,7 +78,7 @@ pub(crate) fn register(r: &mut Registrar) {
                 ArgValue::Float(f) => WireValue::Float(f),
                 ArgValue::Null => WireValue::Null,
                 v => {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "rpc.Connect: constructor argument of kind {} cannot travel",
                         v.kind_name()
                     )))
@@ -102,7 +102,7 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("rpc.LoadRemoteModule", |a, rv| {
         // (session, path[, options, cc]): the extra arguments of newer clients are not sent.
         if !(2..=4).contains(&a.len()) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "rpc.LoadRemoteModule expects (session, path[, options, cc]), got {} arguments",
                 a.len()
             )));
@@ -153,7 +153,7 @@ pub(crate) fn register(r: &mut Registrar) {
                 .ok_or_else(|| Error::type_error("template must be a tensor"))?
                 .dltensor(),
             v => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "tvm.rpc.NDArrayFromRemoteOpaqueHandle: template must be a tensor, got {}",
                     v.kind_name()
                 )))

@@ -40,7 +40,7 @@ fn fd_arg(v: i64) -> Result<i32> {
     i32::try_from(v)
         .ok()
         .filter(|fd| *fd >= 0)
-        .ok_or_else(|| Error::value(format!("bad socket descriptor {v}")))
+        .ok_or_else(|| Error::value_fmt(format_args!("bad socket descriptor {v}")))
 }
 
 /// Writes all of `data` to a borrowed descriptor.
@@ -54,7 +54,7 @@ fn write_fd(fd: i32, mut data: &[u8]) -> Result<()> {
             if e.kind() == std::io::ErrorKind::Interrupted {
                 continue;
             }
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "rpc.ReturnException: write failed: {e}"
             )));
         }
@@ -118,7 +118,9 @@ impl EventServer {
                 let n = i32::from_le_bytes(rest[..4].try_into().expect("4 bytes"));
                 if !(0..=4096).contains(&n) {
                     self.done = true;
-                    return Err(Error::value(format!("RPC: bad init header length {n}")));
+                    return Err(Error::value_fmt(format_args!(
+                        "RPC: bad init header length {n}"
+                    )));
                 }
                 if rest.len() < 4 + n as usize {
                     break;
@@ -137,7 +139,7 @@ impl EventServer {
             }
             if !(4..=self.max_packet).contains(&n) {
                 self.done = true;
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "RPC: packet of {n} bytes is outside the limits (4..={})",
                     self.max_packet
                 )));
@@ -177,7 +179,7 @@ fn workpath(name: &str) -> Result<String> {
         .ok_or_else(|| Error::tvm("the RPC server environment has no tvm.rpc.server.workpath"))?;
     match f.call(&[ArgValue::Str(&cstr(name)?)])? {
         RetValue::Str(s) => Ok(s),
-        other => Err(Error::type_error(format!(
+        other => Err(Error::type_error_fmt(format_args!(
             "tvm.rpc.server.workpath returned {other:?}, not a path"
         ))),
     }
@@ -198,7 +200,7 @@ pub(crate) fn register(r: &mut Registrar) {
                 let s = unsafe { std::net::TcpStream::from_raw_fd(fd) };
                 Box::new(
                     BufferedStream::new(s)
-                        .map_err(|e| Error::tvm(format!("rpc.ServerLoop: {e}")))?,
+                        .map_err(|e| Error::tvm_fmt(format_args!("rpc.ServerLoop: {e}")))?,
                 )
             }
             2 => {
@@ -214,7 +216,7 @@ pub(crate) fn register(r: &mut Registrar) {
                 Box::new(CallbackChannel::new(f(0)?, f(1)?))
             }
             n => {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "rpc.ServerLoop expects (fd) or (fsend, frecv), got {n} arguments"
                 )))
             }
@@ -249,7 +251,7 @@ pub(crate) fn register(r: &mut Registrar) {
                     ArgValue::Bytes(b) => b,
                     ArgValue::Null => &[],
                     v => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "event server: expected bytes, got {}",
                             v.kind_name()
                         )))
@@ -261,7 +263,7 @@ pub(crate) fn register(r: &mut Registrar) {
                     while !b.is_empty() {
                         let n = fsend.call(&[ArgValue::Bytes(b)])?.as_i64()?;
                         if n <= 0 || n as usize > b.len() {
-                            return Err(Error::tvm(format!("fsend returned {n}")));
+                            return Err(Error::tvm_fmt(format_args!("fsend returned {n}")));
                         }
                         b = &b[n as usize..];
                     }
@@ -281,20 +283,25 @@ pub(crate) fn register(r: &mut Registrar) {
         let data = match a.get(1)? {
             ArgValue::Bytes(b) => b,
             v => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "tvm.rpc.server.upload: expected bytes, got {}",
                     v.kind_name()
                 )))
             }
         };
-        std::fs::write(&path, data)
-            .map_err(|e| Error::tvm(format!("tvm.rpc.server.upload: cannot write {path}: {e}")))
+        std::fs::write(&path, data).map_err(|e| {
+            Error::tvm_fmt(format_args!(
+                "tvm.rpc.server.upload: cannot write {path}: {e}"
+            ))
+        })
     });
     r.add("tvm.rpc.server.download", |a, rv| {
         a.expect_len(1, "tvm.rpc.server.download")?;
         let path = workpath(a.str(0)?)?;
         *rv = RetValue::Bytes(std::fs::read(&path).map_err(|e| {
-            Error::tvm(format!("tvm.rpc.server.download: cannot read {path}: {e}"))
+            Error::tvm_fmt(format_args!(
+                "tvm.rpc.server.download: cannot read {path}: {e}"
+            ))
         })?);
         Ok(())
     });
@@ -307,7 +314,11 @@ pub(crate) fn register(r: &mut Registrar) {
         } else {
             std::fs::remove_file(p)
         };
-        r.map_err(|e| Error::tvm(format!("tvm.rpc.server.remove: cannot remove {path}: {e}")))
+        r.map_err(|e| {
+            Error::tvm_fmt(format_args!(
+                "tvm.rpc.server.remove: cannot remove {path}: {e}"
+            ))
+        })
     });
     r.add("tvm.rpc.server.ModuleGetFunction", |a, rv| {
         let m = Module::from_object(

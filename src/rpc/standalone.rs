@@ -111,7 +111,7 @@ fn session_dir() -> Result<PathBuf> {
 pub fn safe_join(root: &Path, name: &str) -> Result<PathBuf> {
     let p = Path::new(name);
     let bad = |why: &str| {
-        Err(Error::value(format!(
+        Err(Error::value_fmt(format_args!(
             "RPC server: refused path '{name}': {why} (names must stay inside the work directory)"
         )))
     };
@@ -153,9 +153,9 @@ fn link_if_needed(path: &Path) -> Result<PathBuf> {
     let run = |cmd: &mut std::process::Command| -> Result<()> {
         let out = cmd
             .output()
-            .map_err(|e| Error::tvm(format!("RPC server: cannot run {cmd:?}: {e}")))?;
+            .map_err(|e| Error::tvm_fmt(format_args!("RPC server: cannot run {cmd:?}: {e}")))?;
         if !out.status.success() {
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "RPC server: {cmd:?} failed: {}",
                 String::from_utf8_lossy(&out.stderr)
             )));
@@ -194,8 +194,9 @@ fn register_env() {
     registry::register_rust("tvm.rpc.server.workpath", |a, rv| {
         let p = safe_join(&session_dir()?, a.str(0)?)?;
         if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::tvm(format!("RPC server: cannot create {parent:?}: {e}")))?;
+            std::fs::create_dir_all(parent).map_err(|e| {
+                Error::tvm_fmt(format_args!("RPC server: cannot create {parent:?}: {e}"))
+            })?;
         }
         *rv = RetValue::Str(p.to_string_lossy().into_owned());
         Ok(())
@@ -211,7 +212,7 @@ fn register_env() {
         let p = safe_join(&session_dir()?, a.str(0)?)?;
         let lib = link_if_needed(&p)?;
         *rv = RetValue::Bytes(
-            std::fs::read(&lib).map_err(|e| Error::tvm(format!("RPC server: {e}")))?,
+            std::fs::read(&lib).map_err(|e| Error::tvm_fmt(format_args!("RPC server: {e}")))?,
         );
         Ok(())
     });
@@ -224,11 +225,11 @@ fn register_env() {
             safe_join(&root, name)?
         };
         let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .map_err(|e| Error::tvm(format!("RPC server: cannot list {name}: {e}")))?
+            .map_err(|e| Error::tvm_fmt(format_args!("RPC server: cannot list {name}: {e}")))?
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        names.sort();
+        crate::packed_func::order::sort_strings(&mut names);
         *rv = RetValue::Str(names.join(","));
         Ok(())
     });
@@ -311,7 +312,7 @@ impl ChildSettings {
     }
 
     fn parse(s: &str) -> Result<Self> {
-        let bad = || Error::value(format!("RPC session child: bad settings '{s}'"));
+        let bad = || Error::value_fmt(format_args!("RPC session child: bad settings '{s}'"));
         let v: serde_json::Value = serde_json::from_str(s).map_err(|_| bad())?;
         let idle = v["idle_ms"].as_u64().ok_or_else(bad)?;
         Ok(ChildSettings {
@@ -379,9 +380,9 @@ fn run_session(
     idle_timeout: Option<Duration>,
 ) -> Result<()> {
     std::fs::create_dir_all(dir)
-        .map_err(|e| Error::tvm(format!("RPC server: cannot create {dir:?}: {e}")))?;
+        .map_err(|e| Error::tvm_fmt(format_args!("RPC server: cannot create {dir:?}: {e}")))?;
     *SESSION_DIR.lock().unwrap_or_else(|e| e.into_inner()) = Some(dir.to_path_buf());
-    let io = |e: std::io::Error| Error::tvm(format!("RPC server: {e}"));
+    let io = |e: std::io::Error| Error::tvm_fmt(format_args!("RPC server: {e}"));
     stream.set_nonblocking(false).map_err(io)?;
     // The idle timeout bounds every wait for the client's bytes (SO_RCVTIMEO).
     stream.set_read_timeout(idle_timeout).map_err(io)?;
@@ -404,7 +405,7 @@ fn run_session(
             )),
         );
         let _ = side.shutdown(Shutdown::Both);
-        return Err(Error::tvm(format!(
+        return Err(Error::tvm_fmt(format_args!(
             "the client sent nothing for {secs}s (idle timeout)"
         )));
     }
@@ -419,7 +420,7 @@ pub fn serve_session_child(settings: &str) -> Result<()> {
     // SAFETY: duplicating descriptor 0 (whatever it is) into a fresh close-on-exec one.
     let fd = unsafe { libc::fcntl(0, libc::F_DUPFD_CLOEXEC, 3) };
     if fd < 0 {
-        return Err(Error::tvm(format!(
+        return Err(Error::tvm_fmt(format_args!(
             "RPC session child: no socket on standard input: {}",
             std::io::Error::last_os_error()
         )));
@@ -433,7 +434,7 @@ pub fn serve_session_child(settings: &str) -> Result<()> {
     }
     let stream = TcpStream::from(sock);
     stream.peer_addr().map_err(|e| {
-        Error::tvm(format!(
+        Error::tvm_fmt(format_args!(
             "RPC session child: standard input is not a connected socket ({e}); this mode is \
              started by the RPC server only"
         ))
@@ -638,7 +639,7 @@ impl Server<'_> {
             Isolation::Process { program, args } => {
                 use std::os::unix::process::CommandExt;
                 std::fs::create_dir_all(dir)
-                    .map_err(|e| Error::tvm(format!("cannot create {dir:?}: {e}")))?;
+                    .map_err(|e| Error::tvm_fmt(format_args!("cannot create {dir:?}: {e}")))?;
                 let settings = ChildSettings {
                     dir: dir.to_path_buf(),
                     max_packet: cfg.max_packet,
@@ -679,7 +680,7 @@ impl Server<'_> {
                 };
                 let child = cmd
                     .spawn()
-                    .map_err(|e| Error::tvm(format!("cannot start {program:?}: {e}")))?;
+                    .map_err(|e| Error::tvm_fmt(format_args!("cannot start {program:?}: {e}")))?;
                 Ok(Worker::Child(child))
             }
             Isolation::Thread => {
@@ -691,7 +692,9 @@ impl Server<'_> {
                     .spawn(move || {
                         let _ = tx.send(run_session(stream, &dir, max_packet, idle));
                     })
-                    .map_err(|e| Error::tvm(format!("cannot start a session thread: {e}")))?;
+                    .map_err(|e| {
+                        Error::tvm_fmt(format_args!("cannot start a session thread: {e}"))
+                    })?;
                 Ok(Worker::Thread(rx))
             }
         }
@@ -962,7 +965,7 @@ pub fn bind(cfg: &ServerConfig) -> Result<TcpListener> {
             Err(e) => last = Some(e),
         }
     }
-    Err(Error::tvm(format!(
+    Err(Error::tvm_fmt(format_args!(
         "RPC server: cannot bind {}:{}..={}: {}",
         cfg.host,
         cfg.port,
@@ -985,11 +988,11 @@ pub fn run(cfg: &ServerConfig) -> Result<()> {
 pub fn serve(listener: TcpListener, cfg: &ServerConfig) -> Result<()> {
     let port = listener
         .local_addr()
-        .map_err(|e| Error::tvm(format!("RPC server: {e}")))?
+        .map_err(|e| Error::tvm_fmt(format_args!("RPC server: {e}")))?
         .port();
     listener
         .set_nonblocking(true)
-        .map_err(|e| Error::tvm(format!("RPC server: {e}")))?;
+        .map_err(|e| Error::tvm_fmt(format_args!("RPC server: {e}")))?;
     let (root, temp_root) = match &cfg.work_dir {
         Some(d) => (d.clone(), false),
         None => (
@@ -998,7 +1001,7 @@ pub fn serve(listener: TcpListener, cfg: &ServerConfig) -> Result<()> {
         ),
     };
     std::fs::create_dir_all(&root)
-        .map_err(|e| Error::tvm(format!("RPC server: cannot create {root:?}: {e}")))?;
+        .map_err(|e| Error::tvm_fmt(format_args!("RPC server: cannot create {root:?}: {e}")))?;
     register_env();
     if matches!(cfg.isolation, Isolation::Thread) {
         register_test_hooks();

@@ -32,7 +32,7 @@ pub struct TrackerConn {
 }
 
 fn io(what: &str) -> impl Fn(std::io::Error) -> Error + '_ {
-    move |e| Error::tvm(format!("tracker: {what}: {e}"))
+    move |e| Error::tvm_fmt(format_args!("tracker: {what}: {e}"))
 }
 
 impl TrackerConn {
@@ -54,7 +54,7 @@ impl TrackerConn {
             .to_socket_addrs()
             .map_err(io("resolve"))?
             .next()
-            .ok_or_else(|| Error::value(format!("tracker: cannot resolve {addr}")))?;
+            .ok_or_else(|| Error::value_fmt(format_args!("tracker: cannot resolve {addr}")))?;
         let mut stream =
             TcpStream::connect_timeout(&sa, Duration::from_secs(10)).map_err(io("connect"))?;
         stream
@@ -67,7 +67,7 @@ impl TrackerConn {
         let mut b = [0u8; 4];
         stream.read_exact(&mut b).map_err(io("read magic"))?;
         if i32::from_le_bytes(b) != TRACKER_MAGIC {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "tracker: {addr} is not an RPC tracker"
             )));
         }
@@ -84,17 +84,22 @@ impl TrackerConn {
         self.stream.read_exact(&mut b).map_err(io("receive"))?;
         let n = i32::from_le_bytes(b);
         if !(0..=MAX_MESSAGE).contains(&n) {
-            return Err(Error::value(format!("tracker: bad message length {n}")));
+            return Err(Error::value_fmt(format_args!(
+                "tracker: bad message length {n}"
+            )));
         }
         let mut buf = vec![0u8; n as usize];
         self.stream.read_exact(&mut buf).map_err(io("receive"))?;
-        serde_json::from_slice(&buf).map_err(|e| Error::value(format!("tracker: bad JSON: {e}")))
+        serde_json::from_slice(&buf)
+            .map_err(|e| Error::value_fmt(format_args!("tracker: bad JSON: {e}")))
     }
 
     fn expect_success(&mut self, msg: &Value) -> Result<()> {
         let r = self.call(msg)?;
         if r.as_i64() != Some(code::SUCCESS) {
-            return Err(Error::tvm(format!("tracker refused {msg}: replied {r}")));
+            return Err(Error::tvm_fmt(format_args!(
+                "tracker refused {msg}: replied {r}"
+            )));
         }
         Ok(())
     }

@@ -55,7 +55,7 @@ pub fn config_threadpool(_mode: i32, nthreads: i64, cpus: &[i64]) -> Result<()> 
     if (0..=1).contains(&nthreads) && cpus.len() <= 1 {
         return Ok(());
     }
-    Err(Error::value(format!(
+    Err(Error::value_fmt(format_args!(
         "runtime.config_threadpool: {nthreads} threads on {} CPUs asked for, but this library \
          was built without `threads` (launches run on the calling thread)",
         cpus.len()

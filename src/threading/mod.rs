@@ -150,7 +150,7 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         let mode = a.i64(0)?;
         let mode = i32::try_from(mode).map_err(|_| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "runtime.config_threadpool: mode {mode} is out of range"
             ))
         })?;
@@ -177,7 +177,7 @@ pub(crate) fn register(r: &mut Registrar) {
                             )
                         })?;
                     text.trim().parse::<i64>().map_err(|_| {
-                        Error::value(format!(
+                        Error::value_fmt(format_args!(
                             "runtime.config_threadpool: CPU id '{text}' is not a number"
                         ))
                     })

@@ -1028,7 +1028,7 @@ fn configured_cpus() -> usize {
 fn checked_config(nthreads: i64, cpus: &[i64]) -> Result<(PoolConfig, Vec<usize>)> {
     let what = "runtime.config_threadpool";
     if !(0..=MAX_THREADS as i64).contains(&nthreads) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: nthreads {nthreads} is out of range: 0 (every core) to {MAX_THREADS}"
         )));
     }
@@ -1037,14 +1037,14 @@ fn checked_config(nthreads: i64, cpus: &[i64]) -> Result<(PoolConfig, Vec<usize>
         .iter()
         .map(|&c| match usize::try_from(c) {
             Ok(c) if c < machine => Ok(c),
-            _ => Err(Error::value(format!(
+            _ => Err(Error::value_fmt(format_args!(
                 "{what}: CPU id {c} does not exist: this machine has CPUs 0 to {}",
                 machine - 1
             ))),
         })
         .collect::<Result<Vec<usize>>>()?;
     if cpus.len() > MAX_THREADS {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{what}: {} CPU ids given; a pool has at most {MAX_THREADS} threads",
             cpus.len()
         )));
@@ -1097,7 +1097,7 @@ pub fn config_threadpool(_mode: i32, nthreads: i64, cpus: &[i64]) -> Result<()> 
     if errors.is_empty() {
         return Ok(());
     }
-    Err(Error::value(format!(
+    Err(Error::value_fmt(format_args!(
         "runtime.config_threadpool: {} of {} workers did not start ({}); the pool runs with \
          {} thread(s)",
         errors.len(),

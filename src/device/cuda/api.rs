@@ -48,7 +48,7 @@ impl CudaDeviceApi {
 /// The driver, or an error naming the device that cannot be used without one.
 pub(crate) fn driver_for(dev: DLDevice) -> Result<&'static Driver> {
     super::driver().map_err(|e| {
-        Error::internal(format!(
+        Error::internal_fmt(format_args!(
             "device {} is not available: {}",
             crate::device::describe(dev),
             e.message
@@ -140,7 +140,7 @@ impl DeviceApi for CudaDeviceApi {
         _type_hint: DLDataType,
     ) -> Result<*mut c_void> {
         if alignment == 0 || 256 % alignment != 0 {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "Check failed: 256 % alignment == 0U (256 % {alignment} vs. 0) : CUDA space is \
                  aligned at 256 bytes"
             )));
@@ -175,7 +175,7 @@ impl DeviceApi for CudaDeviceApi {
                 check_rt(r)?;
                 Ok(p as *mut c_void)
             }
-            t => Err(Error::value(format!(
+            t => Err(Error::value_fmt(format_args!(
                 "the CUDA backend does not serve device type {t}"
             ))),
         }
@@ -261,7 +261,7 @@ impl DeviceApi for CudaDeviceApi {
                 sys::cuMemcpyHtoDAsync_v2(dst as u64, src as *const c_void, nbytes, stream)
             })
         } else {
-            Err(Error::internal(format!(
+            Err(Error::internal_fmt(format_args!(
                 "expect copy from/to GPU or between GPU (got a copy from {} to {})",
                 crate::device::describe(dev_from),
                 crate::device::describe(dev_to)
@@ -374,7 +374,7 @@ impl DeviceApi for CudaDeviceApi {
                 pool.free.push((size, ptr as usize));
                 Ok(())
             }
-            None => Err(Error::value(format!(
+            None => Err(Error::value_fmt(format_args!(
                 "free_workspace: {ptr:p} was not allocated from the workspace of {}",
                 crate::device::describe(dev)
             ))),

@@ -185,7 +185,7 @@ fn load_driver() -> std::result::Result<Driver, String> {
 pub(crate) fn driver() -> Result<&'static Driver> {
     match DRIVER.get_or_init(load_driver) {
         Ok(d) => Ok(d),
-        Err(e) => Err(Error::tvm(format!("CUDA: {e}"))),
+        Err(e) => Err(Error::tvm_fmt(format_args!("CUDA: {e}"))),
     }
 }
 
@@ -241,7 +241,7 @@ pub(crate) fn check_rt(r: sys::CUresult) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS || r == sys::CUresult::CUDA_ERROR_DEINITIALIZED {
         Ok(())
     } else {
-        Err(Error::internal(format!(
+        Err(Error::internal_fmt(format_args!(
             "Check failed: (e == cudaSuccess || e == cudaErrorCudartUnloading) is false: CUDA: {}",
             error_string(r)
         )))
@@ -253,7 +253,7 @@ pub(crate) fn check_drv(r: sys::CUresult, call: &str) -> Result<()> {
     if r == sys::CUresult::CUDA_SUCCESS || r == sys::CUresult::CUDA_ERROR_DEINITIALIZED {
         Ok(())
     } else {
-        Err(Error::tvm(format!(
+        Err(Error::tvm_fmt(format_args!(
             "CUDAError: {call} failed with error: {}",
             error_name(r)
         )))
@@ -269,7 +269,7 @@ impl Driver {
     /// The driver handle of a device ordinal; an error for a bad ordinal.
     pub fn device(&self, id: i32) -> Result<sys::CUdevice> {
         if id < 0 || id as usize >= self.devices.len() {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "Check failed: (e == cudaSuccess || e == cudaErrorCudartUnloading) is false: \
                  CUDA: invalid device ordinal (device {id}; {} CUDA device(s) present)",
                 self.devices.len()

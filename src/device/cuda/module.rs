@@ -80,7 +80,7 @@ impl Inner {
         // SAFETY: a loaded module and a NUL-terminated name.
         let r = unsafe { sys::cuModuleGetFunction(&mut f, m, c.as_ptr()) };
         if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "CUDAError: cuModuleGetFunction {name} failed with error: {}",
                 super::error_name(r)
             )));
@@ -95,13 +95,13 @@ impl Inner {
         // SAFETY: a loaded module, out pointers valid.
         let r = unsafe { sys::cuModuleGetGlobal_v2(&mut p, &mut n, m, c.as_ptr()) };
         if r != sys::CUresult::CUDA_SUCCESS {
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "CUDAError: cuModuleGetGlobal {name} failed with error: {}",
                 super::error_name(r)
             )));
         }
         if n != expect {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "Check failed: nbytes == expect_nbytes ({n} vs. {expect})"
             )));
         }
@@ -172,10 +172,10 @@ impl CudaModule {
             format.to_string()
         };
         let code = std::fs::read(path)
-            .map_err(|e| Error::value(format!("cannot read CUDA module {path}: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("cannot read CUDA module {path}: {e}")))?;
         let meta = meta_file_path(path);
         let text = std::fs::read_to_string(&meta)
-            .map_err(|e| Error::value(format!("Cannot open file {meta}: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("Cannot open file {meta}: {e}")))?;
         let fmap = map_from_json(&text, &meta)?;
         Ok(CudaModule::new(&code, &fmt, fmap))
     }
@@ -217,7 +217,7 @@ fn arg_conv(t: DLDataType) -> Result<ArgConv> {
         (2, 32) => ArgConv::F32,
         (3, _) => ArgConv::Handle,
         _ => {
-            return Err(Error::tvm(format!(
+            return Err(Error::tvm_fmt(format_args!(
                 "Cannot handle {} as device function argument",
                 crate::packed_func::dtype::dtype_to_string(t)
             )))
@@ -261,7 +261,7 @@ impl Kernel {
     /// The value one argument is passed as (8 bytes; narrower types in the low bytes).
     fn convert(&self, i: usize, v: TVMValue, code: i32) -> Result<u64> {
         let bad = || {
-            Error::type_error(format!(
+            Error::type_error_fmt(format_args!(
                 "{}: argument {i} expects {} but got {}",
                 self.name,
                 match self.convs[i] {
@@ -323,7 +323,7 @@ impl Kernel {
         let n = self.convs.len();
         let need = n + self.launch.num_launch_args();
         if args.len() < need {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{}: expected {need} arguments ({n} kernel arguments and {} launch parameters) \
                  but got {}",
                 self.name,
@@ -333,7 +333,7 @@ impl Kernel {
         }
         for i in n..need {
             if args.codes()[i] != tc::INT && args.codes()[i] != tc::BOOL {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "{}: launch parameter {} must be an integer but got {}",
                     self.name,
                     i - n,
@@ -353,7 +353,7 @@ impl Kernel {
     fn launch_with<const N: usize>(&self, args: Args<'_>) -> Result<()> {
         let n = self.convs.len();
         if n > N {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{}: too many kernel arguments ({n})",
                 self.name
             )));
@@ -389,7 +389,7 @@ impl Kernel {
                         )
                     };
                     if r != sys::CUresult::CUDA_SUCCESS {
-                        return Err(Error::tvm(format!(
+                        return Err(Error::tvm_fmt(format_args!(
                             "Failed to set the allowed dynamic shared memory size to {}",
                             wl.dyn_shmem_size
                         )));
@@ -509,16 +509,16 @@ impl ModuleNode for CudaModule {
             format.to_string()
         };
         if fmt != self.inner.fmt {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "Check failed: fmt == fmt_ ({fmt} vs. {}) : Can only save to format={}",
                 self.inner.fmt, self.inner.fmt
             )));
         }
         let meta = meta_file_path(path);
         std::fs::write(&meta, map_to_json(&self.inner.fmap))
-            .map_err(|e| Error::value(format!("cannot write {meta}: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("cannot write {meta}: {e}")))?;
         std::fs::write(path, self.inner.code())
-            .map_err(|e| Error::value(format!("cannot write {path}: {e}")))
+            .map_err(|e| Error::value_fmt(format_args!("cannot write {path}: {e}")))
     }
 
     fn save_to_binary(&self) -> Result<Vec<u8>> {

@@ -17,11 +17,11 @@ use std::sync::Mutex;
 pub fn load_library(path: &str) -> Result<()> {
     // SAFETY: loading runs the library's initialisers, the plugin author's responsibility.
     let lib = unsafe { libloading::Library::new(path) }
-        .map_err(|e| Error::value(format!("cannot load device plugin {path}: {e}")))?;
+        .map_err(|e| Error::value_fmt(format_args!("cannot load device plugin {path}: {e}")))?;
     // SAFETY: the ABI names this symbol and its signature.
     let init: libloading::Symbol<'_, unsafe extern "C" fn() -> *const TVMDevicePlugin> =
         unsafe { lib.get(b"TVMDevicePluginInit\0") }.map_err(|_| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "{path} is not a device plugin: it exports no TVMDevicePluginInit"
             ))
         })?;
@@ -50,7 +50,7 @@ pub(crate) fn load_plugin_global(
             "runtime.LoadDevicePlugin: a plugin table is not taken by address here (give the \
              plugin library's path, or register the table from C with TVMDeviceRegisterPlugin)",
         )),
-        v => Err(Error::type_error(format!(
+        v => Err(Error::type_error_fmt(format_args!(
             "runtime.LoadDevicePlugin expects a plugin library's path, got {}",
             v.kind_name()
         ))),

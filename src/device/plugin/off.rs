@@ -12,7 +12,7 @@ use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::{Args, RetValue};
 
 fn refused(what: &str) -> Error {
-    Error::value(format!(
+    Error::value_fmt(format_args!(
         "{what}: device plugins are not available: this library was built without `plugins`"
     ))
 }

@@ -45,7 +45,7 @@ pub fn list() -> Vec<(i32, String)> {
         .iter()
         .map(|(&t, p)| (t, p.name.clone()))
         .collect();
-    v.sort();
+    v.sort_unstable();
     v
 }
 
@@ -63,12 +63,12 @@ pub unsafe fn register(
     // SAFETY: caller contract; read the version fields before trusting the size.
     let (version, size) = unsafe { ((*table).abi_version, (*table).struct_size) };
     if version != ABI_VERSION {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device plugin: ABI version {version} is not supported (this runtime speaks version {ABI_VERSION})"
         )));
     }
     if (size as usize) < std::mem::size_of::<TVMDevicePlugin>() {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device plugin: struct_size {size} is smaller than the version {ABI_VERSION} table ({} bytes)",
             std::mem::size_of::<TVMDevicePlugin>()
         )));
@@ -84,13 +84,13 @@ pub unsafe fn register(
         .map_err(|_| Error::value("device plugin: name is not UTF-8"))?
         .to_string();
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device plugin '{name}': the name must be non-empty letters, digits or '_'"
         )));
     }
     let ty = t.device_type;
     if !(MIN_PLUGIN_DEVICE_TYPE..RPC_SESS_MASK).contains(&ty) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device plugin {name}: device type {ty} is outside the extension range \
              [{MIN_PLUGIN_DEVICE_TYPE}, {RPC_SESS_MASK})"
         )));
@@ -106,7 +106,7 @@ pub unsafe fn register(
     .map(|(n, _)| *n)
     .collect();
     if !missing.is_empty() {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device plugin {name}: required functions missing: {}",
             missing.join(", ")
         )));
@@ -117,10 +117,14 @@ pub unsafe fn register(
         // SAFETY: plugin contract.
         let f = unsafe { CStr::from_ptr(t.module_format) }
             .to_str()
-            .map_err(|_| Error::value(format!("device plugin {name}: module_format is not UTF-8")))?
+            .map_err(|_| {
+                Error::value_fmt(format_args!(
+                    "device plugin {name}: module_format is not UTF-8"
+                ))
+            })?
             .to_string();
         if t.load_module.is_none() || t.module_get_function.is_none() || t.module_free.is_none() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "device plugin {name}: module_format '{f}' needs load_module, \
                  module_get_function and module_free"
             )));
@@ -130,19 +134,19 @@ pub unsafe fn register(
     {
         let r = PLUGINS.read().unwrap_or_else(|e| e.into_inner());
         if let Some(p) = r.by_type.get(&ty) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "device plugin {name}: device type {ty} is already taken by plugin {}",
                 p.name
             )));
         }
         if r.by_type.values().any(|p| p.name == name) {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "device plugin {name}: a plugin of that name is already registered"
             )));
         }
     }
     if crate::device::has_backend(ty) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "device plugin {name}: device type {ty} is already taken by a built-in backend"
         )));
     }
@@ -172,8 +176,9 @@ pub unsafe fn register(
         registry::register_rust(&format!("runtime.module.loadfile_{fmt}"), move |a, rv| {
             let path = a.str(0)?;
             let file = crate::packed_func::confine::resolve(path, "loadfile (plugin)")?;
-            let bytes = std::fs::read(file)
-                .map_err(|e| Error::value(format!("cannot read module file {path}: {e}")))?;
+            let bytes = std::fs::read(file).map_err(|e| {
+                Error::value_fmt(format_args!("cannot read module file {path}: {e}"))
+            })?;
             *rv = module_from_bytes(&p, &bytes)?.into_object().into();
             Ok(())
         });

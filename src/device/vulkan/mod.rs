@@ -99,7 +99,7 @@ pub(crate) unsafe fn buffer_of<'a>(p: *const c_void) -> Result<&'a DeviceBuffer>
 
 fn check_range(b: &DeviceBuffer, offset: u64, n: usize, what: &str) -> Result<()> {
     if offset.checked_add(n as u64).is_none_or(|e| e > b.size) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "Vulkan copy: {what} range [{offset}, +{n}) is outside the {}-byte buffer",
             b.size
         )));

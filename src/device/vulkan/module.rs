@@ -64,7 +64,7 @@ impl Shader {
         let flag = r.read_u32("a shader flag")?;
         let n = r.read_u64("the shader size")?;
         if n > (r.remaining() / 4) as u64 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{}: the vulkan module is truncated: a shader of {n} words",
                 r.context()
             )));
@@ -81,7 +81,7 @@ impl Shader {
 fn read_count(r: &mut BlobReader<'_>, what: &str) -> Result<u64> {
     let n = r.read_u64(what)?;
     if n > r.remaining() as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: the vulkan module is truncated or corrupted ({what}: {n})",
             r.context()
         )));
@@ -154,16 +154,15 @@ impl Inner {
             return Ok(p.clone());
         }
         let d = instance::device(device_id)?;
-        let shader = self
-            .smap
-            .get(name)
-            .ok_or_else(|| Error::value(format!("vulkan module: no shader for function {name}")))?;
+        let shader = self.smap.get(name).ok_or_else(|| {
+            Error::value_fmt(format_args!("vulkan module: no shader for function {name}"))
+        })?;
         let info = &self.fmap[name];
         let num_pods = info.arg_types.len() - num_buffers;
         let use_ubo = shader.flag & FLAG_USE_UBO != 0;
         let pc_bytes = (num_pods * 8) as u32;
         if !use_ubo && pc_bytes > d.props.max_push_constants_size {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "the Vulkan kernel {name} passes {pc_bytes} bytes of push constants but the \
                  device allows {}; rebuild it with -max_push_constants_size={}",
                 d.props.max_push_constants_size, d.props.max_push_constants_size
@@ -296,7 +295,7 @@ impl Kernel {
         let mut convs = Vec::new();
         for t in &info.arg_types[num_buffers..] {
             if t.lanes != 1 {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "vulkan kernel {name}: vector argument {} is not supported",
                     dtype_to_string(*t)
                 )));
@@ -308,12 +307,12 @@ impl Kernel {
                 (DL_FLOAT, 64) => Conv::F64,
                 (DL_FLOAT, 32) => Conv::F32,
                 (DL_OPAQUE_HANDLE, _) => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "vulkan kernel {name}: buffer arguments must come before scalars"
                     )))
                 }
                 _ => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "vulkan kernel {name}: cannot pass {} as a device function argument",
                         dtype_to_string(*t)
                     )))
@@ -326,7 +325,7 @@ impl Kernel {
         for (i, tag) in info.launch_param_tags.iter().enumerate() {
             if tag == DYN_SHARED_MEMORY_TAG {
                 if i + 1 != n {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "vulkan kernel {name}: {DYN_SHARED_MEMORY_TAG} must be the last launch \
                          parameter tag"
                     )));
@@ -339,7 +338,7 @@ impl Kernel {
             } else if let Some(d) = tag.strip_prefix("threadIdx.") {
                 (1, d)
             } else {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "vulkan kernel {name}: unknown launch parameter tag '{tag}'"
                 )));
             };
@@ -348,7 +347,7 @@ impl Kernel {
                 "y" => 1,
                 "z" => 2,
                 _ => {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "vulkan kernel {name}: unknown launch parameter tag '{tag}'"
                     )))
                 }
@@ -385,7 +384,7 @@ impl Kernel {
         let nargs = self.num_buffers + self.convs.len();
         let need = nargs + self.launch_slots.len() + self.dyn_shared as usize;
         if args.len() < need {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "vulkan kernel {}: expects {need} arguments ({} buffers, {} scalars, {} launch \
                  parameters) but got {}",
                 self.name,
@@ -418,7 +417,7 @@ impl Kernel {
                     }
                     tc::OPAQUE_HANDLE | tc::NULLPTR => v[i].v_handle,
                     c => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "vulkan kernel {}: argument {i} must be a buffer (device pointer) \
                              but has type code {c}",
                             self.name
@@ -431,7 +430,7 @@ impl Kernel {
                 e.context(format!("vulkan kernel {}: buffer argument {i}", self.name))
             })?;
             if b.device_id != device_id {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "vulkan kernel {}: buffer argument {i} lives on vulkan({}) but the kernel \
                      runs on vulkan({device_id})",
                     self.name, b.device_id
@@ -470,7 +469,7 @@ impl Kernel {
             let n = unsafe { v[nargs + k].v_int64 };
             if n > 0 {
                 work[slot] = u32::try_from(n).map_err(|_| {
-                    Error::value(format!(
+                    Error::value_fmt(format_args!(
                         "vulkan kernel {}: launch parameter {n} is too large",
                         self.name
                     ))
@@ -479,7 +478,7 @@ impl Kernel {
         }
         for (k, &g) in work[..3].iter().enumerate() {
             if g > d.props.max_grid_size[k] {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "vulkan kernel {}: grid size {g} in dimension {k} exceeds the device's {}",
                     self.name, d.props.max_grid_size[k]
                 )));
@@ -612,7 +611,7 @@ impl VulkanModule {
     ) -> Result<VulkanModule> {
         for name in fmap.keys() {
             if !smap.contains_key(name) {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "vulkan module: function {name} has no shader"
                 )));
             }
@@ -647,19 +646,19 @@ impl VulkanModule {
     /// Loads a `.vulkan` file and its `.tvm_meta.json`.
     pub fn load_file(path: &str) -> Result<VulkanModule> {
         let data = std::fs::read(path)
-            .map_err(|e| Error::value(format!("cannot read vulkan module {path}: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("cannot read vulkan module {path}: {e}")))?;
         let meta_path = meta_file_path(path);
         let meta = std::fs::read_to_string(&meta_path).map_err(|e| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "cannot read the metadata {meta_path} of vulkan module {path}: {e}"
             ))
         })?;
         let meta: serde_json::Value = serde_json::from_str(&meta)
-            .map_err(|e| Error::value(format!("{meta_path}: invalid JSON: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("{meta_path}: invalid JSON: {e}")))?;
         let finfo = meta
             .get("func_info")
             .and_then(|f| f.as_object())
-            .ok_or_else(|| Error::value(format!("{meta_path}: no func_info object")))?;
+            .ok_or_else(|| Error::value_fmt(format_args!("{meta_path}: no func_info object")))?;
         let mut fmap = BTreeMap::new();
         for (k, v) in finfo {
             fmap.insert(
@@ -670,7 +669,7 @@ impl VulkanModule {
         let mut r = BlobReader::new(&data, path);
         let magic = r.read_u32("the magic number")?;
         if magic != VULKAN_MODULE_MAGIC {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{path} is not a vulkan module (bad magic number, expected {VULKAN_MODULE_MAGIC:#x})"
             )));
         }
@@ -745,10 +744,11 @@ impl ModuleNode for VulkanModule {
         });
         let meta_path = meta_file_path(path);
         std::fs::write(&meta_path, meta.to_string())
-            .map_err(|e| Error::value(format!("cannot write {meta_path}: {e}")))?;
+            .map_err(|e| Error::value_fmt(format_args!("cannot write {meta_path}: {e}")))?;
         let mut out = VULKAN_MODULE_MAGIC.to_le_bytes().to_vec();
         write_smap(&mut out, &self.inner.smap);
-        std::fs::write(path, out).map_err(|e| Error::value(format!("cannot write {path}: {e}")))
+        std::fs::write(path, out)
+            .map_err(|e| Error::value_fmt(format_args!("cannot write {path}: {e}")))
     }
 
     fn save_to_binary(&self) -> Result<Vec<u8>> {

@@ -69,7 +69,7 @@ impl GraphExecutor {
         let json = match factory.function("get_graph_json")?.call(&[])? {
             RetValue::Str(s) => s,
             other => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "get_graph_json returned {other:?}, not a string"
                 )))
             }
@@ -94,7 +94,7 @@ impl GraphExecutor {
     /// factory's `default`, ...).
     pub fn from_module(m: &Module) -> Result<GraphExecutor> {
         let exec = executor_of(m).ok_or_else(|| {
-            Error::type_error(format!(
+            Error::type_error_fmt(format_args!(
                 "expected a graph executor module of this runtime, got a module of type {}",
                 m.type_key()
             ))

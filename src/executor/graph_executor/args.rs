@@ -52,7 +52,7 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
                     Some(f) => f.clone(),
                     None => {
                         let f = lib.get_function(name, true)?.ok_or_else(|| {
-                            Error::attribute(format!(
+                            Error::attribute_fmt(format_args!(
                                 "no such function in module: {name} (needed by node {nid} \
                                  '{}'; the library module is of type {})",
                                 node.name,

@@ -29,7 +29,7 @@ impl TensorArg {
             ArgValue::Object(o) if o.downcast_ref::<NDArrayObj>().is_some() => {
                 Ok(TensorArg::Array(NDArray::from_object(o.to_ref())?))
             }
-            other => Err(Error::type_error(format!(
+            other => Err(Error::type_error_fmt(format_args!(
                 "{what}: expected an NDArray or DLTensor but got {}",
                 other.kind_name()
             ))),
@@ -73,7 +73,7 @@ impl Executor {
         }
         // SAFETY: a live tensor holds `ndim` shape entries.
         let shape = unsafe { crate::ndarray::shape_of(t) };
-        Err(Error::type_error(format!(
+        Err(Error::type_error_fmt(format_args!(
             "{what}: the array's data type {} (shape {shape:?}) differs from the declared {} \
              (shape {:?}); the runtime does not reinterpret data: convert the array first",
             dtype_to_string(t.dtype),
@@ -119,23 +119,25 @@ impl Executor {
         // SAFETY: a live tensor holds `ndim` shape entries.
         let shape = unsafe { crate::ndarray::shape_of(t) };
         if shape != want_shape.as_slice() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{what}: shape {shape:?} does not match the graph's {want_shape:?}"
             )));
         }
         if t.device != internal.device {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{what}: the array is on {} but the graph expects {}",
                 device::describe(t.device),
                 device::describe(internal.device)
             )));
         }
         if !crate::ndarray::is_contiguous(t) {
-            return Err(Error::value(format!("{what}: the array is not contiguous")));
+            return Err(Error::value_fmt(format_args!(
+                "{what}: the array is not contiguous"
+            )));
         }
         let addr = t.data as usize + t.byte_offset as usize;
         if addr % ALLOC_ALIGNMENT != 0 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{what}: the data must be aligned to {ALLOC_ALIGNMENT} bytes (address {addr:#x})"
             )));
         }
@@ -265,7 +267,7 @@ impl Executor {
         // SAFETY: `dst` is a live tensor (caller contract).
         let dshape = unsafe { crate::ndarray::shape_of(dst) };
         if dshape != self.graph.shape[eid].as_slice() {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "get_output {index}: the destination's shape {dshape:?} does not match the \
                  output's {:?}",
                 self.graph.shape[eid]
@@ -281,7 +283,9 @@ impl Executor {
     pub(crate) fn set_params(&self, p: &[(String, NDArray)], mark: bool) -> Result<()> {
         // Largest first, as the reference uploads them.
         let mut order: Vec<&(String, NDArray)> = p.iter().collect();
-        order.sort_by_key(|(_, a)| std::cmp::Reverse(a.nbytes()));
+        crate::packed_func::order::sort_stable_by(&mut order, |x, y| {
+            y.1.nbytes().cmp(&x.1.nbytes())
+        });
         for (name, arr) in order {
             if mark {
                 self.state.lock()?.param_names.insert(name.clone());
@@ -314,7 +318,7 @@ impl Executor {
                 continue;
             };
             let j = other.input_index(&name).ok_or_else(|| {
-                Error::value(format!(
+                Error::value_fmt(format_args!(
                     "share_params: the other executor has no input named '{name}'"
                 ))
             })?;
@@ -329,7 +333,7 @@ impl Executor {
                 || t.dtype != have.dtype
                 || t.device != have.device
             {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "share_params: parameter '{name}' differs in shape, type or device between \
                      the two executors"
                 )));

@@ -239,7 +239,7 @@ impl Executor {
 
     pub(super) fn check_input(&self, index: usize) -> Result<usize> {
         if index >= self.num_inputs() {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "input index {index} is out of range: the graph has {} inputs",
                 self.num_inputs()
             )));
@@ -249,7 +249,7 @@ impl Executor {
 
     pub(super) fn check_output(&self, index: usize) -> Result<usize> {
         if index >= self.num_outputs() {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "output index {index} is out of range: the graph has {} outputs",
                 self.num_outputs()
             )));
@@ -268,7 +268,7 @@ impl Executor {
                 .collect();
             let more = names.len() > 20;
             names.truncate(20);
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "graph has no input named '{name}'; inputs are: {}{}",
                 names.join(", "),
                 if more { ", ..." } else { "" }
@@ -279,6 +279,6 @@ impl Executor {
     /// Resolves an output name, with an error naming it.
     pub(crate) fn output_index_or_err(&self, name: &str) -> Result<usize> {
         self.output_index(name)
-            .ok_or_else(|| Error::value(format!("graph has no output named '{name}'")))
+            .ok_or_else(|| Error::value_fmt(format_args!("graph has no output named '{name}'")))
     }
 }

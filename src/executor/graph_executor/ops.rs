@@ -115,7 +115,7 @@ impl Executor {
 
     pub(super) fn check_node(&self, nid: i64) -> Result<usize> {
         if nid < 0 || nid as usize >= self.graph.nodes.len() {
-            return Err(Error::internal(format!(
+            return Err(Error::internal_fmt(format_args!(
                 "node index {nid} is out of range: the graph has {} nodes",
                 self.graph.nodes.len()
             )));
@@ -129,7 +129,7 @@ impl Executor {
             .nodes
             .iter()
             .position(|n| n.name == name)
-            .ok_or_else(|| Error::value(format!("graph has no node named '{name}'")))
+            .ok_or_else(|| Error::value_fmt(format_args!("graph has no node named '{name}'")))
     }
 
     /// Runs ops up to and including `nid` (from the start, or on from the last node run).
@@ -156,7 +156,7 @@ impl Executor {
         let nid = self.check_node(nid)?;
         let st = self.state.lock()?;
         if st.last_executed_node != nid as i64 {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "get_node_output: node {nid} is not the last executed node ({}); call \
                  execute_node({nid}) first",
                 st.last_executed_node
@@ -164,7 +164,7 @@ impl Executor {
         }
         let outs = self.graph.num_outputs_of(nid) as i64;
         if index < 0 || index >= outs {
-            return Err(Error::index(format!(
+            return Err(Error::index_fmt(format_args!(
                 "get_node_output: node {nid} has {outs} outputs, not {}",
                 index + 1
             )));

@@ -16,7 +16,7 @@ use crate::packed_func::value::{ArgValue, RetValue, TensorRef};
 fn entry_bytes(shape: &[i64], t: DLDataType) -> Result<u64> {
     let bits = t.bits as u64 * t.lanes as u64;
     if !(bits % 8 == 0 || bits == 1 || bits == 4) {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "data type {} has {bits} bits per element, which cannot be stored",
             dtype_to_string(t)
         )));
@@ -25,7 +25,7 @@ fn entry_bytes(shape: &[i64], t: DLDataType) -> Result<u64> {
     for &d in shape {
         n = n
             .checked_mul(d as u64)
-            .ok_or_else(|| Error::value(format!("shape {shape:?} is too large")))?;
+            .ok_or_else(|| Error::value_fmt(format_args!("shape {shape:?} is too large")))?;
     }
     Ok(n)
 }
@@ -56,7 +56,7 @@ pub(super) fn check_kernels_can_reach(
                 continue;
             }
             if host_only(lib) {
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "graph executor: node '{}' ({}) has data on {}, but the library holds \
                      only CPU code (it imports no {} module); compile the model for that \
                      device or run it on the CPU",
@@ -128,14 +128,14 @@ pub(super) fn setup_storage(
             .unwrap_or_default();
         let pe = &mut pool[sid];
         if pe.used && pe.device_type != device_type {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "invalid graph: storage {sid} is used on two devices (types {} and \
                  {device_type})",
                 pe.device_type
             )));
         }
         if scope.starts_with("global.texture") {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "graph entry {i} uses storage scope '{scope}': texture memory is not supported \
                  by this runtime"
             )));
@@ -175,7 +175,7 @@ pub(super) fn setup_storage(
                         })?)
                     }
                     other => {
-                        return Err(Error::type_error(format!(
+                        return Err(Error::type_error_fmt(format_args!(
                             "the linked parameter lookup function returned {other:?}, not an \
                              NDArray"
                         )))
@@ -237,7 +237,7 @@ pub(super) fn setup_storage(
         let sid = g.storage_id[i] as usize;
         let base = storage[sid]
             .as_ref()
-            .ok_or_else(|| Error::internal(format!("storage {sid} was not allocated")))?;
+            .ok_or_else(|| Error::internal_fmt(format_args!("storage {sid} was not allocated")))?;
         let v = base
             .view(&g.shape[i], g.dltype[i], 0)
             .map_err(|e| e.context(format!("graph entry {i} (storage {sid})")))?;

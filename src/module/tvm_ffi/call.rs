@@ -62,7 +62,7 @@ unsafe fn to_ffi(v: TVMValue, code: i32, i: usize) -> Result<TVMFFIAny> {
             tc::OBJECT_HANDLE if !v.v_handle.is_null() => {
                 let obj = v.v_handle as *mut Object;
                 if (*obj).type_index() != TYPE_NDARRAY {
-                    return Err(Error::type_error(format!(
+                    return Err(Error::type_error_fmt(format_args!(
                         "argument {i}: a kernel compiled for the tvm-ffi ABI takes tensors and \
                          plain values, not an object of type index {}",
                         (*obj).type_index()
@@ -78,7 +78,7 @@ unsafe fn to_ffi(v: TVMValue, code: i32, i: usize) -> Result<TVMFFIAny> {
             tc::STR => ptr_or_none(ti::RAW_STR, v.v_str as *mut c_void),
             tc::BYTES => ptr_or_none(ti::BYTE_ARRAY_PTR, v.v_handle),
             c => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "argument {i}: a kernel compiled for the tvm-ffi ABI cannot take a value of \
                      type code {c}"
                 )))
@@ -104,7 +104,7 @@ fn from_ffi(r: &TVMFFIAny) -> Result<RetValue> {
                 RetValue::Str(String::from_utf8_lossy(&r.value.v_bytes[..n]).into_owned())
             }
             t => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "a kernel compiled for the tvm-ffi ABI returned a value of type index {t}, \
                      which the classic ABI cannot take"
                 )))
@@ -596,7 +596,7 @@ unsafe fn to_classic(
                 )
             }
             t => {
-                return Err(Error::type_error(format!(
+                return Err(Error::type_error_fmt(format_args!(
                     "argument {i}: a value of tvm-ffi type index {t} cannot be passed to a \
                      classic packed function"
                 )))
@@ -627,7 +627,7 @@ fn ret_to_ffi(rv: &RetValue) -> Result<TVMFFIAny> {
             }
         }
         other => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "a classic packed function returned a value ({}) that cannot be handed to a \
                  kernel compiled for the tvm-ffi ABI",
                 other.as_arg().kind_name()

@@ -64,7 +64,7 @@ const V0_21_MARKERS: [&str; 2] = ["__tvm_ffi_library_bin", "__tvm_ffi_library_ct
 #[cfg(feature = "dso")]
 pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
     match V0_21_MARKERS.iter().find(|s| !lib.symbol(s).is_null()) {
-        Some(found) => Err(Error::value(format!(
+        Some(found) => Err(Error::value_fmt(format_args!(
             "cannot load {path}: it was compiled by TVM v0.21 (found {found}: the in-tree \
              tvm-ffi ABI of that version, with its own object layout), which this runtime does \
              not read; libraries of TVM v0.14-v0.20 and v0.22+ load"
@@ -205,7 +205,7 @@ fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<M
     let indptr = r.read_u64_vec("the import tree row pointers")?;
     let children = r.read_u64_vec("the import tree child indices")?;
     let bad_tree = || {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "{path}: the tvm-ffi library blob's import tree is corrupted"
         ))
     };
@@ -239,7 +239,7 @@ fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<M
 fn load_kind(kind: &str, payload: &[u8], path: &str) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{kind}");
     let loader = registry::get(&name).ok_or_else(|| {
-        Error::value(format!(
+        Error::value_fmt(format_args!(
             "{path}: the library holds a module of kind '{kind}', which this runtime cannot \
              load (no loader {name}); available: {}",
             super::blob::available_loaders().join(", ")

@@ -56,7 +56,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
         return Ok(bytes.to_vec());
     }
     if m != MAGIC_V2 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{context}: not a Relax VM executable of a version this runtime reads: magic \
              {m:#018x} (expected {MAGIC_CLASSIC:#018x} or {MAGIC_V2:#018x})"
         )));
@@ -68,7 +68,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
     // Function table: kind, name, start, end, num_args, register file size, parameter names.
     let nfunc = r.read_u64("the number of functions")?;
     if nfunc > r.remaining() as u64 / 44 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{context}: the executable's function table is truncated or corrupted"
         )));
     }
@@ -90,7 +90,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
         r.read_bytes(8, "a memory scope's constant index")?;
         let scope = r.read_blob("a memory scope")?;
         if !scope.is_empty() && scope != b"global" {
-            return Err(Error::value(format!(
+            return Err(Error::value_fmt(format_args!(
                 "{context}: the executable places a constant in memory scope '{}', which this \
                  runtime does not support",
                 String::from_utf8_lossy(scope)
@@ -99,7 +99,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
     }
     let nconst = r.read_u64("the number of constants")?;
     if nconst > r.remaining() as u64 / 4 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{context}: the executable's constant pool is truncated or corrupted"
         )));
     }
@@ -107,7 +107,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
     for i in 0..nconst {
         let tag = i32::from_le_bytes(r.read_bytes(4, "a constant tag")?.try_into().expect("4"));
         let classic = classic_tag(tag).ok_or_else(|| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "{context}: constant {i} has type index {tag}, which a Relax executable \
                  constant pool cannot hold"
             ))
@@ -119,7 +119,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
             2 => {
                 let n = r.read_u64("a shape constant's length")?;
                 if n > r.remaining() as u64 / 8 {
-                    return Err(Error::value(format!(
+                    return Err(Error::value_fmt(format_args!(
                         "{context}: shape constant {i} is truncated"
                     )));
                 }
@@ -134,7 +134,9 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
     for what in ["the instruction offsets", "the instruction data"] {
         let n = r.read_u64(what)?;
         if n > r.remaining() as u64 / 8 {
-            return Err(Error::value(format!("{context}: {what} are truncated")));
+            return Err(Error::value_fmt(format_args!(
+                "{context}: {what} are truncated"
+            )));
         }
         put_u64(&mut out, n);
         copy(&mut r, &mut out, n as usize * 8, what)?;
@@ -146,7 +148,7 @@ pub fn to_classic(bytes: &[u8], context: &str) -> Result<Vec<u8>> {
 fn copy_tensor(r: &mut BlobReader<'_>, out: &mut Vec<u8>) -> Result<()> {
     let magic = r.read_u64("a tensor constant's magic")?;
     if magic != TENSOR_MAGIC {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: a tensor constant has the wrong magic number",
             r.context()
         )));
@@ -157,7 +159,7 @@ fn copy_tensor(r: &mut BlobReader<'_>, out: &mut Vec<u8>) -> Result<()> {
     out.extend_from_slice(&ndim.to_le_bytes());
     copy(r, out, 4, "a tensor constant's dtype")?;
     if ndim as usize > r.remaining() / 8 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: a tensor constant is truncated",
             r.context()
         )));
@@ -165,7 +167,7 @@ fn copy_tensor(r: &mut BlobReader<'_>, out: &mut Vec<u8>) -> Result<()> {
     copy(r, out, ndim as usize * 8, "a tensor constant's shape")?;
     let size = r.read_u64("a tensor constant's size")?;
     if size > r.remaining() as u64 {
-        return Err(Error::value(format!(
+        return Err(Error::value_fmt(format_args!(
             "{}: a tensor constant is truncated",
             r.context()
         )));

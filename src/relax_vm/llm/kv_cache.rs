@@ -226,7 +226,7 @@ fn cache_list(a: &Args<'_>, i: usize) -> Result<Vec<ObjectRef>> {
             o.clone()
                 .filter(|o| o.downcast_ref::<KvCacheObj>().is_some())
                 .ok_or_else(|| {
-                    Error::type_error(format!("argument {i}: entry {k} is not a KV cache"))
+                    Error::type_error_fmt(format_args!("argument {i}: entry {k} is not a KV cache"))
                 })
         })
         .collect()

@@ -28,7 +28,7 @@ fn tensor_arg(a: &Args<'_>, i: usize, what: &str, dtype: DLDataType) -> Result<*
             crate::ndarray::handle_of(&o.to_ref())
         }
         v => {
-            return Err(Error::type_error(format!(
+            return Err(Error::type_error_fmt(format_args!(
                 "{what} must be a tensor, got {}",
                 v.kind_name()
             )))
@@ -108,7 +108,7 @@ fn check_single_row(sh: &[i64], what: &str) -> Result<usize> {
 
 /// Sorts (value, index) pairs by value, largest first; equal values by index.
 fn sort_desc(d: &mut [(f32, usize)]) {
-    d.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+    d.sort_unstable_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
 }
 
 /// Top-p sampling from logits at a temperature (below 1e-6: the argmax).

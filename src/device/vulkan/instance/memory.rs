@@ -98,7 +98,7 @@ impl Device {
             Err(e) => {
                 // SAFETY: the buffer is unused.
                 unsafe { d.destroy_buffer(buffer, None) };
-                return Err(Error::value(format!(
+                return Err(Error::value_fmt(format_args!(
                     "Vulkan: cannot allocate {size} bytes of device memory: {e}"
                 )));
             }

@@ -63,7 +63,7 @@ pub fn context() -> Result<&'static Context> {
     CONTEXT
         .get_or_init(Context::create)
         .as_ref()
-        .map_err(|e| Error::internal(format!("Vulkan is not available: {e}")))
+        .map_err(|e| Error::internal_fmt(format_args!("Vulkan is not available: {e}")))
 }
 
 /// Whether the context was already created (without creating it).
@@ -78,7 +78,7 @@ pub fn device(id: i32) -> Result<&'static Device> {
         .ok()
         .and_then(|i| ctx.devices.get(i))
         .ok_or_else(|| {
-            Error::value(format!(
+            Error::value_fmt(format_args!(
                 "vulkan({id}) does not exist: {} Vulkan device(s) found",
                 ctx.devices.len()
             ))
@@ -86,7 +86,7 @@ pub fn device(id: i32) -> Result<&'static Device> {
 }
 
 pub(crate) fn vk_err(what: &str, r: vk::Result) -> Error {
-    Error::value(format!("Vulkan: {what} failed: {r}"))
+    Error::value_fmt(format_args!("Vulkan: {what} failed: {r}"))
 }
 
 /// Formats a packed Vulkan version as `major.minor.patch`.
