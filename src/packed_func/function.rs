@@ -252,9 +252,14 @@ impl Function {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        Function(ObjectRef::new(PackedFuncObj::new(FuncImpl::Rust(
-            Box::new(f),
-        ))))
+        Function::from_boxed(Box::new(f))
+    }
+
+    /// A function running a boxed Rust closure (the out-of-line body of
+    /// [`Function::from_rust`]).
+    #[inline(never)]
+    pub fn from_boxed(f: Box<RustFunc>) -> Function {
+        Function(ObjectRef::new(PackedFuncObj::new(FuncImpl::Rust(f))))
     }
 
     /// A function running a C callback.

@@ -419,6 +419,7 @@ impl<'a> Args<'a> {
     }
 
     /// Fails unless there are exactly `n` arguments.
+    #[inline(never)]
     pub fn expect_len(&self, n: usize, func: &str) -> Result<()> {
         if self.len() != n {
             return Err(Error::value_fmt(format_args!(
@@ -443,6 +444,7 @@ impl<'a> Args<'a> {
 
     /// The argument at `i` as an index into a sequence of `len` items (`what` names the
     /// function in the error).
+    #[inline(never)]
     pub fn index(&self, i: usize, len: usize, what: &str) -> Result<usize> {
         let idx = self.i64(i)?;
         if idx < 0 || idx as usize >= len {
@@ -454,6 +456,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as an integer (int or bool).
+    #[inline(never)]
     pub fn i64(&self, i: usize) -> Result<i64> {
         match self.get(i)? {
             ArgValue::Int(v) => Ok(v),
@@ -463,6 +466,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as a float (float or int).
+    #[inline(never)]
     pub fn f64(&self, i: usize) -> Result<f64> {
         match self.get(i)? {
             ArgValue::Float(v) => Ok(v),
@@ -472,6 +476,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as a string (a C string or a String object).
+    #[inline(never)]
     pub fn str(&self, i: usize) -> Result<&'a str> {
         match self.get(i)? {
             ArgValue::Str(s) => s
@@ -486,6 +491,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as a data type (a DataType or its name).
+    #[inline(never)]
     pub fn dtype(&self, i: usize) -> Result<DLDataType> {
         match self.get(i)? {
             ArgValue::DataType(t) => Ok(t),
@@ -495,6 +501,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as a device.
+    #[inline(never)]
     pub fn device(&self, i: usize) -> Result<DLDevice> {
         match self.get(i)? {
             ArgValue::Device(d) => Ok(d),
@@ -503,6 +510,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as an opaque handle's address (handle or NULL).
+    #[inline(never)]
     pub fn handle(&self, i: usize) -> Result<*mut c_void> {
         match self.get(i)? {
             ArgValue::Handle(h) => Ok(h.0),
@@ -512,6 +520,7 @@ impl<'a> Args<'a> {
     }
 
     /// Argument `i` as an object of any type (NULL gives `None`).
+    #[inline(never)]
     pub fn object(&self, i: usize) -> Result<Option<ObjArg<'a>>> {
         match self.get(i)? {
             ArgValue::Object(o) => Ok(Some(o)),
