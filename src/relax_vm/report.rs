@@ -49,6 +49,14 @@ fn number(v: &Value, key: &str) -> Option<f64> {
 
 type Row = BTreeMap<String, Value>;
 
+/// A row from a JSON object (inserted one by one: `collect` into a B-tree sorts first, and
+/// would bring a stable sort's code for this one use).
+fn row_of(m: &serde_json::Map<String, Value>) -> Row {
+    let mut r = Row::new();
+    r.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+    r
+}
+
 /// Sums the numeric metrics of `rows` into one row (durations, counts, percents).
 fn sum_rows<'a>(rows: impl Iterator<Item = &'a Row>) -> Row {
     let mut out = Row::new();
@@ -78,12 +86,7 @@ impl ReportObj {
     fn calls(&self) -> Vec<Row> {
         self.json["calls"]
             .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|c| c.as_object())
-                    .map(|c| c.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(|c| c.as_object()).map(row_of).collect())
             .unwrap_or_default()
     }
 
@@ -138,7 +141,7 @@ impl ReportObj {
         if let Some(devs) = self.json["device_metrics"].as_object() {
             for m in devs.values() {
                 if let Some(m) = m.as_object() {
-                    let mut r: Row = m.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+                    let mut r = row_of(m);
                     r.insert("Name".into(), serde_json::json!({"string": "Total"}));
                     rows.push(r);
                 }
@@ -155,8 +158,11 @@ impl ReportObj {
         .iter()
         .map(|s| s.to_string())
         .collect();
-        let extra: std::collections::BTreeSet<String> =
-            rows.iter().flat_map(|r| r.keys().cloned()).collect();
+        // Inserted one by one: collecting into a B-tree would sort (a stable sort's code).
+        let mut extra = std::collections::BTreeSet::new();
+        for r in &rows {
+            extra.extend(r.keys().cloned());
+        }
         for h in extra {
             if !headers.contains(&h) {
                 headers.push(h);
