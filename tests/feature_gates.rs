@@ -22,7 +22,10 @@ fn gate_features(line: &str) -> Option<Vec<String>> {
     inner
         .split(',')
         .map(|term| {
-            let name = term.trim().strip_prefix("feature = \"")?.strip_suffix('"')?;
+            let name = term
+                .trim()
+                .strip_prefix("feature = \"")?
+                .strip_suffix('"')?;
             Some(name.to_string())
         })
         .collect()
@@ -66,5 +69,9 @@ fn gated_test_files_report_their_skips() {
             }
         }
     }
-    assert!(gated > 0, "no gated test file found under {}", root.display());
+    assert!(
+        gated > 0,
+        "no gated test file found under {}",
+        root.display()
+    );
 }
