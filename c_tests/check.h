@@ -153,6 +153,73 @@ static inline void check_skip(const char* test, const char* require, const char*
   }
 }
 
+/*
+ * Whether the runtime under test was built with the Cargo feature `name` (the list that the
+ * global function runtime.BuiltFeatures returns). A runtime without that function, the
+ * reference, has every feature.
+ */
+static inline int has_feature(const char* name) {
+  TVMFunctionHandle f = NULL;
+  if (TVMFuncGetGlobal("runtime.BuiltFeatures", &f) != 0 || f == NULL) return 1;
+  TVMValue arr, r, args[2];
+  int code = 0, codes[2] = {kTVMObjectHandle, kTVMArgInt}, found = 0;
+  int rc = TVMFuncCall(f, NULL, NULL, 0, &arr, &code);
+  TVMFuncFree(f);
+  if (rc != 0 || code != kTVMObjectHandle) {
+    fprintf(stderr, "runtime.BuiltFeatures failed: %s\n", check_last_error_());
+    exit(2);
+  }
+  TVMFunctionHandle size = NULL, item = NULL, str = NULL;
+  TVMFuncGetGlobal("runtime.ArraySize", &size);
+  TVMFuncGetGlobal("runtime.ArrayGetItem", &item);
+  TVMFuncGetGlobal("runtime.GetFFIString", &str);
+  args[0].v_handle = arr.v_handle;
+  int64_t n = 0;
+  if (size != NULL && TVMFuncCall(size, args, codes, 1, &r, &code) == 0) n = r.v_int64;
+  for (int64_t i = 0; i < n && !found && item != NULL && str != NULL; ++i) {
+    args[1].v_int64 = i;
+    if (TVMFuncCall(item, args, codes, 2, &r, &code) != 0) break;
+    if (code == kTVMStr) {
+      found = strcmp(r.v_str, name) == 0;
+      continue;
+    }
+    TVMValue s = r, out;
+    int sc = kTVMObjectHandle;
+    if (TVMFuncCall(str, &s, &sc, 1, &out, &code) == 0 && code == kTVMStr)
+      found = strcmp(out.v_str, name) == 0;
+    TVMObjectFree(s.v_handle);
+  }
+  if (size) TVMFuncFree(size);
+  if (item) TVMFuncFree(item);
+  if (str) TVMFuncFree(str);
+  TVMObjectFree(arr.v_handle);
+  return found;
+}
+
+/* "test_module::test_dso_module" from __FILE__ and __func__ (for the skip line). */
+static inline void check_skip_feature_(const char* file, const char* func, const char* feature) {
+  const char* base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  size_t len = strlen(base);
+  if (len > 2 && strcmp(base + len - 2, ".c") == 0) len -= 2;
+  char test[256], why[128];
+  snprintf(test, sizeof(test), "%.*s::%s", (int)len, base, func);
+  snprintf(why, sizeof(why), "this runtime was built without `%s`", feature);
+  check_skip(test, NULL, why);
+}
+
+/*
+ * In a test function: when the runtime under test lacks the Cargo feature (a smaller set such
+ * as `--features minimal`), reports the skip with the feature as reason and returns.
+ */
+#define REQUIRE_FEATURE(feature)                                 \
+  do {                                                           \
+    if (!has_feature(feature)) {                                 \
+      check_skip_feature_(__FILE__, __func__, feature);          \
+      return;                                                    \
+    }                                                            \
+  } while (0)
+
 static inline int check_summary(const char* name) {
   int total = __atomic_load_n(&check_total_, __ATOMIC_SEQ_CST);
   int failed = __atomic_load_n(&check_failed_, __ATOMIC_SEQ_CST);

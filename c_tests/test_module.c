@@ -90,6 +90,12 @@ static void test_load_errors(void) {
 
 static void test_dso_module(void) {
   TVMModuleHandle m = NULL;
+  if (!has_feature("dso")) {
+    /* Without `dso` a shared library is refused, naming the missing feature. */
+    CHECK_FAIL_MSG(TVMModLoadFromFile(fixture, "so", &m), "without `dso`");
+    CHECK(m == NULL);
+  }
+  REQUIRE_FEATURE("dso");
   CHECK_OK(TVMModLoadFromFile(fixture, "so", &m));
   CHECK(m != NULL);
   if (m == NULL) return;

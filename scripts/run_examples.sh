@@ -90,6 +90,39 @@ cmake --build "$B/intree" >/dev/null
 "$B/intree/deploy_model_intree" "$MODEL" "$INPUT" > "$B/intree.out"
 diff "$B/c.out" "$B/intree.out" && echo "in-tree build agrees with the installed package"
 
+echo "--- feature sets through the package: find_package(tvm) and pkg-config name what was built"
+# The list a consumer reads must be the library's: everything for the default build (every
+# feature of the runtime's table in src/packed_func/features.rs), only `graph` for a
+# -DTVMRT_FEATURES=minimal build (Cargo.toml: minimal = graph, no dso, no threads).
+all_features="$(sed -nE 's/^    \("([a-z0-9-]+)", cfg!.*/\1/p' src/packed_func/features.rs | xargs)"
+cmake -S . -B "$B/runtime-minimal" -DCMAKE_BUILD_TYPE=Release -DTVMRT_FEATURES=minimal \
+  -DTVMRT_CARGO_DIR="$ROOT/target/sets/minimal" >/dev/null
+cmake --build "$B/runtime-minimal" >/dev/null
+cmake --install "$B/runtime-minimal" --prefix "$B/prefix-minimal" >/dev/null
+mkdir -p "$B/features-probe"
+cat >"$B/features-probe/CMakeLists.txt" <<'PROBE'
+cmake_minimum_required(VERSION 3.16)
+project(features_probe C)
+find_package(tvm CONFIG REQUIRED)
+string(REPLACE ";" " " list "${TVM_RUNTIME_FEATURES}")
+file(WRITE "${CMAKE_BINARY_DIR}/features.txt"
+  "${list}|graph=${TVM_RUNTIME_HAS_GRAPH}|dso=${TVM_RUNTIME_HAS_DSO}|tvm_ffi=${TVM_RUNTIME_HAS_TVM_FFI}\n")
+PROBE
+probe() {  # probe <prefix> <expected features> <graph> <dso> <tvm_ffi>
+  local prefix="$1" want="$2|graph=$3|dso=$4|tvm_ffi=$5" got pc cflags
+  rm -rf "$B/features-probe/build"
+  cmake -S "$B/features-probe" -B "$B/features-probe/build" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  got="$(cat "$B/features-probe/build/features.txt")"
+  [ "$got" = "$want" ] || { echo "find_package(tvm) in $prefix: '$got', expected '$want'"; exit 1; }
+  pc="$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --variable=features tvm_runtime)"
+  [ "$pc" = "$2" ] || { echo "pkg-config features in $prefix: '$pc', expected '$2'"; exit 1; }
+  cflags="$(PKG_CONFIG_PATH="$prefix/lib/pkgconfig" pkg-config --cflags tvm_runtime | xargs)"
+  [ "$cflags" = "-I$prefix/include" ] || { echo "pkg-config --cflags: '$cflags'"; exit 1; }
+  echo "$prefix: $pc (find_package and pkg-config agree)"
+}
+probe "$PREFIX" "$all_features" TRUE TRUE TRUE
+probe "$B/prefix-minimal" graph TRUE FALSE FALSE
+
 echo "--- Rust"
 cargo run -q --release --example rust_api -- "$ADD"
 

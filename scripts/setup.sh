@@ -11,6 +11,7 @@ mkdir -p "$CACHE"
 
 need_apt=()
 command -v cmake >/dev/null || need_apt+=(cmake)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 command -v valgrind >/dev/null || need_apt+=(valgrind)
 command -v g++ >/dev/null || need_apt+=(g++)
 # clang++: the C++ API headers must compile warning-free with it too (scripts/test_cpp.sh).

@@ -4,8 +4,9 @@
 #   bash scripts/test.sh           the full tier (what CI runs on a fresh clone): installs what
 #                                  is missing (scripts/setup.sh), builds, then runs the Rust
 #                                  tests, the C conformance suite on our library and on the
-#                                  reference (plus valgrind), the Python suite on both, the
-#                                  examples and the header check.
+#                                  reference (plus valgrind), the feature sets (each builds; the
+#                                  C suite on deploy and minimal, the Rust tests on deploy), the
+#                                  Python suite on both, the examples and the header check.
 #   bash scripts/test.sh --quick   the quick tier (a few minutes once built): fmt, the Rust tests
 #                                  and the C suite on our library, all on the `quick` profile.
 #
@@ -93,6 +94,28 @@ if [ -f c_tests/CMakeLists.txt ]; then
   step "C suite on our runtime under valgrind"
   bash scripts/run_c_tests.sh ours --valgrind
 fi
+
+# Feature sets (issue 32): every set builds, the C suite runs on `deploy` and `minimal`, the
+# Rust tests on `deploy` (tests that need a feature a set lacks report their skip). Each set's
+# library goes to its own target directory, built as scripts/size_report.sh and CMake's
+# TVMRT_FEATURES build it (so neither rebuilds it); `default` is the release build above.
+step "feature sets: minimal, deploy and cpu build (target/sets/<set>), and the CLI on each"
+for set in minimal deploy cpu; do
+  cargo build --release -p tvm-runtime --lib --no-default-features --features "$set" \
+    --target-dir "target/sets/$set"
+done
+for set in minimal deploy cpu; do
+  cargo check -p tvmrt --no-default-features --features "$set" --target-dir target/sets/check
+done
+if [ -f c_tests/CMakeLists.txt ]; then
+  step "C suite on the deploy and minimal sets"
+  bash scripts/run_c_tests.sh ours --features deploy
+  bash scripts/run_c_tests.sh ours --features minimal
+fi
+step "rust tests on the deploy set (profile quick)"
+cargo test --profile quick --no-default-features --features deploy
+# >>> size budgets (issue 32): the lead adds `bash scripts/size_report.sh --check` here; it
+# >>> reuses the target/sets/<set> builds above.
 
 if [ -d tests/python ]; then
   step "Python suite on the reference runtime"

@@ -87,10 +87,11 @@ else
 fi
 
 step "CPU-only release library: C suite and sizes"
+# The cpu set's directory, which the test command's feature-set step already built.
 cargo build --release --no-default-features --features cpu -p tvm-runtime --lib \
-  --target-dir target/cpu-only
-c_suite cpu-only "$PWD/target/cpu-only/release/libtvm_runtime.so"
-for lib in target/release/libtvm_runtime.so target/cpu-only/release/libtvm_runtime.so; do
+  --target-dir target/sets/cpu
+c_suite cpu-only "$PWD/target/sets/cpu/release/libtvm_runtime.so"
+for lib in target/release/libtvm_runtime.so target/sets/cpu/release/libtvm_runtime.so; do
   if [ -f "$lib" ]; then
     strip -o "$lib.stripped" "$lib"
     echo "stripped size of $lib: $(stat -c %s "$lib.stripped") bytes"
