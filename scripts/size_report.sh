@@ -206,6 +206,8 @@ for line in open(rows_path):
         over_budget.append(f"{label} {arch}: {kb(so)} > budget {kb(budget)}")
     elif budget is not None:
         verdict.append("within budget")
+    if ceiling is not None and so <= ceiling and (budget is None or so > budget):
+        verdict.append("within ceiling")
     out.append((label, arch, f"{so:,} ({kb(so)})",
                 "-" if a == "-" else f"{int(a):,}",
                 "-" if astrip == "-" else f"{int(astrip):,} ({kb(astrip)})",
@@ -260,7 +262,7 @@ def owner(name):
     m = path.match(n)
     if not m:
         if n.startswith(("TVM", "tvm")):
-            return "tvm_runtime", "c_api (extern C entries)"
+            return "tvm_runtime", "c_api"
         return "[C / unmangled]", None
     crate = m.group(1)
     if crate == "tvm_runtime":
