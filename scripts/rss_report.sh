@@ -5,7 +5,8 @@
 # ours built with the default set (LD_LIBRARY_PATH picks the library); and `tvmrt run` built
 # with `--no-default-features --features deploy` and with the default set. Each process runs
 # the model once to warm up and --runs times more; its peak RSS is the kernel's ru_maxrss of
-# the child (wait4), the median over --rounds processes, the runtimes alternating.
+# the child (wait4), the median over --rounds processes (launched by a tiny C
+# program, whose own ~1 MB before exec counts in every row), the runtimes alternating.
 #
 #   scripts/rss_report.sh [--rounds N] [--runs N] [--no-build] [MODEL.so ...]
 #
@@ -14,7 +15,8 @@
 #
 # The ratio column is the row's RSS over the reference's with bench_model for the same model
 # (for tvmrt rows: a different program, shown for scale). Both runtimes use their default
-# thread count. Libraries: target/sets/<set> (as scripts/size_report.sh builds them); tvmrt:
+# thread count. With build/static_deploy/stock/static_mlp.stripped (scripts/static_deploy.sh)
+# there, the static mlp program is measured too. Libraries: target/sets/<set> (as scripts/size_report.sh builds them); tvmrt:
 # target/sets/cli-<set>; the program and logs under build/rss.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -69,18 +71,41 @@ done
 cc -std=c99 -O2 -Wall -Wextra -Werror -I"$TVMRT_REF_INCLUDE" -I"$TVMRT_REF_DLPACK_INCLUDE" \
   -o "$out/bench_model" benches/bench_model.c -L"$out/lib-ref" -ltvm_runtime -Wl,-z,now -lm
 
-# maxrss CMD...: runs CMD, prints the child's peak RSS in KB (its stdout goes to $log).
+# The launcher: a tiny C program forks, execs the command (stdout and stderr to LOG) and prints
+# the child's ru_maxrss (KB). Not Python or the shell: a child's peak RSS includes what it had
+# before exec, a copy of its parent (a Python parent alone would add 13 MB); this one's is
+# about 1 MB, the same for every row.
+cat >"$out/maxrss.c" <<'CEOF'
+#define _DEFAULT_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  if (argc < 3) return 2;
+  pid_t pid = fork();
+  if (pid == 0) {
+    int fd = open(argv[1], O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(127);
+    execv(argv[2], argv + 2);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  if (pid < 0 || wait4(pid, &status, 0, &ru) < 0) return 2;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    fprintf(stderr, "rss_report: %s failed (status %d, see %s)\n", argv[2], status, argv[1]);
+    return 1;
+  }
+  printf("%ld\n", ru.ru_maxrss);
+  return 0;
+}
+CEOF
+cc -O2 -Wall -Werror -o "$out/maxrss" "$out/maxrss.c"
+# maxrss CMD...: runs CMD (its output to $log), prints its peak RSS in KB.
 maxrss() {
-  python3 -c '
-import os, subprocess, sys
-with open(sys.argv[1], "w") as log:
-    p = subprocess.Popen(sys.argv[2:], stdout=log, stderr=subprocess.STDOUT)
-    _, status, ru = os.wait4(p.pid, 0)
-code = os.waitstatus_to_exitcode(status)
-if code:
-    sys.exit(f"rss_report: {sys.argv[2]} exited with {code} (see {sys.argv[1]})")
-print(ru.ru_maxrss)
-' "$log" "$@"
+  "$out/maxrss" "$log" "$@"
 }
 
 results="$out/results.tsv"
@@ -94,10 +119,10 @@ for m in "${models[@]}"; do
       log="$out/$name.$which.$r.txt"
       case "$which" in
         tvmrt-*)
-          kb="$(maxrss "target/sets/cli-${which#tvmrt-}/release/tvmrt" run "$m" --repeat "$runs")"
+          kb="$(maxrss "$root/target/sets/cli-${which#tvmrt-}/release/tvmrt" run "$m" --repeat "$runs")"
           printf 'tvmrt run\t%s\t%s\t%s\n' "$name" "${which#tvmrt-}" "$kb" >>"$results" ;;
         *)
-          kb="$(LD_LIBRARY_PATH="$root/$out/lib-$which" maxrss "$out/bench_model" "$m" \
+          kb="$(LD_LIBRARY_PATH="$root/$out/lib-$which" maxrss "$root/$out/bench_model" "$m" \
             --runs "$runs" --warmup 1)"
           grep -q '^CHECK ' "$log" || { echo "rss_report.sh: no CHECK line in $log" >&2; exit 1; }
           printf 'bench_model\t%s\t%s\t%s\t%s\n' "$name" "$which" "$kb" \
@@ -106,6 +131,15 @@ for m in "${models[@]}"; do
     done
   done
 done
+# The static deploy program (scripts/static_deploy.sh: the mlp built in, the `minimal` runtime
+# linked statically), when it has been built.
+static="build/static_deploy/stock/static_mlp.stripped"
+if [ -x "$static" ]; then
+  for r in $(seq 1 "$rounds"); do
+    log="$out/static_mlp.$r.txt"
+    printf 'static_mlp\tmlp\tminimal-static\t%s\n' "$(maxrss "$root/$static")" >>"$results"
+  done
+fi
 
 python3 - "$results" <<'EOF'
 import collections, statistics, sys
@@ -117,7 +151,8 @@ for line in open(sys.argv[1]):
     kb[(f[0], f[1], f[2])].append(int(f[3]))
     if len(f) > 4:
         checks[f[1]].add(f[4])
-names = {"ref": "reference", "deploy": "ours (deploy)", "default": "ours (default)"}
+names = {"ref": "reference", "deploy": "ours (deploy)", "default": "ours (default)",
+         "minimal-static": "ours (minimal, static)"}
 hdr = ("program", "model", "runtime", "peak RSS", "ratio to reference")
 rows = []
 for (prog, model, which), v in kb.items():
@@ -125,8 +160,9 @@ for (prog, model, which), v in kb.items():
     ref = statistics.median(kb[("bench_model", model, "ref")])
     ratio = f"{med / ref:.2f}" + (" (other program)" if prog != "bench_model" else "")
     rows.append((prog, model, names[which], f"{med / 1024:.1f} MB", ratio))
-order = {"reference": 0, "ours (deploy)": 1, "ours (default)": 2}
-rows.sort(key=lambda r: (r[1], r[0], order[r[2]]))
+order = {"reference": 0, "ours (deploy)": 1, "ours (default)": 2, "ours (minimal, static)": 3}
+progs = {"bench_model": 0, "tvmrt run": 1, "static_mlp": 2}
+rows.sort(key=lambda r: (r[1], progs[r[0]], order[r[2]]))
 w = [max(len(r[i]) for r in rows + [hdr]) for i in range(len(hdr))]
 for r in [hdr] + rows:
     print("  ".join(c.ljust(w[i]) for i, c in enumerate(r)).rstrip())
