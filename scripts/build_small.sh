@@ -10,7 +10,7 @@
 #
 #   scripts/build_small.sh deploy|minimal [--opt-level z|s]
 #
-# Builds into target/small/<set> (the stock builds are untouched) and installs the nightly
+# Builds into target/small/<set> (-opt-s with --opt-level s; the stock builds are untouched) and installs the nightly
 # toolchain's rust-src when missing. The last line of stdout is the path of the library built
 # (libtvm_runtime.so; libtvm_runtime.a is beside it); cargo's output goes to stderr.
 set -euo pipefail
@@ -41,6 +41,7 @@ if ! rustup +nightly component list --installed | grep -q '^rust-src'; then
 fi
 
 dir="target/small/$set_name"
+[ "$opt" = z ] || dir="target/small/$set_name-opt-$opt"
 t0=$SECONDS
 CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt" \
 CARGO_PROFILE_RELEASE_LTO=fat \
