@@ -142,7 +142,11 @@ for arch in "${arches[@]}"; do
 done
 if [ "$small" = 1 ]; then
   for s in deploy minimal; do
-    lib="$(bash scripts/build_small.sh "$s" | tail -n 1)"
+    if [ "$build" = 1 ]; then
+      lib="$(bash scripts/build_small.sh "$s" | tail -n 1)"
+    else
+      lib="target/small/$s/x86_64-unknown-linux-gnu/release/libtvm_runtime.so"
+    fi
     [ -f "$lib" ] || { echo "size_report.sh: build_small.sh $s gave no library" >&2; exit 1; }
     stripped="target/small/$s/libtvm_runtime.stripped.so"
     strip -o "$stripped" "$lib"
@@ -159,7 +163,9 @@ if [ "$small" = 1 ]; then
   done
 fi
 if [ "$static" = 1 ]; then
-  prog="$(bash scripts/static_deploy.sh | tail -n 1)"
+  nb=()
+  [ "$build" = 1 ] || nb=(--no-build)
+  prog="$(bash scripts/static_deploy.sh "${nb[@]}" | tail -n 1)"
   case "$prog" in
     skipped:*) echo "$prog" ;;  # no reference compiler here: static_deploy.sh reported the skip
     *)
