@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The small builds of the runtime (issue 32): the `deploy` or `minimal` feature set built with
+# nightly's build-std, the standard library itself rebuilt for size, and a size profile:
+#
+#   cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size
+#     --target x86_64-unknown-linux-gnu --release -p tvm-runtime --lib
+#     --no-default-features --features <set>
+#   with the release profile set to opt-level = "z", lto = "fat", codegen-units = 1,
+#   debug = 0 and panic = "unwind" (kept: the C boundary promises that no panic aborts the host)
+#
+#   scripts/build_small.sh deploy|minimal [--opt-level z|s]
+#
+# Builds into target/small/<set> (-opt-s with --opt-level s; the stock builds are untouched) and installs the nightly
+# toolchain's rust-src when missing. The last line of stdout is the path of the library built
+# (libtvm_runtime.so; libtvm_runtime.a is beside it); cargo's output goes to stderr.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+set_name=""
+opt=z
+while [ $# -gt 0 ]; do
+  case "$1" in
+    deploy|minimal) set_name="$1"; shift ;;
+    --opt-level)
+      case "${2:-}" in z|s) opt="$2" ;; *) echo "build_small.sh: --opt-level z|s" >&2; exit 2 ;; esac
+      shift 2 ;;
+    -h|--help) sed -n '2,/^set -e/p' "$0" | grep '^#'; exit 0 ;;
+    *) echo "build_small.sh: unknown argument $1 (deploy|minimal [--opt-level z|s])" >&2; exit 2 ;;
+  esac
+done
+[ -n "$set_name" ] || { echo "usage: scripts/build_small.sh deploy|minimal [--opt-level z|s]" >&2; exit 2; }
+
+TARGET=x86_64-unknown-linux-gnu
+if ! rustup toolchain list | grep -q '^nightly'; then
+  echo "build_small: installing the nightly toolchain" >&2
+  rustup toolchain install nightly --profile minimal >&2
+fi
+if ! rustup +nightly component list --installed | grep -q '^rust-src'; then
+  echo "build_small: adding rust-src to the nightly toolchain" >&2
+  rustup component add rust-src --toolchain nightly >&2
+fi
+
+dir="target/small/$set_name"
+[ "$opt" = z ] || dir="target/small/$set_name-opt-$opt"
+t0=$SECONDS
+CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt" \
+CARGO_PROFILE_RELEASE_LTO=fat \
+CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+CARGO_PROFILE_RELEASE_DEBUG=0 \
+CARGO_PROFILE_RELEASE_PANIC=unwind \
+  cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
+    --target "$TARGET" --release -p tvm-runtime --lib --target-dir "$dir" \
+    --no-default-features --features "$set_name" >&2
+lib="$dir/$TARGET/release/libtvm_runtime.so"
+[ -f "$lib" ] || { echo "build_small.sh: $lib was not built" >&2; exit 1; }
+strip -o "$dir/libtvm_runtime.stripped.so" "$lib"
+echo "build_small: $set_name (opt-level $opt) built in $((SECONDS - t0)) s; stripped" \
+  "$dir/libtvm_runtime.stripped.so: $(stat -c %s "$dir/libtvm_runtime.stripped.so") bytes" >&2
+realpath "$lib"
