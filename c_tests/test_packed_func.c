@@ -763,6 +763,22 @@ static void test_global_registry(void) {
   for (int i = 0; i < n2; ++i) CHECK(names[i] != NULL && names[i][0] != '\0');
 }
 
+/*
+ * A global of a feature the build left out (rpc on deploy and minimal): success and NULL, as
+ * for any missing name, and the last error names the feature. With the feature: found.
+ */
+static void test_global_of_a_left_out_feature(void) {
+  TVMFunctionHandle g = NULL;
+  CHECK_OK(TVMFuncGetGlobal("rpc.Connect", &g));
+  if (has_feature("rpc")) {
+    CHECK(g != NULL);
+    if (g != NULL) TVMFuncFree(g);
+    return;
+  }
+  CHECK(g == NULL);
+  CHECK_CONTAINS(TVMGetLastError(), "built without `rpc`");
+}
+
 int main(void) {
   test_create_call_finalize();
   test_functional_calls();
@@ -771,5 +787,6 @@ int main(void) {
   test_set_return_rules();
   test_cb_arg_to_return();
   test_global_registry();
+  test_global_of_a_left_out_feature();
   return check_summary("test_packed_func");
 }

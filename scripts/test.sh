@@ -114,8 +114,9 @@ if [ -f c_tests/CMakeLists.txt ]; then
 fi
 step "rust tests on the deploy set (profile quick)"
 cargo test --profile quick --no-default-features --features deploy
-# >>> size budgets (issue 32): the lead adds `bash scripts/size_report.sh --check` here; it
-# >>> reuses the target/sets/<set> builds above.
+step "size check: the x86-64 .so of each set and the static mlp program against benches/size_budgets.tsv (fails over a ceiling; prints OVER BUDGET over the issue's budget)"
+bash scripts/size_report.sh --check
+bash scripts/static_deploy.sh --check
 
 if [ -d tests/python ]; then
   step "Python suite on the reference runtime"

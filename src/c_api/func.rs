@@ -884,6 +884,8 @@ pub unsafe extern "C" fn TVMFuncRegisterGlobal(
 }
 
 /// Looks up a global function (`TVMFuncGetGlobal`): a new handle the caller frees, or NULL.
+/// A NULL for a name that a feature left out of this build also leaves "built without `X`"
+/// as the thread's last error (the call still succeeds, as the reference's does).
 ///
 /// # Safety
 /// `name` must be a string; `out` valid.
@@ -898,7 +900,12 @@ pub unsafe extern "C" fn TVMFuncGetGlobal(
         check_out(out, "TVMFuncGetGlobal: out")?;
         let p = match registry::get(name) {
             Some(f) => f.into_object().into_raw() as *mut c_void,
-            None => std::ptr::null_mut(),
+            None => {
+                if let Some(msg) = crate::packed_func::features::built_without(name) {
+                    crate::packed_func::error::set_last_error(&Error::value(msg));
+                }
+                std::ptr::null_mut()
+            }
         };
         // SAFETY: checked non-null.
         unsafe { *out = p };
