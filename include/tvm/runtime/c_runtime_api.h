@@ -400,6 +400,8 @@ TVM_DLL int TVMFuncRegisterGlobal(const char *name, TVMFunctionHandle f, int ove
 
 /**
  * Looks up a global function (`TVMFuncGetGlobal`): a new handle the caller frees, or NULL.
+ * A NULL for a name that a feature left out of this build also leaves "built without `X`"
+ * as the thread's last error (the call still succeeds, as the reference's does).
  *
  * # Safety
  * `name` must be a string; `out` valid.
