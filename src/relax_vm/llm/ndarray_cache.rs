@@ -295,13 +295,18 @@ fn view_record(rec: &ParamRecord, map: &ObjectRef, dev: DLDevice) -> Result<Opti
     let m = map
         .downcast_ref::<ShardMap>()
         .ok_or_else(|| Error::internal("shard mapping of the wrong type"))?;
-    let (off, n) = (rec.byte_offset as usize, rec.nbytes as usize);
-    if off.checked_add(n).is_none_or(|e| e > m.len) {
+    // Checked conversions: on 32-bit targets an offset past 4 GiB must not wrap into the
+    // mapping.
+    let range = usize::try_from(rec.byte_offset)
+        .ok()
+        .zip(usize::try_from(rec.nbytes).ok())
+        .filter(|&(off, n)| off.checked_add(n).is_some_and(|e| e <= m.len));
+    let Some((off, n)) = range else {
         return Err(Error::value(format!(
-            "bytes [{off}, +{n}) lie outside the mapped shard of {} bytes",
-            m.len
+            "bytes [{}, +{}) lie outside the mapped shard of {} bytes",
+            rec.byte_offset, rec.nbytes, m.len
         )));
-    }
+    };
     // SAFETY: page size query, no memory involved.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
     let start = off / page * page;
@@ -348,7 +353,13 @@ fn load_record(
         }
     }
     let arr = NDArray::empty(&rec.shape, rec.dtype, dev)?;
-    let n = rec.nbytes as usize;
+    let n = usize::try_from(rec.nbytes).map_err(|_| {
+        Error::value(format!(
+            "a record of {} bytes does not fit the {}-bit address space",
+            rec.nbytes,
+            usize::BITS
+        ))
+    })?;
     if n == 0 {
         return Ok(arr);
     }
