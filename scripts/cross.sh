@@ -68,6 +68,8 @@ export HOST_CC=cc HOST_CXX=c++
 # The tests that compile C (tests/headers.rs checks the layouts with the target's compiler)
 # read CC and CXX; qemu finds the target's loader and libraries in the sysroot.
 export CC="$gnu-gcc" CXX="$gnu-g++" QEMU_LD_PREFIX="$sysroot"
+# The tests that run tvmrt run the cross-built one under qemu too (tests/vulkan.rs).
+export TVMRT_TEST_RUNNER="$qemu -L $sysroot"
 
 cargo_args=(--profile "$profile" --target "$triple" --target-dir "$target_dir" "${features[@]}")
 
@@ -97,7 +99,7 @@ stage_test() {
   fi
   local rc=0 test_args=()
   read -r -a test_args <<<"${TVMRT_CROSS_TEST_ARGS:-}"
-  cargo test "${cargo_args[@]}" -p tvm-runtime --lib --tests -- "${test_args[@]}" 2>&1 |
+  cargo test "${cargo_args[@]}" --no-fail-fast -p tvm-runtime --lib --tests -- "${test_args[@]}" 2>&1 |
     tee "$log" || rc=$?
   # The totals of every test binary (cargo prints one result line each).
   awk '/^test result:/ { p += $4; f += $6; i += $8 } END {

@@ -47,11 +47,6 @@ pub mod relax_vm;
 pub mod rpc;
 pub mod threading;
 
-/// The tests' skip reporter (tests/common/skip.rs), for the unit tests too.
-#[cfg(test)]
-#[path = "../tests/common/skip.rs"]
-mod test_skip;
-
 pub use module::Module;
 pub use ndarray::{Element, NDArray};
 pub use packed_func::dtype::{dtype_from_string, dtype_to_string};

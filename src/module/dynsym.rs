@@ -585,7 +585,7 @@ mod tests {
     #[test]
     fn agrees_with_dlsym() {
         if !cfg!(target_arch = "x86_64") {
-            crate::test_skip::report("the bundled mlp.so is x86-64");
+            crate::packed_func::test_skip::report("the bundled mlp.so is x86-64");
             return;
         }
         let lib = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/mlp.so");

@@ -491,7 +491,9 @@ mod tests {
         ))
         .unwrap();
         if !cfg!(target_pointer_width = "64") {
-            crate::test_skip::report("the bundled mlp.so is ELF64, this target is 32-bit");
+            crate::packed_func::test_skip::report(
+                "the bundled mlp.so is ELF64, this target is 32-bit",
+            );
             return None;
         }
         if let Some(m) = HOST_MACHINE {
