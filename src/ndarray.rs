@@ -365,6 +365,11 @@ fn only_reference(o: &ObjectRef) -> bool {
     unique
 }
 
+// NDArray handles (`DLTensor*`) are the payload's address, PAYLOAD_OFFSET bytes into the
+// object on every target (the header is 12 bytes on 32-bit ones, the DLTensor 8-aligned).
+const _: () =
+    assert!(std::mem::offset_of!(crate::object::ObjCell<NDArrayObj>, value) == PAYLOAD_OFFSET);
+
 /// The handle bindings hold (`DLTensor*`) for an NDArray object.
 pub fn handle_of(obj: &ObjectRef) -> *mut DLTensor {
     // SAFETY: the DLTensor is the first field of the payload.

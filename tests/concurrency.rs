@@ -3,12 +3,16 @@
 //! Small enough to run under ThreadSanitizer (scripts/test_sanitizers.sh).
 #![cfg(feature = "graph")]
 
+#[path = "common/fixture_dirs.rs"]
+mod fixture_dirs;
+#[path = "common/skip.rs"]
+mod skip;
+
 use std::sync::{Arc, Barrier};
 use tvm_runtime::executor::GraphExecutor;
 use tvm_runtime::packed_func::registry;
 use tvm_runtime::{ArgValue, DLDevice, Function, Module, NDArray, RetValue};
 
-const MLP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/mlp.so");
 const THREADS: usize = 8;
 
 fn input(ex: &GraphExecutor, seed: usize) -> (String, NDArray) {
@@ -31,7 +35,10 @@ fn run(ex: &GraphExecutor, x: &(String, NDArray)) -> Vec<f32> {
 
 #[test]
 fn one_executor_per_thread_gives_the_single_threaded_outputs() {
-    let factory = Module::load(MLP).unwrap();
+    let Some(mlp) = fixture_dirs::bundled_mlp() else {
+        return;
+    };
+    let factory = Module::load(mlp.to_str().unwrap()).unwrap();
     let first = GraphExecutor::from_factory(&factory, &[DLDevice::CPU]).unwrap();
     let inputs: Vec<_> = (0..THREADS).map(|t| input(&first, t)).collect();
     let expected: Vec<Vec<f32>> = inputs.iter().map(|x| run(&first, x)).collect();

@@ -315,7 +315,9 @@ fn ndarray_alloc_copy_view_dlpack() {
     let src: Vec<f32> = (0..6).map(|x| x as f32).collect();
     assert_eq!(
         unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 24) },
-        0
+        0,
+        "{}",
+        last_error()
     );
     assert_eq!(
         unsafe { TVMArrayCopyFromBytes(a, src.as_ptr() as *mut c_void, 20) },
@@ -702,7 +704,12 @@ fn handle_taking_globals_refuse_handles_they_cannot_vouch_for() {
             "{name} is not registered"
         );
     }
-    let bogus = [0x10usize, 0x4141_4141, 0x7fff_dead_b000];
+    // A high address of the target's word size (a 64-bit one is out of range on armv7).
+    let bogus = [
+        0x10usize,
+        0x4141_4141,
+        (0x7fff_dead_b000u64 >> (64 - usize::BITS)) as usize,
+    ];
     for name in &loaders {
         let f = registry::get(name).unwrap();
         let cname = CString::new(name.as_str()).unwrap();

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use tvm_runtime::c_api::{error::TVMGetLastError, module::TVMModLoadFromFile};
 use tvm_runtime::Module;
 
+/// The bundled x86-64 library (loaded only through [`fixture_dirs::bundled_mlp`]; read as
+/// bytes on every target).
 const MLP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/models/mlp.so");
 
 fn scratch(name: &str) -> PathBuf {
@@ -70,13 +72,58 @@ fn truncations(img: &[u8], offsets: &[usize], tag: &str) {
 
 #[test]
 fn the_bundled_library_loads() {
-    let m = Module::load(MLP).unwrap();
+    let Some(mlp) = fixture_dirs::bundled_mlp() else {
+        return;
+    };
+    let m = Module::load(mlp.to_str().unwrap()).unwrap();
     assert!(m.get_function("default", true).unwrap().is_some());
+}
+
+/// A library of another machine, or of the other word size, is refused with an error that
+/// names both, on every target (the bundled x86-64 library, its machine set to AArch64 on
+/// x86-64).
+#[test]
+fn a_library_for_another_machine_or_word_size_is_refused() {
+    let mut img = std::fs::read(MLP).unwrap();
+    let dir = scratch("foreign");
+    let p = dir.join("foreign.so");
+    let e = if cfg!(target_pointer_width = "32") {
+        std::fs::write(&p, &img).unwrap();
+        let e = refused(&p);
+        assert!(e.contains("64-bit ELF but this process is 32-bit"), "{e}");
+        e
+    } else {
+        let (lib, host) = if cfg!(target_arch = "x86_64") {
+            put_u16(&mut img, 18, 183);
+            ("AArch64", "x86-64")
+        } else if cfg!(target_arch = "aarch64") {
+            ("x86-64", "AArch64")
+        } else if cfg!(target_arch = "riscv64") {
+            ("x86-64", "RISC-V")
+        } else {
+            ("x86-64", "")
+        };
+        std::fs::write(&p, &img).unwrap();
+        let e = refused(&p);
+        assert!(
+            e.contains(&format!("the library is built for {lib}")),
+            "{e}"
+        );
+        assert!(e.contains(host), "{e}");
+        e
+    };
+    eprintln!("{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn truncated_libraries_are_refused() {
-    let img = std::fs::read(MLP).unwrap();
+    // Cut images are refused before any field of this process's machine is compared (the
+    // machine and class come first), so this needs the target's own library.
+    let Some(mlp) = fixture_dirs::bundled_mlp() else {
+        return;
+    };
+    let img = std::fs::read(mlp).unwrap();
     let offsets = cuts(img.len(), 37);
     assert!(offsets.len() > 1000, "{}", offsets.len());
     truncations(&img, &offsets, "mlp");
@@ -144,7 +191,11 @@ fn dyn_entries(img: &[u8]) -> Vec<(usize, u64)> {
 
 #[test]
 fn corrupted_headers_are_refused() {
-    let img = std::fs::read(MLP).unwrap();
+    // The edits below are to an ELF64 image of this process's machine.
+    let Some(mlp) = fixture_dirs::bundled_mlp() else {
+        return;
+    };
+    let img = std::fs::read(mlp).unwrap();
     assert!(
         img[4] == 2 && img[5] == 1,
         "the bundled library is ELF64 LE"
@@ -343,8 +394,23 @@ fn corrupted_headers_are_refused() {
 /// wrong (and the seed they derive from is accepted by the check).
 #[test]
 fn the_fuzz_seeds_with_wrapping_segments_are_refused() {
+    // The seeds are x86-64 ELF64 images: on another 64-bit target their machine is set to the
+    // target's (the check reads headers only); a 32-bit target refuses them for their class.
+    let machine: u16 = match std::env::consts::ARCH {
+        "x86_64" => 62,
+        "aarch64" => 183,
+        "riscv64" => 243,
+        arch => {
+            skip::report(&format!("the ELF64 fuzz seeds on {arch}"));
+            return;
+        }
+    };
     let seeds = concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/seeds/elf");
-    let seed = |name: &str| std::fs::read(format!("{seeds}/{name}.so")).unwrap();
+    let seed = |name: &str| {
+        let mut img = std::fs::read(format!("{seeds}/{name}.so")).unwrap();
+        put_u16(&mut img, 18, machine);
+        img
+    };
     tvm_runtime::module::elf_check::check_bytes("tiny.so", &seed("tiny")).unwrap();
     for (name, want) in [
         ("load_vaddr_wrap", "wraps the address space"),

@@ -577,8 +577,12 @@ fn probes() -> Vec<Probe> {
         p("offsetof(TVMValue, v_str)", 0, None),
         p("offsetof(TVMValue, v_type)", 0, None),
         p("offsetof(TVMValue, v_device)", 0, None),
+        // The C compiler targets this process's word size (a cross test run with the host's
+        // compiler as $CC fails here first).
+        p("sizeof(void *)", size_of::<usize>() as i64, None),
     ];
-    // Layouts that depend on the pointer width: TVM's on 64-bit targets.
+    // Layouts that depend on the pointer width: TVM's on 64-bit targets, and those of the
+    // same declarations on 32-bit ARM.
     if size_of::<usize>() == 8 {
         v.extend([
             align!("TVMValue", t::TVMValue, 8),
@@ -605,8 +609,36 @@ fn probes() -> Vec<Probe> {
             off!("TVMParallelGroupEnv", ParallelGroupEnv, sync_handle, 0),
             off!("TVMParallelGroupEnv", ParallelGroupEnv, num_task, 8),
         ]);
+    } else if size_of::<usize>() == 4 && align_of::<u64>() == 8 {
+        // 32-bit targets whose 64-bit integers are 8-aligned in structs (ARM EABI: armv7,
+        // RISC-V 32); the C side is checked by the target's compiler ($CC, scripts/cross.sh).
+        v.extend([
+            align!("TVMValue", t::TVMValue, 8),
+            size!("DLTensor", t::DLTensor, 40),
+            align!("DLTensor", t::DLTensor, 8),
+            off!("DLTensor", t::DLTensor, data, 0),
+            off!("DLTensor", t::DLTensor, device, 4),
+            off!("DLTensor", t::DLTensor, ndim, 12),
+            off!("DLTensor", t::DLTensor, dtype, 16),
+            off!("DLTensor", t::DLTensor, shape, 20),
+            off!("DLTensor", t::DLTensor, strides, 24),
+            off!("DLTensor", t::DLTensor, byte_offset, 32),
+            size!("DLManagedTensor", t::DLManagedTensor, 48),
+            align!("DLManagedTensor", t::DLManagedTensor, 8),
+            off!("DLManagedTensor", t::DLManagedTensor, dl_tensor, 0),
+            off!("DLManagedTensor", t::DLManagedTensor, manager_ctx, 40),
+            off!("DLManagedTensor", t::DLManagedTensor, deleter, 44),
+            size!("TVMByteArray", t::TVMByteArray, 8),
+            align!("TVMByteArray", t::TVMByteArray, 4),
+            off!("TVMByteArray", t::TVMByteArray, data, 0),
+            off!("TVMByteArray", t::TVMByteArray, size, 4),
+            size!("TVMParallelGroupEnv", ParallelGroupEnv, 8),
+            align!("TVMParallelGroupEnv", ParallelGroupEnv, 4),
+            off!("TVMParallelGroupEnv", ParallelGroupEnv, sync_handle, 0),
+            off!("TVMParallelGroupEnv", ParallelGroupEnv, num_task, 4),
+        ]);
     } else {
-        skip::report("the pointer-size-dependent layouts (not a 64-bit target)");
+        skip::report("the pointer-size-dependent layouts (no table for this target's ABI)");
     }
     v
 }

@@ -24,7 +24,12 @@ fn fixtures() -> Option<PathBuf> {
         .unwrap_or_else(|_| {
             PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
         });
-    let d = base.join("ffi_fixtures");
+    // Compiled for x86-64; another target's would be `ffi_fixtures-<arch>`.
+    let d = if cfg!(target_arch = "x86_64") {
+        base.join("ffi_fixtures")
+    } else {
+        base.join(format!("ffi_fixtures-{}", std::env::consts::ARCH))
+    };
     let ok = d.join("manifest.json").exists();
     skip::available(ok, "TVMRT_REQUIRE_FIXTURES", || {
         format!(
@@ -423,7 +428,13 @@ fn the_fast_call_hands_a_kernel_what_the_classic_call_passed_for_any_count() {
         (n, ti[..k].to_vec(), bits[..k].to_vec(), rti)
     };
     let call_ret = |args: &[(*mut c_void, c_int)]| {
-        let mut vals: Vec<TVMValue> = args.iter().map(|a| TVMValue { v_handle: a.0 }).collect();
+        // All eight bytes set (a pointer is four on 32-bit targets).
+        let mut vals: Vec<TVMValue> = args
+            .iter()
+            .map(|a| TVMValue {
+                v_int64: a.0 as usize as i64,
+            })
+            .collect();
         let mut codes: Vec<c_int> = args.iter().map(|a| a.1).collect();
         // Garbage in the caller's slots: a None result must overwrite both.
         let mut rv = TVMValue { v_int64: 0x5555 };
@@ -475,7 +486,15 @@ fn the_fast_call_hands_a_kernel_what_the_classic_call_passed_for_any_count() {
     let (_, ti, bits, _) = seen();
     assert_eq!(ti, vec![DLTENSOR_PTR, 0, DLTENSOR_PTR]);
     assert_eq!(bits, vec![addr(&arrays[0]), 0, addr(&arrays[2])]);
-    let f = TVMValue { v_float64: 2.5 };
+    // A double travels in a pointer-sized argument here: on 32-bit targets one whose bits fit
+    // in 32 (a subnormal).
+    let f = TVMValue {
+        v_float64: if usize::BITS == 64 {
+            2.5
+        } else {
+            f64::from_bits(0x7654_3210)
+        },
+    };
     // SAFETY: reading back the bits of the double just stored.
     let fbits = unsafe { f.v_int64 };
     let args = [

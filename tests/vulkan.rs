@@ -531,12 +531,24 @@ fn tvmrt_bin() -> std::path::PathBuf {
     bin
 }
 
+/// A command running `tvmrt`, through `$TVMRT_TEST_RUNNER` when set (scripts/cross.sh sets
+/// it to qemu-user for a cross-built binary, as cargo's runner runs this test).
+fn tvmrt() -> Command {
+    let runner = std::env::var("TVMRT_TEST_RUNNER").unwrap_or_default();
+    let mut words = runner.split_ascii_whitespace();
+    match words.next() {
+        Some(first) => {
+            let mut c = Command::new(first);
+            c.args(words).arg(tvmrt_bin());
+            c
+        }
+        None => Command::new(tvmrt_bin()),
+    }
+}
+
 #[test]
 fn cli_devices_prints_an_accepted_target() {
-    let out = Command::new(tvmrt_bin())
-        .args(["devices", "--target"])
-        .output()
-        .unwrap();
+    let out = tvmrt().args(["devices", "--target"]).output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !have_vulkan() {

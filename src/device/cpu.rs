@@ -558,7 +558,14 @@ mod tests {
         unsafe { prefault(p, n) };
         // SAFETY: the mapping's first page, to learn whether the kernel populates at all.
         if unsafe { libc::madvise(p, page, libc::MADV_POPULATE_WRITE) } != 0 {
-            eprintln!("skipped: this kernel cannot populate (MADV_POPULATE_WRITE)");
+            crate::packed_func::test_skip::report(
+                "this kernel cannot populate (MADV_POPULATE_WRITE)",
+            );
+        } else if resident(&mut status) == 0 {
+            // qemu-user answers madvise without passing the advice on.
+            crate::packed_func::test_skip::report(
+                "MADV_POPULATE_WRITE succeeded without populating (an emulator)",
+            );
         } else {
             // Every page of the 2 MiB-aligned span inside the mapping.
             let lo = (p as usize).next_multiple_of(HUGE_PAGE) - p as usize;

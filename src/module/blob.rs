@@ -58,12 +58,17 @@ impl BlobFile {
             else {
                 return false;
             };
-            let Ok(pos) = libc::off_t::try_from(pos) else {
+            // 64-bit file offsets on 32-bit targets too (`off_t` is 32 bits on armv7).
+            #[cfg(target_os = "linux")]
+            use libc::{off64_t as FileOffset, pread64 as pread_at};
+            #[cfg(not(target_os = "linux"))]
+            use libc::{off_t as FileOffset, pread as pread_at};
+            let Ok(pos) = FileOffset::try_from(pos) else {
                 return false;
             };
             // SAFETY: `dst + done` is valid for `n - done` bytes by the caller's contract.
             let r = unsafe {
-                libc::pread(
+                pread_at(
                     self.file.as_raw_fd(),
                     dst.add(done) as *mut libc::c_void,
                     n - done,
@@ -423,7 +428,10 @@ pub fn process_blob_from(
             return Err(bad_tree());
         }
         for &c in &children[start as usize..end as usize] {
-            let child = modules.get(c as usize).ok_or_else(bad_tree)?;
+            let child = usize::try_from(c)
+                .ok()
+                .and_then(|c| modules.get(c))
+                .ok_or_else(bad_tree)?;
             modules[i].import(child).map_err(|_| bad_tree())?;
         }
     }

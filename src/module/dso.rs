@@ -8,15 +8,15 @@ use std::ffi::{c_void, CString};
 use std::sync::Arc;
 
 /// The library's symbol tables, read in place (`dynsym`), where this target can.
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 use super::dynsym::Scope;
 
 /// Stands in for the symbol tables where they are not read (`dlsym` answers everything).
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 struct Scope;
 
 /// The scope of the opened library `lib` (and `lib` back).
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn open_scope(
     lib: libloading::os::unix::Library,
 ) -> (libloading::os::unix::Library, Option<Scope>) {
@@ -28,7 +28,7 @@ fn open_scope(
     (lib, unsafe { Scope::new(handle) })
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn open_scope(
     lib: libloading::os::unix::Library,
 ) -> (libloading::os::unix::Library, Option<Scope>) {
@@ -37,7 +37,7 @@ fn open_scope(
 
 /// What the tables say about `name`: `Some` address or NULL (as `dlsym` would answer), `None`
 /// to ask `dlsym`.
-#[cfg(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64"))]
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn table_lookup(scope: &Option<Scope>, name: &str) -> Option<*mut c_void> {
     use super::dynsym::Lookup;
     match scope.as_ref()?.lookup(name) {
@@ -47,7 +47,7 @@ fn table_lookup(scope: &Option<Scope>, name: &str) -> Option<*mut c_void> {
     }
 }
 
-#[cfg(not(all(target_os = "linux", target_env = "gnu", target_pointer_width = "64")))]
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 fn table_lookup(_: &Option<Scope>, _: &str) -> Option<*mut c_void> {
     None
 }
@@ -94,18 +94,24 @@ impl Library for DsoLibrary {
     }
 }
 
+/// A symbol table entry of this process's ELF class (what `dladdr1` points at).
+#[cfg(target_pointer_width = "64")]
+type ElfSym = libc::Elf64_Sym;
+#[cfg(target_pointer_width = "32")]
+type ElfSym = libc::Elf32_Sym;
+
 /// Size of the ELF symbol at `addr`, when the dynamic linker knows it.
 fn symbol_size(addr: *mut c_void) -> Option<usize> {
     const RTLD_DL_SYMENT: libc::c_int = 1;
     // SAFETY: Dl_info is plain data; all zeroes is a valid value.
     let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
-    let mut sym: *mut libc::Elf64_Sym = std::ptr::null_mut();
+    let mut sym: *mut ElfSym = std::ptr::null_mut();
     // SAFETY: dladdr1 fills `info` and `sym` for an address inside a loaded object.
     let r = unsafe {
         libc::dladdr1(
             addr,
             &mut info,
-            &mut sym as *mut *mut libc::Elf64_Sym as *mut *mut c_void,
+            &mut sym as *mut *mut ElfSym as *mut *mut c_void,
             RTLD_DL_SYMENT,
         )
     };
@@ -205,7 +211,10 @@ fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
             let start = (info.dlpi_addr as usize).wrapping_add(ph.p_vaddr as usize);
             let end = start.wrapping_add(ph.p_filesz as usize);
             if addr >= start && addr.checked_add(len).is_some_and(|e| e <= end) {
-                found = ph.p_offset.checked_add((addr - start) as u64);
+                // `p_offset` is `u64` in ELF64, `u32` in ELF32.
+                #[allow(clippy::useless_conversion)]
+                let p_offset = u64::from(ph.p_offset);
+                found = p_offset.checked_add((addr - start) as u64);
                 return true;
             }
         }
@@ -237,8 +246,16 @@ pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> R
             "{path}: the module blob is corrupted: it claims {nbytes} bytes"
         )));
     }
+    // Past the address space (4 GiB on 32-bit targets) it cannot be in the library.
+    let len = usize::try_from(nbytes).map_err(|_| {
+        Error::value(format!(
+            "{path}: the module blob is corrupted: it claims {nbytes} bytes, more than the \
+             {}-bit address space",
+            usize::BITS
+        ))
+    })?;
     // SAFETY: the length was checked against the symbol's size.
-    Ok(unsafe { std::slice::from_raw_parts((sym as *const u8).add(8), nbytes as usize) })
+    Ok(unsafe { std::slice::from_raw_parts((sym as *const u8).add(8), len) })
 }
 
 /// Opens a TVM-exported library and builds its module tree.

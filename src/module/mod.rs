@@ -4,12 +4,7 @@
 pub mod blob;
 #[cfg(feature = "dso")]
 pub mod dso;
-#[cfg(all(
-    feature = "dso",
-    target_os = "linux",
-    target_env = "gnu",
-    target_pointer_width = "64"
-))]
+#[cfg(all(feature = "dso", target_os = "linux", target_env = "gnu"))]
 mod dynsym;
 #[cfg(feature = "dso")]
 pub mod elf_check;

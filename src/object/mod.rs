@@ -86,7 +86,7 @@ macro_rules! object_type {
 #[repr(C)]
 pub struct ObjCell<T> {
     header: Object,
-    value: T,
+    pub(crate) value: T,
 }
 
 unsafe extern "C" fn delete_cell<T>(p: *mut Object) {
@@ -249,8 +249,10 @@ impl std::fmt::Debug for ObjectRef {
     }
 }
 
-/// Offset of the payload inside an [`ObjCell`], for payloads aligned to 8 bytes or less.
-pub const PAYLOAD_OFFSET: usize = std::mem::size_of::<Object>();
+/// Offset of the payload inside an [`ObjCell`], for payloads aligned to 8 bytes (an NDArray:
+/// its `DLTensor` holds a `u64`): the header's size rounded up to 8, 16 bytes on every target
+/// (the header alone is 12 bytes on 32-bit ones).
+pub const PAYLOAD_OFFSET: usize = std::mem::size_of::<Object>().next_multiple_of(8);
 
 /// The payload pointer of a cell holding `T`, from the object pointer.
 ///

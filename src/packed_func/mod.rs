@@ -16,3 +16,8 @@ pub use error::{Error, ErrorKind, Result};
 pub use function::Function;
 pub use types::*;
 pub use value::{ArgValue, Args, RawHandle, RetValue, TensorRef};
+
+/// The tests' skip reporter (tests/common/skip.rs), for the unit tests of every room.
+#[cfg(test)]
+#[path = "../../tests/common/skip.rs"]
+pub(crate) mod test_skip;

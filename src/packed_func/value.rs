@@ -919,9 +919,14 @@ mod tests {
     use super::*;
 
     /// A `TVMValue`'s eight bytes as an integer.
-    fn bits(v: TVMValue) -> i64 {
-        // SAFETY: every field of the union is eight bytes or fewer and the values made here
-        // set all eight (DLDevice is two i32s).
+    fn bits(v: TVMValue, code: i32) -> i64 {
+        if code == tc::OPAQUE_HANDLE || code == tc::DLTENSOR_HANDLE {
+            // SAFETY: a handle value sets the pointer, which on 32-bit targets is only the
+            // first four of the eight bytes.
+            return unsafe { v.v_handle } as usize as i64;
+        }
+        // SAFETY: every other field of the union used here sets all eight bytes (DLDevice is
+        // two i32s).
         unsafe { v.v_int64 }
     }
 
@@ -954,8 +959,8 @@ mod tests {
             let (tag, raw) = unsafe { RetValue::read_raw(&rv) };
             assert_eq!(tag, code as u32);
             assert_eq!(
-                rv.pod_to_c().map(|(p, c)| (bits(p), c)),
-                Some((bits(raw), code))
+                rv.pod_to_c().map(|(p, c)| (bits(p, c), c)),
+                Some((bits(raw, code), code))
             );
             let mut slot = RetValue::Null;
             // SAFETY: `slot` owns nothing; `v` is a value of `code`, which is in RAW_IN_CODES.
@@ -969,7 +974,10 @@ mod tests {
         let t = std::ptr::NonNull::<DLTensor>::dangling().as_ptr();
         // SAFETY: a valid RetValue; the dangling tensor pointer is never dereferenced.
         let (tag, raw) = unsafe { RetValue::read_raw(&RetValue::DLTensor(TensorRef::new(t))) };
-        assert_eq!((tag, bits(raw)), (tc::DLTENSOR_HANDLE as u32, t as i64));
+        assert_eq!(
+            (tag, bits(raw, tc::DLTENSOR_HANDLE)),
+            (tc::DLTENSOR_HANDLE as u32, t as usize as i64)
+        );
         for (rv, pod) in [
             (RetValue::Bool(true), true),
             (RetValue::Str("x".into()), false),

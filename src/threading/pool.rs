@@ -266,7 +266,8 @@ const SLOW_WAIT: Duration = Duration::from_millis(1);
 static BARRIER_LAMBDAS: OwnLines<[AtomicUsize; 64]> = OwnLines([const { AtomicUsize::new(0) }; 64]);
 
 fn lambda_slot(f: usize) -> usize {
-    ((f >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) & 63
+    // Fibonacci hashing in 64 bits on every target (a 32-bit address widens).
+    ((((f as u64) >> 4).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) & 63) as usize
 }
 
 /// Whether the lambda at `f` has been seen using the barrier.

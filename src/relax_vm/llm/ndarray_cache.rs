@@ -73,23 +73,19 @@ pub struct FileRecord {
 
 fn field<'a>(o: &'a serde_json::Value, key: &str, at: &str) -> Result<&'a serde_json::Value> {
     o.get(key)
-        .ok_or_else(|| Error::value_fmt(format_args!("ndarray-cache.json: {at} has no \"{key}\"")))
+        .ok_or_else(|| Error::value(format!("ndarray-cache.json: {at} has no \"{key}\"")))
 }
 
 fn str_field(o: &serde_json::Value, key: &str, at: &str) -> Result<String> {
     field(o, key, at)?
         .as_str()
         .map(str::to_string)
-        .ok_or_else(|| {
-            Error::value_fmt(format_args!(
-                "ndarray-cache.json: {at}.{key} is not a string"
-            ))
-        })
+        .ok_or_else(|| Error::value(format!("ndarray-cache.json: {at}.{key} is not a string")))
 }
 
 fn u64_field(o: &serde_json::Value, key: &str, at: &str) -> Result<u64> {
     field(o, key, at)?.as_u64().ok_or_else(|| {
-        Error::value_fmt(format_args!(
+        Error::value(format!(
             "ndarray-cache.json: {at}.{key} is not a non-negative integer"
         ))
     })
@@ -100,15 +96,15 @@ fn array_field<'a>(
     key: &str,
     at: &str,
 ) -> Result<&'a Vec<serde_json::Value>> {
-    field(o, key, at)?.as_array().ok_or_else(|| {
-        Error::value_fmt(format_args!("ndarray-cache.json: {at}.{key} is not a list"))
-    })
+    field(o, key, at)?
+        .as_array()
+        .ok_or_else(|| Error::value(format!("ndarray-cache.json: {at}.{key} is not a list")))
 }
 
 /// Parses and checks the metadata (`ndarray-cache.json`'s text).
 pub fn parse_metadata(text: &str) -> Result<Vec<FileRecord>> {
     let json: serde_json::Value = serde_json::from_str(text)
-        .map_err(|e| Error::value_fmt(format_args!("ndarray-cache.json is not valid JSON: {e}")))?;
+        .map_err(|e| Error::value(format!("ndarray-cache.json is not valid JSON: {e}")))?;
     if !json.is_object() {
         return Err(Error::value("ndarray-cache.json is not a JSON object"));
     }
@@ -125,7 +121,7 @@ pub fn parse_metadata(text: &str) -> Result<Vec<FileRecord>> {
             records: Vec::new(),
         };
         if file.format != "raw-shard" {
-            return Err(Error::value_fmt(format_args!(
+            return Err(Error::value(format!(
                 "ndarray-cache.json: {at} ({}) has format \"{}\"; only \"raw-shard\" is supported",
                 file.data_path, file.format
             )));
@@ -138,7 +134,7 @@ pub fn parse_metadata(text: &str) -> Result<Vec<FileRecord>> {
                 .iter()
                 .map(|d| {
                     d.as_i64().filter(|d| *d >= 0).ok_or_else(|| {
-                        Error::value_fmt(format_args!(
+                        Error::value(format!(
                             "ndarray-cache.json: {at} has a bad shape entry {d}"
                         ))
                     })
@@ -178,13 +174,13 @@ fn check_record(rec: &ParamRecord, file: &FileRecord) -> Result<()> {
         "f32-to-bf16" if is_bf16_encoded(rec) => full / 2,
         "raw" | "f32-to-bf16" => full,
         f => {
-            return Err(Error::value_fmt(format_args!(
+            return Err(Error::value(format!(
                 "{at}: unknown record format \"{f}\" (expected raw or f32-to-bf16)"
             )))
         }
     };
     if rec.nbytes != expect {
-        return Err(Error::value_fmt(format_args!(
+        return Err(Error::value(format!(
             "{at}: nbytes {} disagrees with shape {:?} of {} in format {} ({expect} bytes)",
             rec.nbytes,
             rec.shape,
@@ -194,7 +190,7 @@ fn check_record(rec: &ParamRecord, file: &FileRecord) -> Result<()> {
     }
     let end = rec.byte_offset.checked_add(rec.nbytes);
     if end.is_none_or(|e| e > file.nbytes) {
-        return Err(Error::value_fmt(format_args!(
+        return Err(Error::value(format!(
             "{at}: bytes [{}, +{}) lie outside the shard of {} bytes",
             rec.byte_offset, rec.nbytes, file.nbytes
         )));
@@ -205,17 +201,17 @@ fn check_record(rec: &ParamRecord, file: &FileRecord) -> Result<()> {
 /// Opens a shard and checks its size against the metadata.
 fn open_shard(path: &Path, expect_len: u64) -> Result<std::fs::File> {
     let f = std::fs::File::open(path).map_err(|e| {
-        Error::value_fmt(format_args!(
+        Error::value(format!(
             "cannot open parameter shard {}: {e}",
             path.display()
         ))
     })?;
     let len = f
         .metadata()
-        .map_err(|e| Error::value_fmt(format_args!("cannot stat {}: {e}", path.display())))?
+        .map_err(|e| Error::value(format!("cannot stat {}: {e}", path.display())))?
         .len();
     if len != expect_len {
-        return Err(Error::value_fmt(format_args!(
+        return Err(Error::value(format!(
             "parameter shard {} has {len} bytes but ndarray-cache.json says {expect_len}: \
              it is corrupt or was not downloaded completely",
             path.display()
@@ -228,7 +224,7 @@ fn open_shard(path: &Path, expect_len: u64) -> Result<std::fs::File> {
 fn read_at(f: &std::fs::File, buf: &mut [u8], off: u64, path: &Path) -> Result<()> {
     use std::os::unix::fs::FileExt;
     f.read_exact_at(buf, off).map_err(|e| {
-        Error::value_fmt(format_args!(
+        Error::value(format!(
             "cannot read parameter shard {}: {e}",
             path.display()
         ))
@@ -299,13 +295,18 @@ fn view_record(rec: &ParamRecord, map: &ObjectRef, dev: DLDevice) -> Result<Opti
     let m = map
         .downcast_ref::<ShardMap>()
         .ok_or_else(|| Error::internal("shard mapping of the wrong type"))?;
-    let (off, n) = (rec.byte_offset as usize, rec.nbytes as usize);
-    if off.checked_add(n).is_none_or(|e| e > m.len) {
-        return Err(Error::value_fmt(format_args!(
-            "bytes [{off}, +{n}) lie outside the mapped shard of {} bytes",
-            m.len
+    // Checked conversions: on 32-bit targets an offset past 4 GiB must not wrap into the
+    // mapping.
+    let range = usize::try_from(rec.byte_offset)
+        .ok()
+        .zip(usize::try_from(rec.nbytes).ok())
+        .filter(|&(off, n)| off.checked_add(n).is_some_and(|e| e <= m.len));
+    let Some((off, n)) = range else {
+        return Err(Error::value(format!(
+            "bytes [{}, +{}) lie outside the mapped shard of {} bytes",
+            rec.byte_offset, rec.nbytes, m.len
         )));
-    }
+    };
     // SAFETY: page size query, no memory involved.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
     let start = off / page * page;
@@ -352,7 +353,13 @@ fn load_record(
         }
     }
     let arr = NDArray::empty(&rec.shape, rec.dtype, dev)?;
-    let n = rec.nbytes as usize;
+    let n = usize::try_from(rec.nbytes).map_err(|_| {
+        Error::value(format!(
+            "a record of {} bytes does not fit the {}-bit address space",
+            rec.nbytes,
+            usize::BITS
+        ))
+    })?;
     if n == 0 {
         return Ok(arr);
     }
@@ -406,7 +413,7 @@ fn read_cache_dir_in(dir: &str, dev: DLDevice, map: bool) -> Result<Vec<(String,
     let dir_path = PathBuf::from(dir);
     let meta_path = dir_path.join("ndarray-cache.json");
     let text = std::fs::read_to_string(&meta_path)
-        .map_err(|e| Error::value_fmt(format_args!("cannot read {}: {e}", meta_path.display())))?;
+        .map_err(|e| Error::value(format!("cannot read {}: {e}", meta_path.display())))?;
     let files = parse_metadata(&text).map_err(|e| e.context(meta_path.display()))?;
     let shards = files
         .iter()
@@ -478,7 +485,7 @@ pub fn update(name: &str, arr: NDArray, override_existing: bool) -> Result<()> {
     let mut c = cache();
     let m = c.get_or_insert_with(HashMap::new);
     if !override_existing && m.contains_key(name) {
-        return Err(Error::value_fmt(format_args!(
+        return Err(Error::value(format!(
             "Name {name} already exists in the ndarray cache"
         )));
     }
@@ -502,7 +509,7 @@ pub fn clear() {
 /// as many as there are consecutively.
 pub fn params_by_prefix(prefix: &str, n: i64) -> Result<Vec<NDArray>> {
     if n < -1 {
-        return Err(Error::value_fmt(format_args!(
+        return Err(Error::value(format!(
             "the number of parameters must be >= -1, got {n}"
         )));
     }
@@ -515,7 +522,7 @@ pub fn params_by_prefix(prefix: &str, n: i64) -> Result<Vec<NDArray>> {
             Some(a) => out.push(a.clone()),
             None if n == -1 => break,
             None => {
-                return Err(Error::value_fmt(format_args!(
+                return Err(Error::value(format!(
                     "Cannot find {name} in the ndarray cache"
                 )))
             }
@@ -531,9 +538,10 @@ pub fn params_by_name(names: &[String]) -> Result<Vec<NDArray>> {
     names
         .iter()
         .map(|n| {
-            c.as_ref().and_then(|m| m.get(n)).cloned().ok_or_else(|| {
-                Error::value_fmt(format_args!("Cannot find parameter in cache: {n}"))
-            })
+            c.as_ref()
+                .and_then(|m| m.get(n))
+                .cloned()
+                .ok_or_else(|| Error::value(format!("Cannot find parameter in cache: {n}")))
         })
         .collect()
 }
@@ -585,7 +593,7 @@ fn string_arg(a: &Args<'_>, i: usize) -> Result<String> {
             .downcast_ref::<StringObj>()
             .map(|s| s.as_str().to_string())
             .ok_or_else(|| {
-                Error::type_error_fmt(format_args!(
+                Error::type_error(format!(
                     "argument {i}: expected a string, got {}",
                     o.to_ref().type_key()
                 ))
@@ -605,7 +613,7 @@ fn names_arg(a: &Args<'_>, i: usize) -> Result<Vec<String>> {
                 .and_then(|o| o.downcast_ref::<StringObj>())
                 .map(|s| s.as_str().to_string())
                 .ok_or_else(|| {
-                    Error::type_error_fmt(format_args!("argument {i}: entry {k} is not a string"))
+                    Error::type_error(format!("argument {i}: entry {k} is not a string"))
                 })
         })
         .collect()
@@ -629,7 +637,7 @@ fn array_arg(a: &Args<'_>, i: usize) -> Result<NDArray> {
             unsafe { crate::device::api(t.device)?.stream_sync(t.device, std::ptr::null_mut())? };
             Ok(arr)
         }
-        v => Err(Error::type_error_fmt(format_args!(
+        v => Err(Error::type_error(format!(
             "argument {i}: expected a tensor, got {}",
             v.kind_name()
         ))),
@@ -704,7 +712,7 @@ pub(crate) fn register(r: &mut Registrar) {
             let names = (0..a.len())
                 .map(|i| match a.get(i)? {
                     ArgValue::Str(s) => Ok(s.to_string_lossy().into_owned()),
-                    v => Err(Error::value_fmt(format_args!(
+                    v => Err(Error::value(format!(
                         "param_array_from_cache_by_name_unpacked: argument {i} must be a string, got {}",
                         v.kind_name()
                     ))),

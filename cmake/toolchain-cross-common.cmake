@@ -1,0 +1,16 @@
+# Shared part of cmake/toolchain-<arch>.cmake (which set CMAKE_SYSTEM_PROCESSOR and
+# TVMRT_CROSS_GNU, the GNU triple of Debian's cross compiler).
+set(CMAKE_C_COMPILER ${TVMRT_CROSS_GNU}-gcc)
+set(CMAKE_CXX_COMPILER ${TVMRT_CROSS_GNU}-g++)
+set(CMAKE_FIND_ROOT_PATH /usr/${TVMRT_CROSS_GNU})
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+if(NOT CMAKE_CROSSCOMPILING_EMULATOR)
+  string(REGEX REPLACE "^armv7$" "arm" _tvmrt_qemu_arch "${CMAKE_SYSTEM_PROCESSOR}")
+  find_program(TVMRT_QEMU qemu-${_tvmrt_qemu_arch})
+  if(TVMRT_QEMU)
+    set(CMAKE_CROSSCOMPILING_EMULATOR "${TVMRT_QEMU};-L;/usr/${TVMRT_CROSS_GNU}")
+  endif()
+endif()
