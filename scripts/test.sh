@@ -114,6 +114,12 @@ if [ -f c_tests/CMakeLists.txt ]; then
 fi
 step "rust tests on the deploy set (profile quick)"
 cargo test --profile quick --no-default-features --features deploy
+# Issue 29 (boards): armv7, the 32-bit target, cross-built; its Rust tests (library unit tests
+# and integration tests; fixture tests skip: the fixtures are x86-64) and the C suite under
+# qemu-user. scripts/cross.sh installs the cross compilers and qemu when missing.
+step "cross: armv7 (32-bit ARM) Rust tests and C suite under qemu"
+bash scripts/cross.sh armv7 test c-suite
+
 step "size check: the x86-64 .so of each set and the static mlp program against benches/size_budgets.tsv (fails over a ceiling; prints OVER BUDGET over the issue's budget)"
 bash scripts/size_report.sh --check
 bash scripts/static_deploy.sh --check
