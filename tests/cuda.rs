@@ -270,6 +270,63 @@ fn calling_a_kernel_without_driver_errors_clearly() {
     assert!(e.message.contains("CUDA"), "{}", e.message);
 }
 
+/// The library's `__tvm_module_ctx`, read through a handle of our own (which also keeps the
+/// library mapped while the test looks at it).
+fn module_ctx(lib: &libloading::Library) -> *mut std::ffi::c_void {
+    // SAFETY: TVM output exports `__tvm_module_ctx` as a pointer variable.
+    unsafe {
+        **lib
+            .get::<*mut *mut std::ffi::c_void>(b"__tvm_module_ctx\0")
+            .unwrap()
+    }
+}
+
+/// Loading one library twice gives one `__tvm_module_ctx` for both modules: whichever module is
+/// dropped first, the other's host code must still resolve its kernels through a live module
+/// (the slot used to be left naming the freed one: "mod_node is not a module", or worse).
+#[test]
+fn two_loads_of_one_library_keep_the_context_alive() {
+    // A copy of its own: the other tests load `dso()` in parallel, which would share its slot.
+    let path = dso().with_file_name("cuda_lib_ctx.so");
+    std::fs::copy(dso(), &path).unwrap();
+    let load = || Module::load(path.to_str().unwrap()).unwrap();
+    // SAFETY: the test library is plain C without initialisers.
+    let raw = unsafe { libloading::Library::new(&path) }.unwrap();
+    let a = NDArray::from_slice(&[1f32, 2.0], &[2]).unwrap();
+    let host_call_is_clean = |m: &Module| {
+        let r = m.function("vadd").unwrap().call(&[dl(&a), dl(&a), dl(&a)]);
+        if cuda::device_count() == 0 {
+            let e = r.unwrap_err();
+            assert!(e.message.contains("CUDA"), "{}", e.message);
+        }
+    };
+    for drop_first_load_first in [true, false] {
+        let m1 = load();
+        let first = m1.as_object().as_ptr() as *mut std::ffi::c_void;
+        assert_eq!(module_ctx(&raw), first);
+        let m2 = load();
+        assert_eq!(
+            module_ctx(&raw),
+            first,
+            "the second load shares the first's context"
+        );
+        let survivor = if drop_first_load_first {
+            drop(m1);
+            m2
+        } else {
+            drop(m2);
+            m1
+        };
+        assert_eq!(module_ctx(&raw), first);
+        host_call_is_clean(&survivor);
+        drop(survivor);
+        assert!(
+            module_ctx(&raw).is_null(),
+            "the context is cleared with its module"
+        );
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // With a GPU.
 

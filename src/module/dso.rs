@@ -305,18 +305,14 @@ pub fn load(path: &str) -> Result<Module> {
                  __tvm_main__, __tvm_dev_mblob, __TVMAPISetLastError); was it exported by TVM?"
             )));
         }
-        let m = Module::new(Box::new(LibraryModule::new(lib_dyn)));
+        let m = Module::new(Box::new(LibraryModule::new(lib_dyn.clone())));
         (m.clone(), m)
     } else {
         // SAFETY: `__tvm_dev_mblob` is a length-prefixed blob in the loaded library.
         let blob = unsafe { length_prefixed_blob(blob_sym, path)? };
-        process_blob_from(blob, file_source(blob, file), lib_dyn, path)?
+        process_blob_from(blob, file_source(blob, file), lib_dyn.clone(), path)?
     };
-    if !ctx_slot.is_null() {
-        // SAFETY: a writable pointer variable in TVM output; the module outlives the calls
-        // made through it (functions keep the module or library alive).
-        unsafe { *ctx_slot = ctx.as_object().as_ptr() as *mut c_void };
-    }
+    super::library::bind_context(ctx_slot, &ctx, &lib_dyn);
     Ok(root)
 }
 

@@ -2,12 +2,14 @@
 //! the system library), with the library's context pointers filled in.
 
 use super::{Module, ModuleNode};
-use crate::object::ObjectRef;
+use crate::object::{Object, ObjectRef};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{BackendPackedCFunc, Function, Owner};
 use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
-use std::sync::{Arc, OnceLock, RwLock};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
 /// Symbol names TVM's code generators use.
 pub mod symbol {
@@ -154,12 +156,81 @@ pub fn init_context_functions(lib: &dyn Library) -> Result<()> {
 pub fn create_module_from_library(lib: Arc<dyn Library>) -> Result<Module> {
     init_context_functions(&*lib)?;
     let m = Module::new(Box::new(LibraryModule::new(lib.clone())));
-    let ctx = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
-    if !ctx.is_null() {
-        // SAFETY: `__tvm_module_ctx` is a writable pointer variable in TVM output. The module
-        // object outlives every call of the library's code made through it, since functions
-        // hold the module or the library (and the library's code only runs inside calls).
-        unsafe { *ctx = m.as_object().as_ptr() as *mut c_void };
-    }
+    bind_context(
+        lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void,
+        &m,
+        &lib,
+    );
     Ok(m)
+}
+
+/// Which module each library's context slot points at: the slot's address → the binding's id
+/// and the module object. Loading one library twice gives the same slot (the loader maps a
+/// library once), so every load after the first shares the module the slot already names.
+static CONTEXT_OWNERS: Mutex<Option<HashMap<usize, (u64, usize)>>> = Mutex::new(None);
+
+/// Ids of the owning bindings (a slot's entry is removed only by the binding that made it).
+static NEXT_BINDING: AtomicU64 = AtomicU64::new(1);
+
+/// What a module keeps for a library's context slot (`__tvm_module_ctx`, or tvm-ffi's
+/// `__tvm_ffi__library_ctx`), so that the slot never names a freed module.
+pub(crate) enum ContextBinding {
+    /// This module is the one the slot names: when it goes, the slot is cleared (NULL makes
+    /// compiled code resolve through the registry only). Keeps the library mapped until then.
+    Owner {
+        slot: usize,
+        id: u64,
+        _lib: Arc<dyn Library>,
+    },
+    /// Another module of the same library is the one the slot names: keep it alive.
+    Shared { _module: ObjectRef },
+}
+
+impl Drop for ContextBinding {
+    fn drop(&mut self) {
+        if let ContextBinding::Owner { slot, id, .. } = *self {
+            let mut owners = CONTEXT_OWNERS.lock().unwrap_or_else(|e| e.into_inner());
+            let map = owners.get_or_insert_with(HashMap::new);
+            if map.get(&slot).is_some_and(|&(owner, _)| owner == id) {
+                map.remove(&slot);
+                // SAFETY: a writable pointer variable of the library, which `_lib` keeps mapped.
+                unsafe { *(slot as *mut *mut c_void) = std::ptr::null_mut() };
+            }
+        }
+    }
+}
+
+/// Points a library's context slot at `ctx`, unless a live module of the same library already
+/// holds it: then `ctx` keeps that module alive instead, so that a slot shared by several loads
+/// of one library never dangles whichever is dropped first. `slot` NULL: nothing to do.
+pub(crate) fn bind_context(slot: *mut *mut c_void, ctx: &Module, lib: &Arc<dyn Library>) {
+    if slot.is_null() {
+        return;
+    }
+    let mut owners = CONTEXT_OWNERS.lock().unwrap_or_else(|e| e.into_inner());
+    let map = owners.get_or_insert_with(HashMap::new);
+    let key = slot as usize;
+    if let Some(&(_, obj)) = map.get(&key) {
+        // SAFETY: an entry's module is allocated until its owning binding's drop has removed
+        // the entry, which takes the lock held here.
+        let live =
+            NonNull::new(obj as *mut Object).and_then(|p| unsafe { ObjectRef::try_upgrade(p) });
+        if let Some(live) = live {
+            if !live.same_as(ctx.as_object()) {
+                ctx.add_context_binding(ContextBinding::Shared { _module: live });
+            }
+            return;
+        }
+    }
+    let id = NEXT_BINDING.fetch_add(1, Ordering::Relaxed);
+    let ptr = ctx.as_object().as_ptr();
+    map.insert(key, (id, ptr as usize));
+    ctx.add_context_binding(ContextBinding::Owner {
+        slot: key,
+        id,
+        _lib: lib.clone(),
+    });
+    // SAFETY: `__tvm_module_ctx` is a writable pointer variable in TVM output; the binding just
+    // added clears it before the module is freed.
+    unsafe { *slot = ptr as *mut c_void };
 }

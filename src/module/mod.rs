@@ -19,7 +19,7 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry;
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
 
 /// Property bits (`ModulePropertyMask`).
 pub mod property {
@@ -90,6 +90,8 @@ pub trait ModuleNode: Send + Sync {
 
 /// The module payload: the node, its imports and caches.
 pub struct ModuleObj {
+    /// Context slots of libraries bound to this module (see `library::bind_context`).
+    context: Mutex<Vec<library::ContextBinding>>,
     node: Box<dyn ModuleNode>,
     imports: RwLock<Vec<ObjectRef>>,
     env_cache: RwLock<HashMap<String, Function>>,
@@ -108,6 +110,7 @@ impl Module {
     /// Wraps a node in a new module object.
     pub fn new(node: Box<dyn ModuleNode>) -> Module {
         Module(ObjectRef::new(ModuleObj {
+            context: Mutex::new(Vec::new()),
             node,
             imports: RwLock::new(Vec::new()),
             env_cache: RwLock::new(HashMap::new()),
@@ -156,6 +159,15 @@ impl Module {
         self.0
             .downcast_ref::<ModuleObj>()
             .expect("checked at construction")
+    }
+
+    /// Keeps a library's context binding for as long as this module lives.
+    pub(crate) fn add_context_binding(&self, b: library::ContextBinding) {
+        self.obj()
+            .context
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(b);
     }
 
     /// The node.

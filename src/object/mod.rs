@@ -179,6 +179,24 @@ impl ObjectRef {
         Some(ObjectRef(r))
     }
 
+    /// A new reference to an object whose count may already have reached zero: `None` when it
+    /// has (the object is being deleted and must not be revived).
+    ///
+    /// # Safety
+    /// `p` must point to an object whose memory is still allocated: if its deleter has started,
+    /// the caller must know it has not returned (for example, because the payload's drop takes a
+    /// lock the caller holds).
+    pub unsafe fn try_upgrade(p: NonNull<Object>) -> Option<ObjectRef> {
+        // SAFETY: the caller guarantees the memory is allocated; the count is atomic.
+        let obj = unsafe { p.as_ref() };
+        obj.ref_count
+            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |c| {
+                (c > 0).then_some(c + 1)
+            })
+            .ok()
+            .map(|_| ObjectRef(p))
+    }
+
     /// Gives up ownership: the returned pointer carries one reference.
     pub fn into_raw(self) -> *mut Object {
         let p = self.0.as_ptr();

@@ -13,7 +13,7 @@ use std::cell::RefCell;
 use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 thread_local! {
     /// The error a tvm-ffi kernel (or a function it called) raised on this thread.
@@ -406,11 +406,7 @@ pub fn init_context(lib: &dyn Library, probe: *mut c_void) -> Result<()> {
 }
 
 /// Points the library's `__tvm_ffi__library_ctx` at the module its kernels resolve through.
-pub fn set_library_ctx(lib: &dyn Library, m: &Module) {
+pub fn set_library_ctx(lib: &Arc<dyn Library>, m: &Module) {
     let slot = lib.symbol(super::LIBRARY_CTX) as *mut *mut c_void;
-    if !slot.is_null() {
-        // SAFETY: a writable pointer variable of the library; the module outlives the calls
-        // made through it (its functions keep it or the library alive).
-        unsafe { *slot = m.as_object().as_ptr() as *mut c_void };
-    }
+    crate::module::library::bind_context(slot, m, lib);
 }

@@ -193,7 +193,7 @@ pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Mod
         let blob = unsafe { super::dso::length_prefixed_blob(bin, path)? };
         process_library_bin(blob, &lib_module, path)?
     };
-    env::set_library_ctx(&*lib, &lib_module);
+    env::set_library_ctx(&lib, &lib_module);
     Ok(root)
 }
 
