@@ -128,6 +128,8 @@ def main():
         print(f"wasm fixtures: up to date in {a.out}")
         return
     os.makedirs(a.out, exist_ok=True)
+    if os.path.exists(stamp):
+        os.remove(stamp)
     build(a.out)
     with open(stamp, "w") as f:
         f.write(digest + "\n")

@@ -147,7 +147,7 @@ test("runtime errors are JS exceptions with the runtime's message; the instance 
   assert.equal(tvm.getGlobalFunc("testing.echo")("alive"), "alive");
 }));
 
-test("an empty call stack per call: many calls do not grow memory", scoped(() => {
+test("many calls do not grow the wasm memory", scoped(() => {
   const echo = tvm.getGlobalFunc("testing.echo");
   for (let i = 0; i < 2000; ++i) echo("x".repeat(64));
   const before = tvm.memory.memory.buffer.byteLength;
