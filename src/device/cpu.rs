@@ -1,13 +1,14 @@
 //! The CPU device: aligned host memory, memcpy copies, a thread-local workspace pool.
 
 use super::{DeviceApi, DeviceAttr, Stream};
+use crate::packed_func::clock::Instant;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
 use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Copies `nbytes` of host memory between two byte offsets (memmove semantics), refusing
 /// NULL pointers: the copy of every backend whose memory is host memory.

@@ -32,7 +32,12 @@ mod wasm {
 
         /// The time since `self` (zero if the clock went back).
         pub fn elapsed(&self) -> Duration {
-            Duration::from_secs_f64(((Instant::now().0 - self.0) / 1e3).max(0.0))
+            Instant::now().duration_since(*self)
+        }
+
+        /// The time from `earlier` to `self` (zero if `earlier` is later).
+        pub fn duration_since(&self, earlier: Instant) -> Duration {
+            Duration::from_secs_f64(((self.0 - earlier.0) / 1e3).max(0.0))
         }
     }
 }

@@ -13,6 +13,14 @@ const fixtures = process.env.TVMRT_WASM_FIXTURES ||
     "wasm_fixtures");
 const tvmjs = require(process.env.TVMJS || "@mlc-ai/web-runtime");
 
+/** What the wasm printed to stderr (emcc's glue binds console.warn when it is loaded). */
+const stderrLines = [];
+const forward = console.warn.bind(console);
+console.warn = (...args) => {
+  stderrLines.push(args.join(" "));
+  forward(...args);
+};
+
 /** A tvmjs Instance over `name`.wasm (target/wasm), with the glue built beside it. */
 function instance(name = "tvmjs_runtime", logger = () => {}) {
   const EmccWASI = require(path.join(wasmDir, name + ".wasi.js"));
@@ -80,4 +88,4 @@ function hasModel() {
     fs.existsSync(path.join(fixtures, "data.json"));
 }
 
-module.exports = { tvmjs, instance, installCacheApi, serve, fixtures, wasmDir, hasModel };
+module.exports = { stderrLines, tvmjs, instance, installCacheApi, serve, fixtures, wasmDir, hasModel };

@@ -8,7 +8,7 @@ const assert = require("node:assert/strict");
 const fs = require("fs");
 const path = require("path");
 const os = require("os");
-const { instance, installCacheApi, serve, fixtures, hasModel } = require("./common.js");
+const { instance, stderrLines, installCacheApi, serve, fixtures, hasModel } = require("./common.js");
 
 if (!hasModel()) {
   // scripts/test_wasm.sh reports the skip (tvmrt_skip) before running node.
@@ -111,3 +111,7 @@ if (!hasModel()) {
     });
   });
 }
+
+test("the runtime printed no panic", () => {
+  assert.deepEqual(stderrLines.filter((l) => /panicked/.test(l)), []);
+});

@@ -4,7 +4,7 @@
 "use strict";
 const test = require("node:test");
 const assert = require("node:assert/strict");
-const { instance } = require("./common.js");
+const { instance, stderrLines } = require("./common.js");
 
 const tvm = instance();
 const scoped = (f) => () => tvm.withNewScope(f);
@@ -101,6 +101,13 @@ test("NDArrays: alloc, copy in and out, views over dtypes", scoped(() => {
     const got = Array.from(t.toArray(), Number);
     assert.deepEqual(got, vals, dtype);
   }
+  // Large blocks (>= 128 KiB) go through the allocator's reuse cache, which reads the clock.
+  for (let i = 0; i < 3; ++i) {
+    const big = tvm.detachFromCurrentScope(tvm.empty([1 << 18], "float32"));
+    big.copyFrom(new Float32Array(1 << 18).fill(i));
+    assert.equal(big.toArray()[(1 << 18) - 1], i);
+    big.dispose();
+  }
   const echoed = tvm.getGlobalFunc("testing.echo")(a);
   assert.deepEqual(Array.from(echoed.toArray()), [1, 2, 3, 4, 5, 6]);
 }));
@@ -154,3 +161,7 @@ test("many calls do not grow the wasm memory", scoped(() => {
   for (let i = 0; i < 20000; ++i) tvm.withNewScope(() => echo(tvm.makeString("y".repeat(64))));
   assert.equal(tvm.memory.memory.buffer.byteLength, before);
 }));
+
+test("the runtime printed no panic", () => {
+  assert.deepEqual(stderrLines.filter((l) => /panicked/.test(l)), []);
+});
