@@ -7,7 +7,7 @@ const http = require("http");
 const path = require("path");
 
 const root = path.resolve(__dirname, "../..");
-const wasmDir = process.env.TVMRT_WASM_DIR || path.join(root, "target/wasm");
+const wasmDir = path.resolve(process.env.TVMRT_WASM_DIR || path.join(root, "target/wasm"));
 const fixtures = process.env.TVMRT_WASM_FIXTURES ||
   path.join(process.env.TVMRT_CACHE || path.join(require("os").homedir(), ".cache/tvm-runtime-rs"),
     "wasm_fixtures");
