@@ -38,6 +38,8 @@ pub mod func;
 pub mod module;
 pub mod ndarray;
 pub mod object;
+/// The WebAssembly build's own entry points and imports, declared in no header.
+/// cbindgen:ignore
 #[cfg(target_os = "emscripten")]
 pub mod wasm;
 #[cfg(feature = "web")]

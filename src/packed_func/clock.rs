@@ -11,6 +11,7 @@ pub use std::time::Instant;
 #[cfg(target_os = "emscripten")]
 pub use wasm::Instant;
 
+/// cbindgen:ignore
 #[cfg(target_os = "emscripten")]
 mod wasm {
     use std::time::Duration;
