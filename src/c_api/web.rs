@@ -98,6 +98,12 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = ArrayObj::new_ref(items).into();
         Ok(())
     });
+    // A Rust panic inside a C entry point (what the WebAssembly build's unwinding strategy is
+    // for): it must come out as an error, not a trap.
+    r.add("testing.tvmrt_panic", |a, _rv| {
+        a.expect_len(1, "testing.tvmrt_panic")?;
+        panic!("{}", a.str(0)?)
+    });
     for ns in ["testing", "tvmjs.testing"] {
         r.add(&format!("{ns}.echo"), |a, rv| {
             a.expect_len(1, "testing.echo")?;
@@ -130,6 +136,10 @@ pub(crate) fn register(r: &mut Registrar) {
                 Function::from_rust(move |_a, _rv| f.call(&[]).map(drop)).into_object(),
             );
             Ok(())
+        });
+        r.add(&format!("{ns}.log_fatal_str"), |a, _rv| {
+            a.expect_len(1, "testing.log_fatal_str")?;
+            Err(Error::tvm(a.str(0)?))
         });
         r.add(&format!("{ns}.object_use_count"), |a, rv| {
             a.expect_len(1, "testing.object_use_count")?;

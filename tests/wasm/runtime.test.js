@@ -149,6 +149,11 @@ test("runtime errors are JS exceptions with the runtime's message; the instance 
     a, new Uint8Array(3), "raw", "float32"), /TVMError: .*decode_storage|bytes/);
   assert.throws(() => tvm.getGlobalFunc("testing.call")(() => { throw new Error("from JS"); }),
     /from JS/);
+  assert.throws(() => tvm.getGlobalFunc("testing.log_fatal_str")("fatal from the runtime"),
+    /TVMError: .*fatal from the runtime/);
+  // A Rust panic unwinds (wasm exception handling) to the C boundary and becomes an error.
+  assert.throws(() => tvm.getGlobalFunc("testing.tvmrt_panic")("deliberate panic"),
+    /TVMError: .*deliberate panic/);
   // Still usable.
   assert.equal(addOne(i32(1)), 2);
   assert.equal(tvm.getGlobalFunc("testing.echo")("alive"), "alive");
@@ -162,6 +167,7 @@ test("many calls do not grow the wasm memory", scoped(() => {
   assert.equal(tvm.memory.memory.buffer.byteLength, before);
 }));
 
-test("the runtime printed no panic", () => {
-  assert.deepEqual(stderrLines.filter((l) => /panicked/.test(l)), []);
+test("the runtime printed no panic but the deliberate one", () => {
+  assert.deepEqual(stderrLines.filter((l) => /panicked/.test(l) && !/src.c_api.web\.rs/.test(l)), []);
+  assert.equal(stderrLines.filter((l) => /panicked/.test(l)).length, 1);
 });
