@@ -12,8 +12,10 @@ rounds=3
 [ "${1:-}" = "--rounds" ] && rounds="$2"
 fx="$TVMRT_CACHE/wasm_fixtures"
 export TVMJS="$TVMRT_CACHE/npm-web/node_modules/@mlc-ai/web-runtime"
-[ -f "$fx/stamp" ] && [ -f "$TVMJS/package.json" ] ||
-  { echo "bench_wasm: run scripts/test_wasm.sh first (fixtures, npm tvmjs)" >&2; exit 1; }
+if [ ! -f "$fx/stamp" ] || [ ! -f "$TVMJS/package.json" ]; then
+  echo "bench_wasm: run scripts/test_wasm.sh first (fixtures, npm tvmjs)" >&2
+  exit 1
+fi
 
 # The model linked as shipped (-O3), into its own directory.
 out=build/bench/wasm
@@ -38,6 +40,7 @@ for r in $(seq "$rounds"); do
     --input "w1=$fx/mlp_w1.npy" --input "w2=$fx/mlp_w2.npy" --repeat 200 |
     sed -n 's/.*median \([0-9.]*\) \(us\|ms\).*/\1 \2/p')"
   native_us="$(awk '{ print ($2 == "ms") ? $1 * 1000 : $1 }' <<<"$native")"
+  # shellcheck disable=SC2016  # JavaScript template literals, not shell expansions
   node -e '
     const j = JSON.parse(process.argv[1]);
     const f = (v) => v.toFixed(0);
