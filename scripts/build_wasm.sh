@@ -25,8 +25,9 @@
 # Asyncify (only tvmjs's WebGPU path needs it) but turns every panic into a trap; see
 # README "JavaScript / WebAssembly".
 #
-# Environment: TVMRT_WASM_OPT (emcc optimisation, default -O3), CARGO_TARGET_DIR is not used
-# (the build has its own, target/wasm-build).
+# Environment: TVMRT_WASM_OPT (emcc optimisation, default -O3); TVMRT_WASM_PANIC=abort builds
+# the other way (nightly + rust-src, installed when missing; Asyncify on; for measurements).
+# CARGO_TARGET_DIR is not used (the builds have their own, target/wasm-build[-abort]).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -67,9 +68,31 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
 fi
 
 # The static library. No debug info (it would be linked into the wasm).
-lib=target/wasm-build/$triple/release/libtvm_runtime.a
-CARGO_PROFILE_RELEASE_DEBUG=0 cargo rustc --quiet --release --lib --crate-type staticlib \
-  --target "$triple" --no-default-features --features web --target-dir target/wasm-build
+panic="${TVMRT_WASM_PANIC:-unwind}"
+case "$panic" in
+  unwind)
+    tdir=target/wasm-build
+    cargo=(cargo)
+    zflags=()
+    link_flags=(-fwasm-exceptions)
+    ;;
+  abort)
+    tdir=target/wasm-build-abort
+    if ! rustup component list --toolchain nightly --installed 2>/dev/null | grep -q '^rust-src'; then
+      echo "build_wasm: installing the nightly toolchain with rust-src (for -Zbuild-std)"
+      rustup toolchain install nightly --profile minimal --component rust-src >/dev/null
+    fi
+    cargo=(cargo +nightly)
+    zflags=("-Zbuild-std=std,panic_abort")
+    link_flags=(-sASYNCIFY=1)
+    export CARGO_PROFILE_RELEASE_PANIC=abort
+    ;;
+  *) echo "build_wasm: TVMRT_WASM_PANIC must be unwind or abort" >&2; exit 2 ;;
+esac
+lib=$tdir/$triple/release/libtvm_runtime.a
+CARGO_PROFILE_RELEASE_DEBUG=0 "${cargo[@]}" rustc --quiet --release --lib \
+  --crate-type staticlib --target "$triple" --no-default-features --features web \
+  --target-dir "$tdir" "${zflags[@]}"
 
 # Everything the C ABI names (TVM*, plus the tvm-ffi entry points kernels import) is exported;
 # the linker pulls from the archive only what the exports and the objects reach.
@@ -82,7 +105,7 @@ glue="${out_wasm%.wasm}.js"
 rm -f "$out_wasm"
 # -sERROR_ON_UNDEFINED_SYMBOLS=0: env.TVMWasmPackedCFunc and env.TVMWasmPackedCFuncFinalizer
 # are imports tvmjs provides; emcc warns about them, which is expected.
-emcc "${TVMRT_WASM_OPT:--O3}" --no-entry -fwasm-exceptions \
+emcc "${TVMRT_WASM_OPT:--O3}" --no-entry "${link_flags[@]}" \
   -sSTANDALONE_WASM=1 -sWASM_BIGINT=1 -sALLOW_MEMORY_GROWTH=1 -sERROR_ON_UNDEFINED_SYMBOLS=0 \
   -sEXPORTED_FUNCTIONS="$exports" --pre-js scripts/wasm/preload.js \
   -o "$glue" "${objs[@]}" "$lib" 2>&1 |

@@ -8,6 +8,8 @@
 //! `env.TVMWasmPackedCFunc` and released through `env.TVMWasmPackedCFuncFinalizer`.
 
 use crate::module::tvm_ffi::env;
+use crate::packed_func::error::{Error, Result};
+use crate::packed_func::function::Function;
 use crate::packed_func::types::{TVMFunctionHandle, TVMRetValueHandle, TVMValue};
 use std::alloc::Layout;
 use std::ffi::{c_char, c_int, c_void};
@@ -32,24 +34,24 @@ const SPACE_ALIGN: usize = 16;
 /// Scratch space for tvmjs (argument stacks): `size` bytes, 16-byte aligned, or NULL.
 #[no_mangle]
 pub extern "C" fn TVMWasmAllocSpace(size: c_int) -> *mut c_void {
-    let Some(total) = usize::try_from(size)
-        .ok()
-        .and_then(|n| n.checked_add(SPACE_ALIGN))
-    else {
-        return std::ptr::null_mut();
-    };
-    let Ok(layout) = Layout::from_size_align(total, SPACE_ALIGN) else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: a non-zero size (at least the header).
-    let p = unsafe { std::alloc::alloc(layout) };
-    if p.is_null() {
-        return std::ptr::null_mut();
-    }
-    // SAFETY: the block holds at least the header, aligned for a usize.
-    unsafe {
-        (p as *mut usize).write(total);
-        p.add(SPACE_ALIGN) as *mut c_void
+    crate::c_boundary! {
+        let layout = usize::try_from(size)
+            .ok()
+            .and_then(|n| n.checked_add(SPACE_ALIGN))
+            .and_then(|total| Layout::from_size_align(total, SPACE_ALIGN).ok())
+            .ok_or_else(|| Error::value_fmt(format_args!("TVMWasmAllocSpace: bad size {size}")))?;
+        // SAFETY: a non-zero size (at least the header).
+        let p = unsafe { std::alloc::alloc(layout) };
+        if p.is_null() {
+            return Err(Error::value_fmt(format_args!(
+                "TVMWasmAllocSpace: out of memory for {size} bytes"
+            )));
+        }
+        // SAFETY: the block holds at least the header, aligned for a usize.
+        unsafe {
+            (p as *mut usize).write(layout.size());
+            Ok(p.add(SPACE_ALIGN) as *mut c_void)
+        }
     }
 }
 
@@ -59,14 +61,16 @@ pub extern "C" fn TVMWasmAllocSpace(size: c_int) -> *mut c_void {
 /// `data` must be NULL or a block `TVMWasmAllocSpace` returned, not freed yet.
 #[no_mangle]
 pub unsafe extern "C" fn TVMWasmFreeSpace(data: *mut c_void) {
-    if data.is_null() {
-        return;
-    }
-    // SAFETY: caller contract: the header sits SPACE_ALIGN bytes before the data.
-    unsafe {
-        let p = (data as *mut u8).sub(SPACE_ALIGN);
-        let total = (p as *const usize).read();
-        std::alloc::dealloc(p, Layout::from_size_align_unchecked(total, SPACE_ALIGN));
+    crate::c_boundary! {
+        if !data.is_null() {
+            // SAFETY: caller contract: the header sits SPACE_ALIGN bytes before the data.
+            unsafe {
+                let p = (data as *mut u8).sub(SPACE_ALIGN);
+                let total = (p as *const usize).read();
+                std::alloc::dealloc(p, Layout::from_size_align_unchecked(total, SPACE_ALIGN));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -79,14 +83,15 @@ pub unsafe extern "C" fn TVMWasmFuncCreateFromCFunc(
     resource_handle: *mut c_void,
     out: *mut TVMFunctionHandle,
 ) -> c_int {
-    // SAFETY: tvmjs's imports have the packed C function and finalizer signatures.
-    unsafe {
-        super::func::TVMFuncCreateFromCFunc(
-            Some(TVMWasmPackedCFunc),
-            resource_handle,
-            Some(TVMWasmPackedCFuncFinalizer),
-            out,
-        )
+    crate::c_boundary! {
+        super::check_out(out, "TVMWasmFuncCreateFromCFunc: out")?;
+        // SAFETY: tvmjs's imports have the packed C function and finalizer signatures.
+        let f = unsafe {
+            Function::from_c(TVMWasmPackedCFunc, resource_handle, Some(TVMWasmPackedCFuncFinalizer))
+        };
+        // SAFETY: checked non-null.
+        unsafe { *out = f.into_object().into_raw() as *mut c_void };
+        Ok(())
     }
 }
 
@@ -99,14 +104,13 @@ pub unsafe extern "C" fn TVMFFIEnvModRegisterSystemLibSymbol(
     name: *const c_char,
     ptr: *mut c_void,
 ) -> c_int {
-    if name.is_null() {
-        return -1;
+    crate::c_boundary! {
+        // SAFETY: caller contract.
+        let name = unsafe { super::cstr(name, "TVMFFIEnvModRegisterSystemLibSymbol: name")? };
+        // SAFETY: forwarded contract.
+        unsafe { crate::module::system_lib::register_symbol(name, ptr) };
+        Ok(())
     }
-    // SAFETY: caller contract.
-    let name = unsafe { std::ffi::CStr::from_ptr(name) }.to_string_lossy();
-    // SAFETY: forwarded contract.
-    unsafe { crate::module::system_lib::register_symbol(&name, ptr) };
-    0
 }
 
 /// tvm-ffi: a kernel raises an error (kind, message parts).
@@ -119,7 +123,7 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
     parts: *const *const c_char,
     n: i32,
 ) {
-    let _ = std::panic::catch_unwind(|| {
+    crate::c_boundary! {
         // SAFETY: caller contract.
         let (kind, msg) = unsafe {
             (
@@ -128,7 +132,8 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
             )
         };
         env::raise_kind(&kind, msg);
-    });
+        Ok(())
+    }
 }
 
 /// tvm-ffi: a kernel raises an error (kind, message).
@@ -137,8 +142,22 @@ pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStrParts(
 /// `kind` and `message` NULL or strings.
 #[no_mangle]
 pub unsafe extern "C" fn TVMFFIErrorSetRaisedFromCStr(kind: *const c_char, message: *const c_char) {
-    // SAFETY: forwarded contract.
-    unsafe { env::set_raised_from_cstr(kind, message) }
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        unsafe { env::set_raised_from_cstr(kind, message) };
+        Ok(())
+    }
+}
+
+/// A tvm-ffi status (0, or nonzero with the error raised for the kernel) as a result: the
+/// error stays raised for the kernel's caller and is also this entry's last error.
+fn ffi_status(rc: c_int) -> Result<()> {
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = env::take_raised();
+    env::raise(e.clone());
+    Err(e)
 }
 
 /// tvm-ffi: a kernel calls a packed function it looked up.
@@ -152,8 +171,10 @@ pub unsafe extern "C" fn TVMFFIFunctionCall(
     n: i32,
     result: *mut crate::module::tvm_ffi::abi::TVMFFIAny,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { env::function_call(func, args, n, result) }
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        ffi_status(unsafe { env::function_call(func, args, n, result) })
+    }
 }
 
 /// tvm-ffi: a kernel looks a function up through its library context.
@@ -166,8 +187,10 @@ pub unsafe extern "C" fn TVMFFIEnvModLookupFromImports(
     name: *const c_char,
     out: *mut *mut c_void,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { env::env_lookup(ctx, name, out) }
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        ffi_status(unsafe { env::env_lookup(ctx, name, out) })
+    }
 }
 
 /// tvm-ffi: runs a kernel's one-time initialiser of a handle slot.
@@ -179,6 +202,8 @@ pub unsafe extern "C" fn TVMFFIHandleInitOnce(
     addr: *mut *mut c_void,
     init: Option<unsafe extern "C" fn(*mut *mut c_void) -> c_int>,
 ) -> c_int {
-    // SAFETY: forwarded contract.
-    unsafe { env::handle_init_once(addr, init) }
+    crate::c_boundary! {
+        // SAFETY: forwarded contract.
+        ffi_status(unsafe { env::handle_init_once(addr, init) })
+    }
 }

@@ -85,7 +85,7 @@ fn take_foreign_raised() -> Option<Error> {
     Some(Error::from_message(&format!("{kind}: {message}")))
 }
 
-fn raise(err: Error) {
+pub(crate) fn raise(err: Error) {
     RAISED.with(|r| *r.borrow_mut() = Some(err));
 }
 
