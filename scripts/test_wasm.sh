@@ -69,8 +69,7 @@ if [ "$browser" = 1 ] && [ "$have_model" = 1 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
   fi
   echo "== wasm: headless Chromium page"
-  node --experimental-websocket tests/wasm/browser.js target/wasm/browser.png 2>&1 |
-    grep -v "ExperimentalWarning\|--trace-warnings"
+  node tests/wasm/browser.js target/wasm/browser.png
 elif [ "$browser" = 1 ]; then
   tvmrt_skip "browser test: no model wasm (see above)"
 fi

@@ -1,8 +1,8 @@
 // Headless Chromium test: serves tests/wasm/browser/index.html, the npm tvmjs, the model wasm
 // and the MLP's weights, opens the page in `chromium --headless`, waits for the page to post
 // its result, checks it against numpy's output and keeps a screenshot.
-//   node --experimental-websocket tests/wasm/browser.js SCREENSHOT.png   (scripts/test_wasm.sh)
-// Chromium is driven over the DevTools protocol (node 20 has WebSocket behind the flag).
+//   node tests/wasm/browser.js SCREENSHOT.png      (run by scripts/test_wasm.sh)
+// Chromium is driven over the DevTools protocol on a pipe (--remote-debugging-pipe).
 "use strict";
 const fs = require("fs");
 const http = require("http");
@@ -57,75 +57,79 @@ const server = http.createServer((req, res) => {
   res.end(fs.readFileSync(p));
 });
 
-/** Reads chromium's stderr until its DevTools endpoint is announced. */
-function devtoolsPort(child) {
-  return new Promise((resolve, reject) => {
-    let buf = "";
-    child.stderr.on("data", (c) => {
-      buf += c;
-      const m = /DevTools listening on ws:\/\/[^:]+:(\d+)\//.exec(buf);
-      if (m) resolve(Number(m[1]));
-    });
-    child.on("exit", (code) => reject(new Error(`chromium exited (${code}):\n${buf.slice(-2000)}`)));
-  });
-}
-
-/** A minimal Chrome DevTools Protocol client over node's WebSocket. */
-async function cdp(wsUrl, onEvent) {
-  const ws = new WebSocket(wsUrl);
-  await new Promise((r, j) => { ws.onopen = r; ws.onerror = j; });
+/**
+ * A minimal Chrome DevTools Protocol client over chromium's --remote-debugging-pipe (messages
+ * are NUL-terminated JSON; chromium reads fd 3 and writes fd 4), so that no WebSocket client
+ * is needed (node < 22 has none without a flag).
+ */
+function cdp(child, onEvent) {
+  const [, , , toChrome, fromChrome] = child.stdio;
   let next = 0;
+  let buf = "";
   const pending = new Map();
-  ws.onmessage = (m) => {
-    const msg = JSON.parse(m.data);
-    if (msg.id !== undefined && pending.has(msg.id)) {
-      pending.get(msg.id)(msg);
-      pending.delete(msg.id);
-    } else if (msg.method) {
-      onEvent(msg);
+  const fail = (why) => {
+    for (const r of pending.values()) r({ error: { message: why } });
+    pending.clear();
+  };
+  toChrome.on("error", (e) => fail(`the DevTools pipe: ${e.message}`));
+  child.on("error", (e) => fail(`cannot start chromium: ${e.message}`));
+  child.on("exit", (code) => fail(`chromium exited (${code})`));
+  fromChrome.setEncoding("utf8");
+  fromChrome.on("data", (chunk) => {
+    buf += chunk;
+    let end;
+    while ((end = buf.indexOf("\0")) >= 0) {
+      const msg = JSON.parse(buf.slice(0, end));
+      buf = buf.slice(end + 1);
+      if (msg.id !== undefined && pending.has(msg.id)) {
+        pending.get(msg.id)(msg);
+        pending.delete(msg.id);
+      } else if (msg.method) {
+        onEvent(msg);
+      }
     }
-  };
-  return {
-    send: (method, params = {}) => new Promise((r) => {
-      const id = ++next;
-      pending.set(id, r);
-      ws.send(JSON.stringify({ id, method, params }));
-    }),
-    close: () => ws.close(),
-  };
+  });
+  return (method, params = {}, sessionId = undefined) => new Promise((resolve, reject) => {
+    const id = ++next;
+    pending.set(id, (msg) => (msg.error ? reject(new Error(`${method}: ${msg.error.message}`))
+      : resolve(msg)));
+    toChrome.write(JSON.stringify({ id, method, params, sessionId }) + "\0");
+  });
 }
 
 server.listen(0, "127.0.0.1", async () => {
   const url = `http://127.0.0.1:${server.address().port}/`;
   const args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
     "--no-first-run", "--hide-scrollbars", "--window-size=900,400",
-    "--remote-debugging-port=0", "about:blank"];
-  const child = spawn(chromium, args, { stdio: ["ignore", "ignore", "pipe"] });
+    "--remote-debugging-pipe", "about:blank"];
+  const child = spawn(chromium, args, { stdio: ["ignore", "ignore", "pipe", "pipe", "pipe"] });
+  let stderr = "";
+  child.stderr.on("data", (c) => { stderr += c; });
   const consoleLines = [];
   let result;
   try {
-    const port = await devtoolsPort(child);
-    const targets = await (await fetch(`http://127.0.0.1:${port}/json/list`)).json();
-    const page = targets.find((t) => t.type === "page");
-    const client = await cdp(page.webSocketDebuggerUrl, (ev) => {
+    const send = cdp(child, (ev) => {
       if (ev.method === "Runtime.consoleAPICalled") {
         consoleLines.push(ev.params.args.map((a) => a.value ?? a.description).join(" "));
       } else if (ev.method === "Runtime.exceptionThrown") {
         consoleLines.push("exception: " + JSON.stringify(ev.params.exceptionDetails).slice(0, 500));
       }
     });
-    await client.send("Runtime.enable");
-    await client.send("Page.enable");
-    await client.send("Page.navigate", { url });
+    const targets = (await send("Target.getTargets")).result.targetInfos;
+    const page = targets.find((t) => t.type === "page");
+    const session = (await send("Target.attachToTarget", { targetId: page.targetId, flatten: true }))
+      .result.sessionId;
+    await send("Runtime.enable", {}, session);
+    await send("Page.enable", {}, session);
+    await send("Page.navigate", { url }, session);
     let timer;
     const timeout = new Promise((r) => {
       timer = setTimeout(() => r({ ok: false, error: "timed out after 60 s" }), 60000);
     });
     result = await Promise.race([outcome, timeout]);
     clearTimeout(timer);
-    const png = await client.send("Page.captureScreenshot", { format: "png" });
+    const png = await send("Page.captureScreenshot", { format: "png" }, session);
     if (png.result && png.result.data) fs.writeFileSync(shot, Buffer.from(png.result.data, "base64"));
-    client.close();
   } catch (e) {
     result = { ok: false, error: String(e.stack || e) };
   } finally {
@@ -140,7 +144,8 @@ server.listen(0, "127.0.0.1", async () => {
   console.log(JSON.stringify(result));
   if (fs.existsSync(shot)) console.log(`screenshot: ${shot}`);
   if (failed) {
-    console.error("browser test FAILED\npage console:\n" + consoleLines.join("\n"));
+    console.error("browser test FAILED\npage console:\n" + consoleLines.join("\n") +
+      "\nchromium:\n" + stderr.slice(-2000));
     process.exit(1);
   }
   console.log(`browser test passed (${result.userAgent}): MLP forward ${result.ms.toFixed(3)} ms`);
