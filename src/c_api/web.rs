@@ -158,3 +158,100 @@ pub(crate) fn register(r: &mut Registrar) {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::ndarray::NDArray;
+    use crate::object::containers::{ArrayObj, StringObj};
+    use crate::packed_func::function::Function;
+    use crate::packed_func::registry;
+    use crate::packed_func::value::{ArgValue, RetValue};
+
+    fn global(name: &str) -> Function {
+        registry::get(name).unwrap_or_else(|| panic!("{name} is registered"))
+    }
+
+    #[test]
+    fn decode_storage_reads_raw_and_bfloat16_records() {
+        let a = NDArray::from_slice(&[0f32; 3], &[3]).unwrap();
+        let want = [1.5f32, -2.0, 0.25];
+        let raw: Vec<u8> = want.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let arr = RetValue::Object(a.as_object().clone());
+        let f = global("tvmjs.array.decode_storage");
+        let args = |b: &[u8], fmt: &'static std::ffi::CStr| {
+            f.call(&[
+                arr.as_arg(),
+                ArgValue::Bytes(b),
+                ArgValue::Str(fmt),
+                ArgValue::Str(c"float32"),
+            ])
+        };
+        args(&raw, c"raw").unwrap();
+        assert_eq!(a.to_vec::<f32>().unwrap(), want);
+        let bf16: Vec<u8> = want
+            .iter()
+            .flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes())
+            .collect();
+        let b = NDArray::from_slice(&[0f32; 3], &[3]).unwrap();
+        let barr = RetValue::Object(b.as_object().clone());
+        f.call(&[
+            barr.as_arg(),
+            ArgValue::Bytes(&bf16),
+            ArgValue::Str(c"f32-to-bf16"),
+            ArgValue::Str(c"float32"),
+        ])
+        .unwrap();
+        assert_eq!(b.to_vec::<f32>().unwrap(), want);
+        let e = args(&raw[..5], c"raw").unwrap_err().to_string();
+        assert!(e.contains("decode_storage"), "{e}");
+        let e = args(&raw, c"zip").unwrap_err().to_string();
+        assert!(e.contains("unknown record format"), "{e}");
+    }
+
+    #[test]
+    fn array_concat_and_testing_helpers() {
+        let s = |t: &str| Some(StringObj::new_ref(t));
+        let x = RetValue::Object(ArrayObj::new_ref(vec![s("a"), s("b")]));
+        let y = RetValue::Object(ArrayObj::new_ref(vec![s("c")]));
+        let cat = global("tvmjs.runtime.ArrayConcat")
+            .call(&[x.as_arg(), y.as_arg()])
+            .unwrap()
+            .into_object()
+            .unwrap();
+        assert_eq!(cat.downcast_ref::<ArrayObj>().unwrap().items.len(), 3);
+        let echo = global("testing.echo");
+        assert!(matches!(
+            echo.call(&[ArgValue::Int(7)]).unwrap(),
+            RetValue::Int(7)
+        ));
+        assert!(matches!(
+            global("testing.add_one")
+                .call(&[ArgValue::Int(41)])
+                .unwrap(),
+            RetValue::Int(42)
+        ));
+        let doubled = Function::from_rust(|a, rv| {
+            *rv = RetValue::Int(a.i64(0)? * 2);
+            Ok(())
+        });
+        let f = RetValue::Object(doubled.as_object().clone());
+        let r = global("testing.call")
+            .call(&[f.as_arg(), ArgValue::Int(21)])
+            .unwrap();
+        assert!(matches!(r, RetValue::Int(42)));
+        let obj = StringObj::new_ref("counted");
+        let held = RetValue::Object(obj.clone());
+        let count = |v: &RetValue| match global("testing.object_use_count").call(&[v.as_arg()]) {
+            Ok(RetValue::Int(n)) => n,
+            other => panic!("{other:?}"),
+        };
+        let before = count(&held);
+        let _extra = obj.clone();
+        assert_eq!(count(&held), before + 1);
+        let e = global("testing.add_one")
+            .call(&[ArgValue::Int(1), ArgValue::Int(2)])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("testing.add_one"), "{e}");
+    }
+}
