@@ -38,6 +38,12 @@ pub mod func;
 pub mod module;
 pub mod ndarray;
 pub mod object;
+/// The WebAssembly build's own entry points and imports, declared in no header.
+/// cbindgen:ignore
+#[cfg(target_os = "emscripten")]
+pub mod wasm;
+#[cfg(feature = "web")]
+pub mod web;
 
 use crate::packed_func::error::{Error, Result};
 use std::ffi::{c_char, CStr};
@@ -68,6 +74,8 @@ pub(crate) fn check_out<T>(p: *mut T, what: &str) -> Result<()> {
 /// This room's part of the start-up: hands the module room the entry points compiled code
 /// calls through its context slots (`__TVMFuncCall`, ...), which live here, above it.
 pub(crate) fn register(_r: &mut crate::packed_func::registry::Registrar) {
+    #[cfg(feature = "web")]
+    web::register(_r);
     let table: Vec<(&'static str, usize)> = vec![
         ("__TVMFuncCall", func::TVMFuncCall as *const () as usize),
         (

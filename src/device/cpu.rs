@@ -1,13 +1,14 @@
 //! The CPU device: aligned host memory, memcpy copies, a thread-local workspace pool.
 
 use super::{DeviceApi, DeviceAttr, Stream};
+use crate::packed_func::clock::Instant;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
 use crate::packed_func::value::RetValue;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Copies `nbytes` of host memory between two byte offsets (memmove semantics), refusing
 /// NULL pointers: the copy of every backend whose memory is host memory.
@@ -177,6 +178,7 @@ fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
 
 /// A huge page whose fault takes longer than this is cold (see [`HUGE_PAGES`]): 512 small
 /// page faults take about this long in such a VM, a warm huge page a tenth of it.
+#[cfg(not(target_os = "emscripten"))]
 const COLD_HUGE_PAGE: Duration = Duration::from_millis(1);
 
 /// Faults in a block of host memory from [`host_alloc`] that is about to be written in full
@@ -186,6 +188,16 @@ const COLD_HUGE_PAGE: Duration = Duration::from_millis(1);
 ///
 /// # Safety
 /// `[start, start + len)` must lie inside one block this process allocated and may write.
+#[cfg(target_os = "emscripten")]
+pub unsafe fn prefault(_start: *mut c_void, _len: usize) {
+    // WebAssembly's linear memory has no pages to fault in.
+}
+
+/// See the other target's [`prefault`].
+///
+/// # Safety
+/// `[start, start + len)` must lie inside one block this process allocated and may write.
+#[cfg(not(target_os = "emscripten"))]
 pub unsafe fn prefault(start: *mut c_void, len: usize) {
     let (lo, hi) = huge_span(start as usize, len);
     let mut at = lo;
@@ -417,6 +429,13 @@ pub fn workspace_free(p: *mut c_void) -> Result<()> {
     })
 }
 
+#[cfg(target_os = "emscripten")]
+fn total_memory() -> i64 {
+    // The most a 32-bit WebAssembly memory can grow to.
+    4 << 30
+}
+
+#[cfg(not(target_os = "emscripten"))]
 fn total_memory() -> i64 {
     // SAFETY: sysinfo fills the zeroed struct.
     unsafe {

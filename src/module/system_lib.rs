@@ -59,9 +59,18 @@ pub fn system_lib(prefix: &str) -> Result<Module> {
     if let Some(m) = mods.get(prefix) {
         return Ok(m.clone());
     }
-    let m = create_module_from_library(Arc::new(SystemLibrary {
+    let lib = Arc::new(SystemLibrary {
         prefix: prefix.to_string(),
-    }))?;
+    });
+    // Kernels compiled by TVM >= 0.25 (the tvm-ffi ABI) register their library context.
+    #[cfg(feature = "ffi-syslib")]
+    let m = if lib.symbol(super::tvm_ffi::LIBRARY_CTX).is_null() {
+        create_module_from_library(lib)?
+    } else {
+        super::tvm_ffi::load_system(lib)?
+    };
+    #[cfg(not(feature = "ffi-syslib"))]
+    let m = create_module_from_library(lib)?;
     mods.insert(prefix.to_string(), m.clone());
     Ok(m)
 }

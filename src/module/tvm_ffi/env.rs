@@ -85,17 +85,17 @@ fn take_foreign_raised() -> Option<Error> {
     Some(Error::from_message(&format!("{kind}: {message}")))
 }
 
-fn raise(err: Error) {
+pub(crate) fn raise(err: Error) {
     RAISED.with(|r| *r.borrow_mut() = Some(err));
 }
 
 /// Builds the error from a kind name (`ValueError`, ...) and its message.
-fn raise_kind(kind: &str, message: String) {
+pub(crate) fn raise_kind(kind: &str, message: String) {
     raise(Error::from_message(&format!("{kind}: {message}")));
 }
 
 /// `TVMFFIErrorSetRaisedFromCStr(kind, message)`.
-unsafe extern "C" fn set_raised_from_cstr(kind: *const c_char, message: *const c_char) {
+pub(crate) unsafe extern "C" fn set_raised_from_cstr(kind: *const c_char, message: *const c_char) {
     // Called from C: nothing may unwind out of it.
     let _ = std::panic::catch_unwind(|| {
         // SAFETY: tvm-ffi passes NUL-terminated strings (or NULL).
@@ -108,7 +108,7 @@ unsafe extern "C" fn set_raised_from_cstr(kind: *const c_char, message: *const c
 ///
 /// # Safety
 /// `parts` must be NULL or hold `n` entries, each NULL or NUL-terminated.
-unsafe fn join_parts(parts: *const *const c_char, n: i32) -> String {
+pub(crate) unsafe fn join_parts(parts: *const *const c_char, n: i32) -> String {
     let mut msg = String::new();
     if parts.is_null() {
         return msg;
@@ -185,6 +185,7 @@ unsafe fn take_our_error(
 }
 
 /// The shim object, built by build.rs from `shim.c`.
+#[cfg(not(target_os = "emscripten"))]
 static SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/tvm_ffi_shim.so"));
 
 /// How `TVMFFIErrorSetRaisedFromCStrParts` resolves in this process.
@@ -227,7 +228,14 @@ fn install_error_symbol() -> std::result::Result<ErrorSymbol, String> {
     Ok(ErrorSymbol::Shim)
 }
 
+/// WebAssembly has no `dlopen`: the runtime defines the symbol itself (src/web/ffi.rs).
+#[cfg(target_os = "emscripten")]
+fn open_shim() -> std::result::Result<*mut c_void, String> {
+    Err("no tvm-ffi shim to load in WebAssembly".into())
+}
+
 /// Loads the shim from memory (a memfd), RTLD_GLOBAL, and keeps it for the process.
+#[cfg(not(target_os = "emscripten"))]
 fn open_shim() -> std::result::Result<*mut c_void, String> {
     use std::io::Write;
     use std::os::fd::FromRawFd;
@@ -259,7 +267,7 @@ fn open_shim() -> std::result::Result<*mut c_void, String> {
 }
 
 /// `TVMFFIFunctionCall(func, args, n, result)`: a kernel calls a function it looked up.
-unsafe extern "C" fn function_call(
+pub(crate) unsafe extern "C" fn function_call(
     func: *mut c_void,
     args: *const TVMFFIAny,
     n: i32,
@@ -316,7 +324,7 @@ unsafe fn module_from_ctx(ctx: *mut c_void) -> Result<Module> {
 
 /// `TVMFFIEnvModLookupFromImports(library_ctx, name, out)` (tvm-ffi 0.1.13+) and
 /// `TVMBackendGetFuncFromEnv(ctx, name, out)` (0.1.0–0.1.12): the handle is borrowed.
-unsafe extern "C" fn env_lookup(
+pub(crate) unsafe extern "C" fn env_lookup(
     ctx: *mut c_void,
     name: *const c_char,
     out: *mut *mut c_void,
@@ -335,7 +343,7 @@ unsafe extern "C" fn env_lookup(
 }
 
 /// `TVMFFIHandleInitOnce(addr, init)`: runs `init` once per slot, publishing its result.
-unsafe extern "C" fn handle_init_once(
+pub(crate) unsafe extern "C" fn handle_init_once(
     addr: *mut *mut c_void,
     init: Option<unsafe extern "C" fn(*mut *mut c_void) -> c_int>,
 ) -> c_int {
@@ -395,7 +403,7 @@ pub fn init_context(lib: &dyn Library, probe: *mut c_void) -> Result<()> {
     }
     // The workspace and parallel entries are the classic ones, filled the classic way.
     crate::module::library::init_context_functions(lib)?;
-    if let Some(base) = base_of(probe) {
+    if let Some(base) = (!probe.is_null()).then(|| base_of(probe)).flatten() {
         OUR_LIBRARIES
             .lock()
             .unwrap_or_else(|e| e.into_inner())

@@ -11,28 +11,28 @@
 pub mod abi;
 pub mod call;
 pub mod env;
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 pub mod vm_exec;
 
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use super::blob::BlobReader;
-#[cfg(feature = "dso")]
+#[cfg(any(feature = "dso", feature = "ffi-syslib"))]
 use super::library::Library;
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use super::{Module, ModuleNode};
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use crate::object::ObjectRef;
-#[cfg(any(feature = "dso", feature = "tvm-ffi"))]
+#[cfg(any(feature = "dso", feature = "ffi-syslib"))]
 use crate::packed_func::error::{Error, Result};
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use crate::packed_func::function::{Function, Owner};
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use crate::packed_func::registry;
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use std::collections::HashMap;
-#[cfg(feature = "dso")]
+#[cfg(any(feature = "dso", feature = "ffi-syslib"))]
 use std::ffi::c_void;
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 use std::sync::{Arc, RwLock};
 
 /// Prefix of every kernel symbol.
@@ -97,13 +97,13 @@ pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
 }
 
 /// A module whose functions are the `__tvm_ffi_<name>` kernels of a library.
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 pub struct FfiLibraryModule {
     lib: Arc<dyn Library>,
     kernels: RwLock<HashMap<String, usize>>,
 }
 
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 impl FfiLibraryModule {
     fn new(lib: Arc<dyn Library>) -> Self {
         FfiLibraryModule {
@@ -143,7 +143,7 @@ impl FfiLibraryModule {
     }
 }
 
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 impl ModuleNode for FfiLibraryModule {
     fn type_key(&self) -> &str {
         "library"
@@ -197,9 +197,35 @@ pub fn load(lib: Arc<dyn Library>, path: &str, probe: *mut c_void) -> Result<Mod
     Ok(root)
 }
 
+/// Builds the module tree of tvm-ffi kernels linked statically into the program (a system
+/// library: their start-up code registered them through `TVMFFIEnvModRegisterSystemLibSymbol`).
+#[cfg(feature = "ffi-syslib")]
+pub fn load_system(lib: Arc<dyn Library>) -> Result<Module> {
+    const WHAT: &str = "the system library";
+    let lib_module = Module::new(Box::new(FfiLibraryModule::new(lib.clone())));
+    env::init_context(&*lib, std::ptr::null_mut())?;
+    let bin = lib.symbol(LIBRARY_BIN) as *const u8;
+    let root = if bin.is_null() {
+        lib_module.clone()
+    } else {
+        // SAFETY: `__tvm_ffi__library_bin` is a length-prefixed blob (8 bytes little-endian
+        // length, then the bytes) linked into the program, which lives as long as the process.
+        let blob = unsafe {
+            let n = u64::from_le_bytes(*(bin as *const [u8; 8]));
+            let n = usize::try_from(n).map_err(|_| {
+                Error::value_fmt(format_args!("{WHAT}: the module blob claims {n} bytes"))
+            })?;
+            std::slice::from_raw_parts(bin.add(8), n)
+        };
+        process_library_bin(blob, &lib_module, WHAT)?
+    };
+    env::set_library_ctx(&*lib, &lib_module);
+    Ok(root)
+}
+
 /// Reads `__tvm_ffi__library_bin`: `indptr` and `child_indices` (u64 vectors), then per
 /// module a kind string and, unless it is `_lib`, its bytes. Module 0 is the root.
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<Module> {
     let mut r = BlobReader::new(blob, path);
     let indptr = r.read_u64_vec("the import tree row pointers")?;
@@ -235,7 +261,7 @@ fn process_library_bin(blob: &[u8], lib_module: &Module, path: &str) -> Result<M
 
 /// Loads one module of the blob through the classic loader of its kind. A Relax executable
 /// is rewritten into the classic format first; other kinds get their bytes as the stream.
-#[cfg(feature = "tvm-ffi")]
+#[cfg(feature = "ffi-syslib")]
 fn load_kind(kind: &str, payload: &[u8], path: &str) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{kind}");
     let loader = registry::get(&name).ok_or_else(|| {

@@ -291,6 +291,13 @@ fn viewable(rec: &ParamRecord, dev: DLDevice) -> bool {
 
 /// A view of a record in the mapped shard, its pages faulted in; `None` when the kernel
 /// refuses to populate them (then the record is read instead).
+#[cfg(target_os = "emscripten")]
+fn view_record(_: &ParamRecord, _: &ObjectRef, _: DLDevice) -> Result<Option<NDArray>> {
+    // No populating madvise in WebAssembly: every record is read.
+    Ok(None)
+}
+
+#[cfg(not(target_os = "emscripten"))]
 fn view_record(rec: &ParamRecord, map: &ObjectRef, dev: DLDevice) -> Result<Option<NDArray>> {
     let m = map
         .downcast_ref::<ShardMap>()
