@@ -219,7 +219,7 @@ pub fn load_system(lib: Arc<dyn Library>) -> Result<Module> {
         };
         process_library_bin(blob, &lib_module, WHAT)?
     };
-    env::set_library_ctx(&*lib, &lib_module);
+    env::set_library_ctx(&lib, &lib_module);
     Ok(root)
 }
 
