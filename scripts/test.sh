@@ -120,6 +120,13 @@ cargo test --profile quick --no-default-features --features deploy
 step "cross: armv7 (32-bit ARM) Rust tests and C suite under qemu"
 bash scripts/cross.sh armv7 test c-suite
 
+# Issue 28 (JavaScript): the runtime compiled to WebAssembly with Debian's emscripten (installed
+# when missing), driven by the unchanged npm tvmjs (@mlc-ai/web-runtime@0.18.0-dev2) in node and,
+# in headless Chromium (installed when missing), a page running a TVM 0.27 Relax MLP; the
+# screenshot is target/wasm/browser.png.
+step "JavaScript / WebAssembly: tvmjs over our wasm in node and headless Chromium"
+bash scripts/test_wasm.sh
+
 step "size check: the x86-64 .so of each set and the static mlp program against benches/size_budgets.tsv (fails over a ceiling; prints OVER BUDGET over the issue's budget)"
 bash scripts/size_report.sh --check
 bash scripts/static_deploy.sh --check
