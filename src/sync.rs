@@ -225,14 +225,37 @@ pub(crate) mod futex {
     }
 }
 
-/// The model checker's settings for this crate's loom tests: at most
-/// `LOOM_MAX_PREEMPTIONS` preemptions per execution (default 2), which keeps each model
-/// within seconds.
+/// Runs a loom model with this crate's settings: at most `LOOM_MAX_PREEMPTIONS` preemptions
+/// per execution (default 2), which keeps each model within seconds; and an execution fails
+/// when anything in it panicked, even where the code under test caught the panic (the object
+/// deleter and the pool's workers catch panics, loom reports a data race by panicking).
 #[cfg(all(loom, test))]
 pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+    use std::cell::RefCell;
+    std::thread_local! {
+        /// The first panic of this OS thread's current execution (loom runs an execution's
+        /// threads on the thread that called `model`).
+        static PANIC: RefCell<Option<String>> = const { RefCell::new(None) };
+    }
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let next = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            PANIC.with(|p| {
+                p.borrow_mut().get_or_insert_with(|| info.to_string());
+            });
+            next(info)
+        }));
+    });
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
         b.preemption_bound = Some(2);
     }
-    b.check(f);
+    b.check(move || {
+        PANIC.with(|p| p.borrow_mut().take());
+        f();
+        if let Some(p) = PANIC.with(|p| p.borrow_mut().take()) {
+            panic!("a panic inside the model was caught by the code under test: {p}");
+        }
+    });
 }
