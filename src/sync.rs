@@ -1,6 +1,6 @@
 //! The synchronisation primitives of the lock-free protocols (the thread pool's launch, done
-//! and barrier words, object reference counts, the huge-page verdict), from one place so that
-//! a build with `--cfg loom` can model-check the very code the library runs.
+//! and barrier words, object reference counts, the registry's start-up flag), from one place
+//! so that a build with `--cfg loom` can model-check the very code the library runs.
 //!
 //! In a normal build everything here is a re-export of `std` (no wrapper, no indirection).
 //! With `RUSTFLAGS="--cfg loom"` (see `scripts/loom.sh`) the atomics, the mutex, spinning,

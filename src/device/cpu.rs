@@ -4,9 +4,9 @@ use super::{DeviceApi, DeviceAttr, Stream};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
 use crate::packed_func::value::RetValue;
-use crate::sync::atomic::{AtomicU8, Ordering};
 use std::cell::RefCell;
 use std::ffi::c_void;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::{Duration, Instant};
 
 /// Copies `nbytes` of host memory between two byte offsets (memmove semantics), refusing
@@ -113,18 +113,16 @@ fn huge_span(start: usize, len: usize) -> (usize, usize) {
     )
 }
 
-crate::sync::sync_static! {
-    /// Whether huge pages are slow to fault in here ([`HUGE_UNKNOWN`], [`HUGE_WARM`] or
-    /// [`HUGE_COLD`]): in virtual
-    /// machines whose host takes back free memory (virtio-balloon free page reporting), a huge
-    /// page comes from a large free block that the host has discarded and must provide again
-    /// page by page, while small pages come from memory in use a moment ago. In one such VM 44 MB
-    /// of weights took 50–110 ms to fault in as huge pages, 17 ms as small pages, and 2.5 ms as
-    /// huge pages just freed by the previous process. Known from the start where the kernel
-    /// reports free huge pages to a balloon device ([`reports_free_huge_pages`]); otherwise set
-    /// when [`prefault`] times a slow one. Once set, the process asks for small pages only.
-    static HUGE_PAGES: AtomicU8 = AtomicU8::new(HUGE_UNKNOWN);
-}
+/// Whether huge pages are slow to fault in here ([`HUGE_UNKNOWN`], [`HUGE_WARM`] or
+/// [`HUGE_COLD`]): in virtual
+/// machines whose host takes back free memory (virtio-balloon free page reporting), a huge
+/// page comes from a large free block that the host has discarded and must provide again
+/// page by page, while small pages come from memory in use a moment ago. In one such VM 44 MB
+/// of weights took 50–110 ms to fault in as huge pages, 17 ms as small pages, and 2.5 ms as
+/// huge pages just freed by the previous process. Known from the start where the kernel
+/// reports free huge pages to a balloon device ([`reports_free_huge_pages`]); otherwise set
+/// when [`prefault`] times a slow one. Once set, the process asks for small pages only.
+static HUGE_PAGES: AtomicU8 = AtomicU8::new(HUGE_UNKNOWN);
 /// [`HUGE_PAGES`]: not looked at yet.
 const HUGE_UNKNOWN: u8 = 0;
 /// [`HUGE_PAGES`]: huge pages are used.
@@ -134,17 +132,11 @@ const HUGE_COLD: u8 = 2;
 
 /// Whether huge pages are slow to fault in here (see [`HUGE_PAGES`]).
 fn huge_pages_cold() -> bool {
-    huge_pages_verdict(|| reports_free_huge_pages(std::path::Path::new("/sys")))
-}
-
-/// [`huge_pages_cold`], with `probe` telling what the system says when nothing is known yet.
-#[inline]
-fn huge_pages_verdict(probe: impl FnOnce() -> bool) -> bool {
     match HUGE_PAGES.load(Ordering::Relaxed) {
         HUGE_WARM => false,
         HUGE_COLD => true,
         _ => {
-            let cold = probe();
+            let cold = reports_free_huge_pages(std::path::Path::new("/sys"));
             let state = if cold { HUGE_COLD } else { HUGE_WARM };
             // A verdict set meanwhile (`prefault` timing a cold page) is kept.
             match HUGE_PAGES.compare_exchange(
@@ -158,13 +150,6 @@ fn huge_pages_verdict(probe: impl FnOnce() -> bool) -> bool {
             }
         }
     }
-}
-
-/// Records that a huge page was slow to fault in: small pages from now on, whatever
-/// [`huge_pages_cold`] concluded from sysfs meanwhile (a relaxed store: the verdict is one
-/// word, which every thread sees in one order, and it orders no other memory).
-fn huge_pages_are_cold() {
-    HUGE_PAGES.store(HUGE_COLD, Ordering::Relaxed);
 }
 
 /// Whether the kernel under the sysfs tree `sys` hands free huge pages back to the host: free
@@ -212,7 +197,7 @@ pub unsafe fn prefault(start: *mut c_void, len: usize) {
             return;
         }
         if t.elapsed() > COLD_HUGE_PAGE {
-            huge_pages_are_cold();
+            HUGE_PAGES.store(HUGE_COLD, Ordering::Relaxed);
         }
         at += HUGE_PAGE;
     }
@@ -672,25 +657,5 @@ mod tests {
         assert!(LARGE_CACHE.take(CACHE_BYTES + 1 + 64 + HEADER).is_none());
         // SAFETY: from host_alloc.
         unsafe { host_free(small) };
-    }
-}
-
-/// Model check of the huge-page verdict (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): a
-/// thread forming the verdict (on a system that reports warm huge pages) races one that
-/// times a cold huge page; whatever the interleaving, "cold" sticks.
-#[cfg(all(test, loom))]
-mod loom_tests {
-    use super::*;
-
-    #[test]
-    fn loom_a_cold_verdict_is_never_overwritten() {
-        crate::sync::model(|| {
-            let warm = || false;
-            let reader = loom::thread::spawn(move || huge_pages_verdict(warm));
-            huge_pages_are_cold();
-            assert!(huge_pages_verdict(warm));
-            reader.join().unwrap();
-            assert!(huge_pages_verdict(warm));
-        });
     }
 }

@@ -1746,33 +1746,45 @@ mod loom_tests {
         }
     }
 
+    fn guard(f: impl FnOnce() -> i32) -> i32 {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(-1)
+    }
+
     /// Counts its run and reads the input; task 1 fails when the input is odd.
     unsafe extern "C" fn work(task: i32, _p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
-        let d = unsafe { &*(cdata as *const Data) };
-        let t = task as usize;
-        d.runs[t].with_mut(|p| unsafe { *p += 1 });
-        let input = d.input.with(|p| unsafe { *p });
-        d.read[t].with_mut(|p| unsafe { *p = input });
-        if t == 1 && input % 2 == 1 {
-            set_last_error_message("ValueError: odd".into());
-            return -1;
-        }
-        0
+        // A race loom reports in the task panics: it must not unwind into the pool's C-ABI
+        // call (the model fails on the caught panic).
+        guard(|| {
+            let d = unsafe { &*(cdata as *const Data) };
+            let t = task as usize;
+            d.runs[t].with_mut(|p| unsafe { *p += 1 });
+            let input = d.input.with(|p| unsafe { *p });
+            d.read[t].with_mut(|p| unsafe { *p = input });
+            if t == 1 && input % 2 == 1 {
+                set_last_error_message("ValueError: odd".into());
+                return -1;
+            }
+            0
+        })
     }
 
     /// Two phases: each task writes its run count, meets the other at the barrier, reads the
     /// other's count, meets it again and writes again (which the second barrier orders after
     /// the other's read).
     unsafe extern "C" fn exchange(task: i32, p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
-        let d = unsafe { &*(cdata as *const Data) };
-        let t = task as usize;
-        d.runs[t].with_mut(|c| unsafe { *c += 1 });
-        unsafe { parallel_barrier(task, p) };
-        let other = d.runs[1 - t].with(|c| unsafe { *c });
-        d.read[t].with_mut(|c| unsafe { *c = other });
-        unsafe { parallel_barrier(task, p) };
-        d.runs[t].with_mut(|c| unsafe { *c += 1 });
-        0
+        // A race loom reports in the task panics: it must not unwind into the pool's C-ABI
+        // call (the model fails on the caught panic).
+        guard(|| {
+            let d = unsafe { &*(cdata as *const Data) };
+            let t = task as usize;
+            d.runs[t].with_mut(|c| unsafe { *c += 1 });
+            unsafe { parallel_barrier(task, p) };
+            let other = d.runs[1 - t].with(|c| unsafe { *c });
+            d.read[t].with_mut(|c| unsafe { *c = other });
+            unsafe { parallel_barrier(task, p) };
+            d.runs[t].with_mut(|c| unsafe { *c += 1 });
+            0
+        })
     }
 
     #[test]
