@@ -337,8 +337,8 @@ mod loom_tests {
 
     fn ensure(s: &Started) -> u32 {
         if !is_set(&s.ready) {
-            // SAFETY: `init` runs once, under the lock.
             run_once(&s.ready, &s.lock, || {
+                // SAFETY: `init` runs once, under the lock.
                 s.data.with_mut(|p| unsafe { *p += 1 })
             });
         }
