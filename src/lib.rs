@@ -45,6 +45,7 @@ pub mod packed_func;
 pub mod relax_vm;
 #[cfg(feature = "rpc")]
 pub mod rpc;
+mod sync;
 pub mod threading;
 
 pub use module::Module;

@@ -356,13 +356,11 @@ impl NDArrayObj {
     }
 }
 
-/// Whether `o` is the only reference to its object. The acquire fence orders the accesses
-/// made through references dropped on other threads (their release decrement) before the
-/// caller's, as `Arc::get_mut` does.
+/// Whether `o` is the only reference to its object (see [`Object::is_unique`]).
+///
+/// [`Object::is_unique`]: crate::object::Object::is_unique
 fn only_reference(o: &ObjectRef) -> bool {
-    let unique = o.header().ref_count() == 1;
-    std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
-    unique
+    o.header().is_unique()
 }
 
 // NDArray handles (`DLTensor*`) are the payload's address, PAYLOAD_OFFSET bytes into the

@@ -9,8 +9,8 @@ pub mod containers;
 mod functions;
 pub mod type_table;
 
+use crate::sync::atomic::{AtomicI32, Ordering};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicI32, Ordering};
 
 pub use type_table::{
     derived_from, type_index_to_key, type_key_to_index, TYPE_ARRAY, TYPE_MAP, TYPE_MODULE,
@@ -109,6 +109,16 @@ impl Object {
     /// The current reference count.
     pub fn ref_count(&self) -> i32 {
         self.ref_count.load(Ordering::Relaxed)
+    }
+
+    /// Whether the caller's reference is the only one. The acquire fence orders the accesses
+    /// made through references dropped on other threads (their release decrement) before the
+    /// caller's, as `Arc::get_mut` does.
+    #[inline]
+    pub fn is_unique(&self) -> bool {
+        let unique = self.ref_count.load(Ordering::Relaxed) == 1;
+        crate::sync::atomic::fence(Ordering::Acquire);
+        unique
     }
 
     /// Adds one reference.
@@ -284,4 +294,68 @@ pub unsafe fn payload_ptr<T>(p: *mut Object) -> *mut T {
 /// Registers this room's global functions.
 pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     functions::register(r);
+}
+
+/// Model checks of the reference count (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
+/// real `ObjectRef` on loom's atomics; the payload's cell reports a deletion that is not
+/// ordered after another owner's last use.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+
+    struct Payload(UnsafeCell<u32>);
+
+    // SAFETY: only one thread writes the cell; the reference count orders the deleter's read
+    // after it (which loom checks).
+    unsafe impl Sync for Payload {}
+
+    // SAFETY: the key is new, so the type table hands this payload type an index of its own.
+    unsafe impl ObjectType for Payload {
+        crate::object_type!("test.LoomPayload", parent TYPE_OBJECT);
+    }
+
+    impl Drop for Payload {
+        fn drop(&mut self) {
+            // SAFETY: the deleter runs once every owner is done.
+            self.0.with(|p| assert_eq!(unsafe { *p }, 1));
+        }
+    }
+
+    #[test]
+    fn loom_the_last_owner_deletes_after_every_other_use() {
+        crate::sync::model(|| {
+            let a = ObjectRef::new(Payload(UnsafeCell::new(0)));
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                let c = b.clone();
+                let payload = c.downcast_ref::<Payload>().unwrap();
+                // SAFETY: this thread is the only writer.
+                payload.0.with_mut(|p| unsafe { *p = 1 });
+                drop(b);
+                drop(c);
+            });
+            drop(a);
+            t.join().unwrap();
+        });
+    }
+    #[test]
+    fn loom_a_unique_owner_sees_what_dropped_owners_did() {
+        crate::sync::model(|| {
+            let a = ObjectRef::new(Payload(UnsafeCell::new(0)));
+            let b = a.clone();
+            let t = loom::thread::spawn(move || {
+                let payload = b.downcast_ref::<Payload>().unwrap();
+                // SAFETY: this thread is the only writer while `b` lives.
+                payload.0.with_mut(|p| unsafe { *p = 1 });
+            });
+            if a.header().is_unique() {
+                // The other owner is gone: its write is ordered before this one.
+                let payload = a.downcast_ref::<Payload>().unwrap();
+                // SAFETY: the only reference.
+                payload.0.with_mut(|p| unsafe { *p = 1 });
+            }
+            t.join().unwrap();
+        });
+    }
 }

@@ -17,9 +17,9 @@
 use super::error::{Error, Result};
 use super::function::{Function, RustFunc};
 use super::value::{Args, RetValue};
+use crate::sync::atomic::{AtomicBool, Ordering};
 use std::cell::Cell;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 /// A watcher of registrations: called with the name and the function just registered.
@@ -39,10 +39,14 @@ static REGISTRY: LazyLock<RwLock<Map>> = LazyLock::new(|| RwLock::new(Map::defau
 static WEAK: LazyLock<Mutex<std::collections::HashSet<String>>> =
     LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
 
-/// Set once every room's registration has run.
-static READY: AtomicBool = AtomicBool::new(false);
-/// Held by the thread running the registrations; other threads wait on it.
-static STARTUP: Mutex<()> = Mutex::new(());
+crate::sync::sync_static! {
+    /// Set once every room's registration has run.
+    static READY: AtomicBool = AtomicBool::new(false);
+}
+crate::sync::sync_static! {
+    /// Held by the thread running the registrations; other threads wait on it.
+    static STARTUP: crate::sync::Mutex<()> = crate::sync::Mutex::new(());
+}
 
 thread_local! {
     /// True on the thread running the registrations, so that its own lookups do not wait.
@@ -121,7 +125,7 @@ fn notify(name: &str, f: &Function) -> Result<()> {
 
 /// Whether the start-up registrations have run.
 pub fn started() -> bool {
-    READY.load(Ordering::Acquire)
+    is_set(&READY)
 }
 
 /// Runs the start-up registrations if they have not run yet (each room's functions, and what
@@ -147,7 +151,7 @@ pub fn ensure_started() {
 /// Runs the composition root's registrations once. Cheap after the first call (one atomic load).
 #[inline]
 fn ensure_ready() {
-    if READY.load(Ordering::Acquire) || REGISTERING.with(Cell::get) {
+    if is_set(&READY) || REGISTERING.with(Cell::get) {
         return;
     }
     start_up();
@@ -155,22 +159,45 @@ fn ensure_ready() {
 
 #[cold]
 fn start_up() {
-    let _g = STARTUP.lock().unwrap_or_else(|e| e.into_inner());
-    if READY.load(Ordering::Acquire) {
-        return;
-    }
-    REGISTERING.with(|r| r.set(true));
-    let outcome = std::panic::catch_unwind(|| {
-        let mut r = Registrar { _private: () };
-        crate::register_all(&mut r);
-        #[cfg(test)]
-        tests::reentrant_room(&mut r);
+    let outcome = run_once(&READY, &STARTUP, || {
+        REGISTERING.with(|r| r.set(true));
+        let outcome = std::panic::catch_unwind(|| {
+            let mut r = Registrar { _private: () };
+            crate::register_all(&mut r);
+            #[cfg(test)]
+            tests::reentrant_room(&mut r);
+        });
+        REGISTERING.with(|r| r.set(false));
+        outcome
     });
-    REGISTERING.with(|r| r.set(false));
-    READY.store(true, Ordering::Release);
-    if let Err(p) = outcome {
+    if let Some(Err(p)) = outcome {
         std::panic::resume_unwind(p);
     }
+}
+
+/// The fast path of a start-up flag: whether it is set, and (acquire) what the thread that
+/// set it did before (see [`run_once`]).
+#[inline(always)]
+fn is_set(ready: &AtomicBool) -> bool {
+    ready.load(Ordering::Acquire)
+}
+
+/// The slow path of a start-up flag (`ready`, whose fast path is an acquire load): under
+/// `lock`, runs `init` unless another thread already has, then sets `ready` with release
+/// ordering, so that a thread that sees it set (acquire) sees everything `init` did. Returns
+/// what `init` returned, `None` when it had already run.
+fn run_once<R>(
+    ready: &AtomicBool,
+    lock: &crate::sync::Mutex<()>,
+    init: impl FnOnce() -> R,
+) -> Option<R> {
+    let _g = lock.lock().unwrap_or_else(|e| e.into_inner());
+    if ready.load(Ordering::Acquire) {
+        return None;
+    }
+    let r = init();
+    ready.store(true, Ordering::Release);
+    Some(r)
 }
 
 /// Registers a function; an existing name is an error unless `override_existing`.
@@ -286,5 +313,51 @@ mod tests {
             1,
             "a call inside the registration failed"
         );
+    }
+}
+
+/// Model check of the start-up flag (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
+/// registry's fast and slow paths (`is_set`, `run_once`) on a flag, lock and data of the
+/// test's own; loom's cell reports a thread that uses the data before `init` is ordered
+/// before it, its assertions a second `init`.
+#[cfg(all(test, loom))]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+    use loom::sync::Arc;
+
+    struct Started {
+        ready: AtomicBool,
+        lock: crate::sync::Mutex<()>,
+        data: UnsafeCell<u32>,
+    }
+
+    // SAFETY: `data` is written by `init` only, and read once the flag orders it (checked).
+    unsafe impl Sync for Started {}
+
+    fn ensure(s: &Started) -> u32 {
+        if !is_set(&s.ready) {
+            run_once(&s.ready, &s.lock, || {
+                // SAFETY: `init` runs once, under the lock.
+                s.data.with_mut(|p| unsafe { *p += 1 })
+            });
+        }
+        // SAFETY: read after the flag is set.
+        s.data.with(|p| unsafe { *p })
+    }
+
+    #[test]
+    fn loom_start_up_runs_once_and_publishes_what_it_did() {
+        crate::sync::model(|| {
+            let s = Arc::new(Started {
+                ready: AtomicBool::new(false),
+                lock: crate::sync::Mutex::new(()),
+                data: UnsafeCell::new(0),
+            });
+            let other = s.clone();
+            let t = loom::thread::spawn(move || ensure(&other));
+            assert_eq!(ensure(&s), 1);
+            assert_eq!(t.join().unwrap(), 1);
+        });
     }
 }

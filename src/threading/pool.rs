@@ -26,10 +26,17 @@ use super::{ParallelGroupEnv, ParallelLambda, PoolConfig};
 use crate::packed_func::error::{last_error_string, set_last_error_message, Error, Result};
 use std::cell::Cell;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+// The protocols' atomics, mutex, spinning and clock come from `crate::sync`: `std`'s, or the
+// model checker's under `--cfg loom` (the loom tests at the end of this file).
+use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use crate::sync::{sync_static, Instant, Mutex};
+use std::sync::OnceLock;
+use std::time::Duration;
 
+#[cfg(loom)]
+use crate::sync::futex::{wait as futex_wait, wake as futex_wake};
+
+#[cfg(not(loom))]
 fn futex_wait(word: &AtomicU32, expected: u32) {
     // SAFETY: FUTEX_WAIT on a live, aligned u32; returns on wake, signal or value change.
     unsafe {
@@ -43,6 +50,7 @@ fn futex_wait(word: &AtomicU32, expected: u32) {
     }
 }
 
+#[cfg(not(loom))]
 fn futex_wake(word: &AtomicU32, count: i32) {
     // SAFETY: FUTEX_WAKE on a live, aligned u32.
     unsafe {
@@ -92,9 +100,11 @@ impl<T> std::ops::Deref for OwnLines<T> {
     }
 }
 
-/// Until when (ns since [`epoch`]) the machine counts as oversubscribed, for the pools
-/// compiled code uses (a pool a test starts has a word of its own).
-static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
+sync_static! {
+    /// Until when (ns since [`epoch`]) the machine counts as oversubscribed, for the pools
+    /// compiled code uses (a pool a test starts has a word of its own).
+    static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
+}
 
 /// Whether the deadline in `word` (ns since [`epoch`] plus `offset`; 0: none) is still
 /// ahead. An expired deadline is cleared, so that hot paths go back to one relaxed load
@@ -197,6 +207,9 @@ impl<'a> Spin<'a> {
         } else {
             budget
         };
+        // The model explores every interleaving of each spin: one spin, then sleep.
+        #[cfg(loom)]
+        let budget = budget.min(1);
         Spin {
             contention,
             left: budget,
@@ -234,7 +247,7 @@ impl<'a> Spin<'a> {
             self.last = Some(now);
             self.first.get_or_insert(now);
         }
-        std::hint::spin_loop();
+        crate::sync::spin_loop();
         true
     }
 }
@@ -262,8 +275,10 @@ const PHASE_ONE: u32 = 1 << 16;
 const SLOW_WAIT: Duration = Duration::from_millis(1);
 
 /// Lambdas seen calling `TVMBackendParallelBarrier` (open addressing on the address; a full
-/// table forgets newcomers, which only costs them the contended-machine shortcut).
-static BARRIER_LAMBDAS: OwnLines<[AtomicUsize; 64]> = OwnLines([const { AtomicUsize::new(0) }; 64]);
+/// table forgets newcomers, which only costs them the contended-machine shortcut). A hint
+/// table, always `std`'s atomics: single-word relaxed claims, whatever order they are seen in.
+static BARRIER_LAMBDAS: OwnLines<[std::sync::atomic::AtomicUsize; 64]> =
+    OwnLines([const { std::sync::atomic::AtomicUsize::new(0) }; 64]);
 
 fn lambda_slot(f: usize) -> usize {
     // Fibonacci hashing in 64 bits on every target (a 32-bit address widens).
@@ -448,15 +463,23 @@ struct Pool {
 /// Spin iterations a launcher waits for tasks running on workers before sleeping.
 const LAUNCHER_SPIN: u32 = 2000;
 
+#[cfg(not(loom))]
 thread_local! {
     static IN_TASK: Cell<bool> = const { Cell::new(false) };
 }
+#[cfg(loom)]
+loom::thread_local! {
+    static IN_TASK: Cell<bool> = Cell::new(false);
+}
 
-static POOL: AtomicPtr<Pool> = AtomicPtr::new(std::ptr::null_mut());
-static POOL_INIT: Mutex<()> = Mutex::new(());
+/// The process's pool (published once under [`POOL_INIT`], replaced by
+/// `runtime.config_threadpool`; not part of the loom models, which start pools of their own).
+static POOL: std::sync::atomic::AtomicPtr<Pool> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+static POOL_INIT: std::sync::Mutex<()> = std::sync::Mutex::new(());
 /// Every pool ever started. Pools live as long as the process (a stopped one may still be
 /// referenced by a thread that loaded it), so they stay listed here: reachable, not leaked.
-static STARTED: Mutex<Vec<&'static Pool>> = Mutex::new(Vec::new());
+static STARTED: std::sync::Mutex<Vec<&'static Pool>> = std::sync::Mutex::new(Vec::new());
 
 /// CPUs a `cpu_set_t` can name.
 const CPU_SETSIZE: usize = libc::CPU_SETSIZE as usize;
@@ -518,44 +541,8 @@ impl Pool {
         cpus: &[usize],
         until: &'static AtomicU64,
     ) -> (&'static Pool, Vec<String>) {
-        let contention = Contention::new(until);
-        let wanted = config.threads.clamp(1, MAX_THREADS);
-        // Leaked with the pool, which lives as long as the process.
-        let acks: &'static [Ack] = Box::leak(
-            (1..wanted)
-                .map(|_| Ack(AtomicU32::new(0)))
-                .collect::<Box<[Ack]>>(),
-        );
-        let pool: &'static Pool = Box::leak(Box::new(Pool {
-            job: Job {
-                claim: AtomicU64::new(0),
-                wake: AtomicU32::new(0),
-                sleepers: AtomicU32::new(0),
-                f: AtomicUsize::new(0),
-                cdata: AtomicPtr::new(std::ptr::null_mut()),
-            },
-            done: Done {
-                count: AtomicU32::new(0),
-                launcher_sleeping: AtomicBool::new(false),
-            },
-            launcher: LauncherState {
-                busy: AtomicBool::new(false),
-                done_base: AtomicU32::new(0),
-                unclaimed: AtomicU32::new(0),
-                acks_then: AtomicU32::new(0),
-                streak_began: AtomicU64::new(0),
-            },
-            barrier: Barrier::new(config.spin_count, contention),
-            contention,
-            acks,
-            config,
-            cpus: cpus.into(),
-            threads: AtomicUsize::new(1),
-            shutdown: AtomicBool::new(false),
-            failed: AtomicBool::new(false),
-            error: Mutex::new(None),
-            parked: AtomicU32::new(0),
-        }));
+        let pool = Pool::new(config, cpus, until);
+        let (wanted, acks) = (pool.acks.len() + 1, pool.acks);
         STARTED.lock().unwrap_or_else(|e| e.into_inner()).push(pool);
         // Binding from the environment spreads workers over the CPUs this thread may use.
         let allowed = if cpus.is_empty() && pool.config.bind {
@@ -609,6 +596,49 @@ impl Pool {
         }
         pool.threads.store(started + 1, Ordering::Release);
         (pool, errors)
+    }
+
+    /// A pool of the launcher alone, with room for `config.threads - 1` workers (none
+    /// started), marking the machine oversubscribed in `until`.
+    fn new(config: PoolConfig, cpus: &[usize], until: &'static AtomicU64) -> &'static Pool {
+        let contention = Contention::new(until);
+        let wanted = config.threads.clamp(1, MAX_THREADS);
+        // Leaked with the pool, which lives as long as the process.
+        let acks: &'static [Ack] = Box::leak(
+            (1..wanted)
+                .map(|_| Ack(AtomicU32::new(0)))
+                .collect::<Box<[Ack]>>(),
+        );
+        Box::leak(Box::new(Pool {
+            job: Job {
+                claim: AtomicU64::new(0),
+                wake: AtomicU32::new(0),
+                sleepers: AtomicU32::new(0),
+                f: AtomicUsize::new(0),
+                cdata: AtomicPtr::new(std::ptr::null_mut()),
+            },
+            done: Done {
+                count: AtomicU32::new(0),
+                launcher_sleeping: AtomicBool::new(false),
+            },
+            launcher: LauncherState {
+                busy: AtomicBool::new(false),
+                done_base: AtomicU32::new(0),
+                unclaimed: AtomicU32::new(0),
+                acks_then: AtomicU32::new(0),
+                streak_began: AtomicU64::new(0),
+            },
+            barrier: Barrier::new(config.spin_count, contention),
+            contention,
+            acks,
+            config,
+            cpus: cpus.into(),
+            threads: AtomicUsize::new(1),
+            shutdown: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+            error: Mutex::new(None),
+            parked: AtomicU32::new(0),
+        }))
     }
 
     fn worker_loop(&'static self, ack: &Ack) {
@@ -851,7 +881,7 @@ impl Pool {
 
     /// Holds or releases the workers before they claim a task (tests: a worker that gets
     /// no core).
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     fn park(&self, on: bool) {
         self.parked.store(u32::from(on), Ordering::Release);
         if !on {
@@ -898,9 +928,9 @@ impl Pool {
             }
             backoff += 1;
             if backoff < 64 {
-                std::thread::yield_now();
+                crate::sync::yield_now();
             } else {
-                std::thread::sleep(Duration::from_micros(50));
+                crate::sync::sleep(Duration::from_micros(50));
             }
         }
     }
@@ -1122,7 +1152,7 @@ pub fn config_threadpool(_mode: i32, nthreads: i64, cpus: &[i64]) -> Result<()> 
     )))
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 // The tests drive the pool through the C-shaped launch entry points with test lambdas, as
 // compiled kernels do; each unsafe call passes a live environment and closure data.
 #[allow(clippy::undocumented_unsafe_blocks)]
@@ -1644,5 +1674,187 @@ mod tests {
             t.join().unwrap();
         }
         pool.stop();
+    }
+}
+
+/// Model checks of the pool's protocols (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
+/// launch (job line, claim word, wake counter), the count of finished tasks, the barrier,
+/// the sleeps on all three, the shutdown and the pool's holder. The pools are the real ones
+/// (`Pool::new`) with loom threads running the real `worker_loop`, and launches go through
+/// the real `launch_on`; loom's cells report any access to a task's data that the protocol
+/// does not order, its scheduler any sleeper that nobody wakes.
+#[cfg(all(test, loom))]
+// Test lambdas called the way compiled kernels are; each passes live data.
+#[allow(clippy::undocumented_unsafe_blocks)]
+mod loom_tests {
+    use super::*;
+    use loom::cell::UnsafeCell;
+
+    /// A pool of `threads`: the calling thread and `threads - 1` workers.
+    fn model_pool(threads: usize) -> (&'static Pool, Vec<loom::thread::JoinHandle<()>>) {
+        let until: &'static AtomicU64 = Box::leak(Box::new(AtomicU64::new(0)));
+        let config = PoolConfig {
+            threads,
+            bind: false,
+            spin_count: 1,
+        };
+        let pool = Pool::new(config, &[], until);
+        let workers = (1..threads)
+            .map(|w| loom::thread::spawn(move || pool.worker_loop(&pool.acks[w - 1])))
+            .collect();
+        pool.threads.store(threads, Ordering::Release);
+        (pool, workers)
+    }
+
+    fn stop(pool: &'static Pool, workers: Vec<loom::thread::JoinHandle<()>>) {
+        pool.stop();
+        for w in workers {
+            w.join().unwrap();
+        }
+    }
+
+    /// What a launch's tasks share: an input the launcher writes before the launch, and per
+    /// task a count of runs and what the task read.
+    struct Data {
+        input: UnsafeCell<u32>,
+        runs: [UnsafeCell<u32>; 2],
+        read: [UnsafeCell<u32>; 2],
+    }
+
+    // SAFETY: the cells are accessed as the protocol under test orders them (which loom checks).
+    unsafe impl Sync for Data {}
+
+    impl Data {
+        fn new(input: u32) -> Data {
+            Data {
+                input: UnsafeCell::new(input),
+                runs: [UnsafeCell::new(0), UnsafeCell::new(0)],
+                read: [UnsafeCell::new(0), UnsafeCell::new(0)],
+            }
+        }
+
+        fn as_cdata(&self) -> *mut c_void {
+            self as *const Data as *mut c_void
+        }
+
+        /// After the launch, on the launcher: every task ran once and read `input`.
+        fn check(&self, input: u32, tasks: usize) {
+            for t in 0..tasks {
+                assert_eq!(self.runs[t].with(|p| unsafe { *p }), 1, "task {t}");
+                assert_eq!(self.read[t].with(|p| unsafe { *p }), input, "task {t}");
+            }
+        }
+    }
+
+    fn guard(f: impl FnOnce() -> i32) -> i32 {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or(-1)
+    }
+
+    /// Counts its run and reads the input; task 1 fails when the input is odd.
+    unsafe extern "C" fn work(task: i32, _p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        // A race loom reports in the task panics: it must not unwind into the pool's C-ABI
+        // call (the model fails on the caught panic).
+        guard(|| {
+            let d = unsafe { &*(cdata as *const Data) };
+            let t = task as usize;
+            d.runs[t].with_mut(|p| unsafe { *p += 1 });
+            let input = d.input.with(|p| unsafe { *p });
+            d.read[t].with_mut(|p| unsafe { *p = input });
+            if t == 1 && input % 2 == 1 {
+                set_last_error_message("ValueError: odd".into());
+                return -1;
+            }
+            0
+        })
+    }
+
+    /// Two phases: each task writes its run count, meets the other at the barrier, reads the
+    /// other's count, meets it again and writes again (which the second barrier orders after
+    /// the other's read).
+    unsafe extern "C" fn exchange(task: i32, p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        // A race loom reports in the task panics: it must not unwind into the pool's C-ABI
+        // call (the model fails on the caught panic).
+        guard(|| {
+            let d = unsafe { &*(cdata as *const Data) };
+            let t = task as usize;
+            d.runs[t].with_mut(|c| unsafe { *c += 1 });
+            unsafe { parallel_barrier(task, p) };
+            let other = d.runs[1 - t].with(|c| unsafe { *c });
+            d.read[t].with_mut(|c| unsafe { *c = other });
+            unsafe { parallel_barrier(task, p) };
+            d.runs[t].with_mut(|c| unsafe { *c += 1 });
+            0
+        })
+    }
+
+    #[test]
+    fn loom_launch_publishes_the_job_and_waits_for_its_tasks() {
+        crate::sync::model(|| {
+            let (pool, workers) = model_pool(2);
+            let d = Data::new(2);
+            assert_eq!(unsafe { launch_on(pool, work, d.as_cdata(), 2) }, 0);
+            d.check(2, 2);
+            stop(pool, workers);
+        });
+    }
+
+    #[test]
+    fn loom_consecutive_launches_reuse_the_words() {
+        crate::sync::model(|| {
+            let (pool, workers) = model_pool(2);
+            for input in [2, 4] {
+                let d = Data::new(input);
+                assert_eq!(unsafe { launch_on(pool, work, d.as_cdata(), 0) }, 0);
+                d.check(input, 2);
+            }
+            stop(pool, workers);
+        });
+    }
+
+    #[test]
+    fn loom_a_failed_task_fails_its_launch_only() {
+        crate::sync::model(|| {
+            let (pool, workers) = model_pool(2);
+            let d = Data::new(3);
+            assert_eq!(unsafe { launch_on(pool, work, d.as_cdata(), 2) }, -1);
+            assert_eq!(last_error_string(), "ValueError: odd");
+            let d = Data::new(2);
+            assert_eq!(unsafe { launch_on(pool, work, d.as_cdata(), 2) }, 0);
+            stop(pool, workers);
+        });
+    }
+
+    #[test]
+    fn loom_barrier_orders_both_phases() {
+        crate::sync::model(|| {
+            let (pool, workers) = model_pool(2);
+            let d = Data::new(0);
+            assert_eq!(unsafe { launch_on(pool, exchange, d.as_cdata(), 2) }, 0);
+            for t in 0..2 {
+                assert_eq!(d.runs[t].with(|p| unsafe { *p }), 2);
+                assert_eq!(d.read[t].with(|p| unsafe { *p }), 1);
+            }
+            stop(pool, workers);
+        });
+    }
+
+    #[test]
+    fn loom_application_threads_share_the_pool() {
+        crate::sync::model(|| {
+            let (pool, workers) = model_pool(2);
+            // Another application thread asks for both threads: it waits for the pool.
+            let other = loom::thread::spawn(move || {
+                let d = Data::new(4);
+                assert_eq!(unsafe { launch_on(pool, work, d.as_cdata(), 2) }, 0);
+                d.check(4, 2);
+            });
+            // This one lets the pool choose: it runs alone if it finds the pool held.
+            let d = Data::new(2);
+            assert_eq!(unsafe { launch_on(pool, work, d.as_cdata(), 0) }, 0);
+            let ran = d.runs[1].with(|p| unsafe { *p });
+            d.check(2, 1 + ran as usize);
+            other.join().unwrap();
+            stop(pool, workers);
+        });
     }
 }

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Model-checks the lock-free protocols with loom (src/sync.rs): the thread pool's launch, done
+# and barrier words and its sleeps, object reference counts, the registry's start-up flag.
+#
+#   scripts/loom.sh [test name filter ...]      (default: every loom test, `loom_`)
+#
+# Builds the library's unit tests with `--cfg loom` (the `threads` feature alone: the models
+# need nothing else) in target/loom, so that the normal builds' artifacts are not rebuilt,
+# and runs the tests named loom_*. Environment:
+#   LOOM_MAX_PREEMPTIONS   preemptions per explored execution (default 2, set in src/sync.rs)
+#   TVMRT_CARGO_PROFILE    cargo profile (default quick)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile="${TVMRT_CARGO_PROFILE:-quick}"
+[ $# -gt 0 ] || set -- loom_
+RUSTFLAGS="${RUSTFLAGS:-} --cfg loom" cargo test --profile "$profile" --lib \
+  --no-default-features --features threads --target-dir target/loom -- "$@"
