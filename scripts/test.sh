@@ -120,6 +120,10 @@ cargo test --profile quick --no-default-features --features deploy
 step "cross: armv7 (32-bit ARM) Rust tests and C suite under qemu"
 bash scripts/cross.sh armv7 test c-suite
 
+# Issue 29 part 5 (weak memory): the lock-free protocols model-checked with loom (src/sync.rs).
+step "loom: the pool's launch/done/barrier words and sleeps, reference counts, registry start-up"
+bash scripts/loom.sh
+
 # Issue 28 (JavaScript): the runtime compiled to WebAssembly with Debian's emscripten (installed
 # when missing), driven by the unchanged npm tvmjs (@mlc-ai/web-runtime@0.18.0-dev2) in node and,
 # in headless Chromium (installed when missing), a page running a TVM 0.27 Relax MLP; the
