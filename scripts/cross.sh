@@ -230,7 +230,19 @@ stage_package() {
   cmake --build "$pkg/example-c"
   local mlp="$TVMRT_CACHE/fixtures-$rarch/mlp.so"
   if [ -f "$mlp" ]; then
-    LD_LIBRARY_PATH="$root/usr/lib" "$qemu" -L "$sysroot" "$pkg/example-c/deploy_model" "$mlp" data
+    LD_LIBRARY_PATH="$root/usr/lib" "$qemu" -L "$sysroot" "$pkg/example-c/deploy_model" "$mlp" \
+      data | tee "$pkg/deploy_model.txt"
+    # Its outputs (printed with 6 decimals) against the x86-64 reference's for the same model.
+    "$TVMRT_PYTHON" - "$pkg/deploy_model.txt" "${mlp%.so}/output_0.npy" <<'PY'
+import re, sys
+import numpy as np
+got = [float(v) for v in re.findall(r"^  \[\d+\] (\S+)$", open(sys.argv[1]).read(), re.M)]
+want = np.load(sys.argv[2]).ravel()
+ok = len(got) == want.size and np.all(np.abs(np.array(got) - want) <= 5e-7 + 1e-5 * np.abs(want))
+print("deploy_model: outputs %s the x86-64 reference's (rtol 1e-5, 6 printed decimals)"
+      % ("match" if ok else "DIFFER from"))
+sys.exit(0 if ok else 1)
+PY
   else
     tvmrt_skip TVMRT_REQUIRE_FIXTURES "no $mlp for the cross-built deploy_model (cross.sh $arch models)"
   fi
