@@ -1,5 +1,6 @@
 # Writes what the built libtvm_runtime has, asked of the library itself:
 #   cmake -DQUERY=<tvm_runtime_features program> -DLIBDIR=<directory of the built library>
+#         [-DEMULATOR=<the program's runner, a list>]
 #         -DALL=<every feature, comma list> -DOUT=<dir> -P tvm_runtime_features.cmake
 # gives <dir>/tvmFeatures.cmake (included by the installed tvmConfig.cmake) and
 # <dir>/tvm_runtime_features.txt (the space-separated list tvm_runtime.pc carries); each file
@@ -8,7 +9,8 @@ cmake_minimum_required(VERSION 3.16)
 # The library just built, not one that LD_LIBRARY_PATH or LD_PRELOAD would put first.
 set(ENV{LD_LIBRARY_PATH} "${LIBDIR}:$ENV{LD_LIBRARY_PATH}")
 unset(ENV{LD_PRELOAD})
-execute_process(COMMAND "${QUERY}" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+# EMULATOR: CMAKE_CROSSCOMPILING_EMULATOR of a cross build (qemu-user), a list.
+execute_process(COMMAND ${EMULATOR} "${QUERY}" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "asking the built runtime for its features failed (${rc}): ${err}")
 endif()

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross builds for the boards TVM deploys to, tested under qemu-user.
 #
-#   scripts/cross.sh aarch64|armv7|riscv64 [build|test|c-suite|all ...]   (default: build)
+#   scripts/cross.sh aarch64|armv7|riscv64 [build|test|c-suite|models|static|rpc|package|all ...]   (default: build)
 #
 #   build    the library (libtvm_runtime.so and .a) and tvmrt, for the target, with Debian's
 #            cross compiler as the linker and as the C compiler of the build scripts
@@ -10,6 +10,23 @@
 #            target's own live in $TVMRT_CACHE/fixtures-<arch>, see tests/common/fixture_dirs.rs)
 #   c-suite  the C conformance suite (c_tests/), cross-compiled with cmake/toolchain-<arch>.cmake
 #            against the cross-built library, run by ctest under qemu-user
+#   models   models compiled for the target by the reference compiler
+#            (scripts/build_cross_fixtures.py, cached in $TVMRT_CACHE/fixtures-<arch>) run by the
+#            cross-built tvmrt under qemu-user, outputs compared with the x86-64 reference
+#            runtime's (scripts/run_cross_fixtures.py)
+#   static   the static deploy program (examples/static_deploy: the bundled mlp compiled as a
+#            system library for the target, linked with the `minimal` static library built for
+#            the target, release profile), run under qemu-user: it checks its outputs against
+#            the x86-64 reference runtime's (rtol 1e-5); prints its stripped size
+#   rpc      `tvmrt rpc-server` under qemu-user driven from the host by TVM's Python, TVM's
+#            client and ours (on target/release/libtvm_runtime.so, built if missing), directly
+#            and through TVM's tracker (scripts/cross_rpc.py)
+#   package  the CMake package built for the target (the top-level CMakeLists.txt with
+#            cmake/toolchain-<arch>.cmake, cargo's build of the build stage reused) and
+#            installed into a sysroot (DESTDIR=build/cross/<arch>/sysroot, prefix /usr); then
+#            pkg-config in that sysroot (PKG_CONFIG_SYSROOT_DIR) compiles a program, and
+#            find_package(tvm) in a cross CMake project (examples/c) builds deploy_model, which
+#            runs the board's mlp (fixtures-<arch>, the models stage builds it) under qemu-user
 #   all      build, test and c-suite
 #
 # Environment:
@@ -18,6 +35,9 @@
 #   TVMRT_CROSS_FEATURES   cargo feature arguments (default: the default features), e.g.
 #                          "--no-default-features --features deploy"
 #   TVMRT_CROSS_TEST_ARGS  extra arguments for the test binaries (after --), e.g. a name filter
+#   TVMRT_CROSS_MODELS     the fixtures the models stage runs (default: all that were built);
+#                          naming resnet18, mobilenet or relax_resnet18/relax_mobilenet builds
+#                          the large models too (build_cross_fixtures.py --models)
 #
 # Outputs: target/cross/<triple>/<profile>/ (target/cross-<tag>/... with TVMRT_CROSS_FEATURES),
 # the C suite's build in build/cross/<arch>/. Installs what is missing (scripts/cross_setup.sh).
@@ -25,23 +45,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: $0 aarch64|armv7|riscv64 [build|test|c-suite|all ...]" >&2
+  echo "usage: $0 aarch64|armv7|riscv64 [build|test|c-suite|models|static|rpc|package|all ...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
 arch="$1"
 shift
 case "$arch" in
-  aarch64) gnu=aarch64-linux-gnu triple=aarch64-unknown-linux-gnu qemu=qemu-aarch64 ;;
-  armv7) gnu=arm-linux-gnueabihf triple=armv7-unknown-linux-gnueabihf qemu=qemu-arm ;;
-  riscv64) gnu=riscv64-linux-gnu triple=riscv64gc-unknown-linux-gnu qemu=qemu-riscv64 ;;
+  aarch64) gnu=aarch64-linux-gnu triple=aarch64-unknown-linux-gnu qemu=qemu-aarch64 rarch=aarch64 ;;
+  armv7) gnu=arm-linux-gnueabihf triple=armv7-unknown-linux-gnueabihf qemu=qemu-arm rarch=arm ;;
+  riscv64) gnu=riscv64-linux-gnu triple=riscv64gc-unknown-linux-gnu qemu=qemu-riscv64 rarch=riscv64 ;;
   *) usage ;;
 esac
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(build)
 [ "${stages[*]}" = all ] && stages=(build test c-suite)
 for s in "${stages[@]}"; do
-  case "$s" in build | test | c-suite) ;; *) usage ;; esac
+  case "$s" in build | test | c-suite | models | static | rpc | package) ;; *) usage ;; esac
 done
 
 bash scripts/cross_setup.sh "$arch"
@@ -127,10 +147,118 @@ stage_c_suite() {
   echo "==> C suite $triple: $((SECONDS - start)) s"
 }
 
+stage_models() {
+  echo "==> models under $qemu ($triple, $profile)"
+  local start=$SECONDS names=() big=()
+  read -r -a names <<<"${TVMRT_CROSS_MODELS:-}"
+  local n
+  for n in "${names[@]}"; do
+    case "$n" in resnet18 | mobilenet | relax_resnet18 | relax_mobilenet) big=(--models) ;; esac
+  done
+  "$TVMRT_PYTHON" scripts/build_cross_fixtures.py --arch "$arch" "${big[@]}"
+  echo "==> fixtures ready: $((SECONDS - start)) s"
+  cargo build "${cargo_args[@]}" -p tvmrt
+  "$TVMRT_PYTHON" scripts/run_cross_fixtures.py --dir "$TVMRT_CACHE/fixtures-$rarch" \
+    --tvmrt "$out/tvmrt" --runner "$qemu -L $sysroot" "${names[@]}"
+  echo "==> models $triple: $((SECONDS - start)) s"
+}
+
+stage_static() {
+  echo "==> static deploy program for $triple, under $qemu"
+  local start=$SECONDS key model dir="build/cross/$arch/static_deploy"
+  local tvm_target
+  tvm_target="$("$TVMRT_PYTHON" -c 'import sys; sys.path.insert(0, "scripts")
+import build_cross_fixtures as b; print(b.ARCHES[sys.argv[1]][2])' "$arch")"
+  key="$( (cat examples/static_deploy/build_model.py examples/models/mlp.so
+    echo "$tvm_target") | sha256sum | cut -c1-16)"
+  model="$TVMRT_CACHE/static_deploy/$arch-$key"
+  if [ ! -f "$model/mlp_syslib.o" ] || [ ! -f "$model/mlp_model.h" ]; then
+    rm -rf "$model.tmp"
+    TOPHUB_LOCATION=NONE "$TVMRT_PYTHON" examples/static_deploy/build_model.py "$model.tmp" \
+      "$tvm_target"
+    rm -rf "$model"
+    mv "$model.tmp" "$model"
+  fi
+  local sets="$PWD/target/cross-sets/minimal"
+  cargo build --release --target "$triple" --target-dir "$sets" -p tvm-runtime --lib \
+    --no-default-features --features minimal
+  local archive="$sets/$triple/release/libtvm_runtime.a"
+  mkdir -p "$dir"
+  "$gnu-gcc" -std=c99 -Os -Wall -Wextra -Werror -Iinclude -I"$model" \
+    -c examples/static_deploy/main.c -o "$dir/main.o"
+  "$gnu-gcc" -o "$dir/static_mlp" "$dir/main.o" "$model/mlp_syslib.o" "$archive" \
+    -Wl,--gc-sections -Wl,--as-needed -lm -lpthread -ldl
+  "$gnu-strip" -o "$dir/static_mlp.stripped" "$dir/static_mlp"
+  file "$dir/static_mlp.stripped" | sed "s|$PWD/||"
+  "$qemu" -L "$sysroot" "$dir/static_mlp.stripped"
+  echo "==> static mlp $triple: $(stat -c %s "$dir/static_mlp.stripped") bytes stripped" \
+    "(runtime static, libc shared); $((SECONDS - start)) s"
+}
+
+stage_rpc() {
+  echo "==> rpc-server under $qemu ($triple, $profile), driven from the host"
+  local start=$SECONDS
+  cargo build "${cargo_args[@]}" -p tvmrt
+  # Our client: TVM's Python on our x86-64 library (the test command's release build).
+  [ -f target/release/libtvm_runtime.so ] || cargo build --release -p tvm-runtime --lib
+  "$TVMRT_PYTHON" scripts/cross_rpc.py --arch "$arch" --tvmrt "$out/tvmrt" \
+    --runner "$qemu -L $sysroot" --our-lib target/release
+  echo "==> rpc $triple: $((SECONDS - start)) s"
+}
+
+stage_package() {
+  echo "==> CMake package for $triple, installed in a sysroot"
+  local start=$SECONDS pkg="build/cross/$arch/package" root="$PWD/build/cross/$arch/sysroot"
+  cmake -S . -B "$pkg" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-$arch.cmake" \
+    -DTVMRT_CARGO_DIR="$target_dir" -DTVMRT_CARGO_PROFILE="$profile" >/dev/null
+  cmake --build "$pkg"
+  rm -rf "$root"
+  DESTDIR="$root" cmake --install "$pkg" --prefix /usr >/dev/null
+  file -L "$root/usr/lib/libtvm_runtime.so" | sed "s|$PWD/||"
+  echo "features: $(PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_LIBDIR="$root/usr/lib/pkgconfig" \
+    pkg-config --variable=features tvm_runtime)"
+  # pkg-config in the sysroot: its flags point into it.
+  local flags
+  flags="$(PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_LIBDIR="$root/usr/lib/pkgconfig" \
+    pkg-config --cflags --libs tvm_runtime)"
+  echo "pkg-config --cflags --libs tvm_runtime: ${flags//$PWD\//}"
+  # shellcheck disable=SC2086 # the flags are words
+  "$gnu-gcc" -o "$pkg/features_pc" cmake/tvm_runtime_features.c $flags
+  LD_LIBRARY_PATH="$root/usr/lib" "$qemu" -L "$sysroot" "$pkg/features_pc" >"$pkg/features.txt"
+  echo "the pkg-config program lists $(wc -l <"$pkg/features.txt") features"
+  # find_package(tvm) in a cross CMake project.
+  cmake -S examples/c -B "$pkg/example-c" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-$arch.cmake" \
+    -DCMAKE_PREFIX_PATH="$root/usr" >/dev/null
+  cmake --build "$pkg/example-c"
+  local mlp="$TVMRT_CACHE/fixtures-$rarch/mlp.so"
+  if [ -f "$mlp" ]; then
+    LD_LIBRARY_PATH="$root/usr/lib" "$qemu" -L "$sysroot" "$pkg/example-c/deploy_model" "$mlp" \
+      data | tee "$pkg/deploy_model.txt"
+    # Its outputs (printed with 6 decimals) against the x86-64 reference's for the same model.
+    "$TVMRT_PYTHON" - "$pkg/deploy_model.txt" "${mlp%.so}/output_0.npy" <<'PY'
+import re, sys
+import numpy as np
+got = [float(v) for v in re.findall(r"^  \[\d+\] (\S+)$", open(sys.argv[1]).read(), re.M)]
+want = np.load(sys.argv[2]).ravel()
+ok = len(got) == want.size and np.all(np.abs(np.array(got) - want) <= 5e-7 + 1e-5 * np.abs(want))
+print("deploy_model: outputs %s the x86-64 reference's (rtol 1e-5, 6 printed decimals)"
+      % ("match" if ok else "DIFFER from"))
+sys.exit(0 if ok else 1)
+PY
+  else
+    tvmrt_skip TVMRT_REQUIRE_FIXTURES "no $mlp for the cross-built deploy_model (cross.sh $arch models)"
+  fi
+  echo "==> package $triple: $((SECONDS - start)) s"
+}
+
 for s in "${stages[@]}"; do
   case "$s" in
+    package) stage_package ;;
+    static) stage_static ;;
+    rpc) stage_rpc ;;
     build) stage_build ;;
     test) stage_test ;;
     c-suite) stage_c_suite ;;
+    models) stage_models ;;
   esac
 done

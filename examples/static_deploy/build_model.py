@@ -3,7 +3,12 @@
 deploy program (examples/static_deploy/main.c), with the reference compiler (hhb-tvm 3.2.3 =
 TVM 0.16.dev0):
 
-    $TVMRT_PYTHON examples/static_deploy/build_model.py OUT_DIR
+    $TVMRT_PYTHON examples/static_deploy/build_model.py OUT_DIR [TARGET]
+
+TARGET: the LLVM target of the kernels (default: the fixtures' generic x86-64); a board's, e.g.
+"llvm -mtriple=aarch64-linux-gnu -mattr=+neon", for the cross-built program
+(scripts/cross.sh aarch64 static). The expected output stays the reference runtime's on the
+bundled x86-64 library.
 
 The network is the bundled one (dense 64->32 + bias + relu, dense 32->10 + bias, softmax),
 rebuilt by relay.build with Runtime("cpp", {"system-lib": True}) for the same target, so that
@@ -47,6 +52,7 @@ def structure(graph):
 
 def main():
     out = os.path.abspath(sys.argv[1])
+    target = sys.argv[2] if len(sys.argv) > 2 else TARGET
     os.makedirs(out, exist_ok=True)
     import tvm
     from tvm import relay
@@ -67,7 +73,7 @@ def main():
                     for k, s in [("w1", (32, 64)), ("b1", (32,)), ("w2", (10, 32)), ("b2", (10,))]}
     with tvm.transform.PassContext(opt_level=3):
         lib = relay.build(tvm.IRModule.from_expr(relay.Function([x, w1, b1, w2, b2], y)),
-                          target=tvm.target.Target(TARGET), params=build_params,
+                          target=tvm.target.Target(target), params=build_params,
                           runtime=Runtime("cpp", {"system-lib": True}))
     rebuilt = json.loads(lib.get_graph_json())
     if structure(rebuilt) != structure(json.loads(graph_json)):
