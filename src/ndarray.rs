@@ -531,11 +531,21 @@ pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> R
     api.sync(t.device)
 }
 
-/// Copies array to array through the device layer.
+/// Copies array to array through the device layer (`TVMArrayCopyFromTo`). Both arrays must
+/// have the same data type: the reference copies any two arrays of the same byte size, which
+/// silently reinterprets the bytes (an int32 array given to a float32 input); this is refused.
 ///
 /// # Safety
 /// Both tensors must describe valid memory on their devices.
 pub unsafe fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
+    if from.dtype != to.dtype {
+        return Err(Error::value_fmt(format_args!(
+            "cannot copy an array of {} into an array of {}: the data types differ (the \
+             bytes would be reinterpreted; convert the array first)",
+            crate::packed_func::dtype::dtype_to_string(from.dtype),
+            crate::packed_func::dtype::dtype_to_string(to.dtype)
+        )));
+    }
     // SAFETY: forwarded contract.
     unsafe { device::copy_tensor(from, to, stream) }
 }
