@@ -111,7 +111,8 @@ fn module(kernels: &[(&str, Vec<DLDataType>, &[&str], &str)]) -> tvm_runtime::Re
     )?)))
 }
 
-const ADD: &str = "__kernel void add_kernel(__global float* restrict A, __global float* restrict B, \
+const ADD: &str =
+    "__kernel void add_kernel(__global float* restrict A, __global float* restrict B, \
     __global float* restrict C, int n) {\n  int i = get_group_id(0) * 64 + get_local_id(0);\n  \
     if (i < n) C[i] = A[i] + B[i];\n}";
 
@@ -366,7 +367,11 @@ fn bad_input_is_an_error_and_the_device_stays_usable() {
             ArgValue::Int(64),
         ])
         .unwrap_err();
-    assert!(e.message.contains("not on an OpenCL device"), "{}", e.message);
+    assert!(
+        e.message.contains("not on an OpenCL device"),
+        "{}",
+        e.message
+    );
     // A kernel whose argument sizes disagree with its metadata (int64 declared, int taken):
     // the driver refuses the size, reported as an error.
     let m = module(&[(
@@ -713,7 +718,10 @@ fn mobilenet_for_mali_intel_and_adreno_matches_the_cpu_build() {
     assert_eq!(ws, [1, 1000]);
     // The fixture's weights spread the softmax: the comparison is not of near-constants.
     let max = want.iter().cloned().fold(0f32, f32::max);
-    assert!(max > 0.01, "mobilenet's expected output is nearly flat (max {max})");
+    assert!(
+        max > 0.01,
+        "mobilenet's expected output is nearly flat (max {max})"
+    );
     let data = NDArray::from_slice(&x, &xs).unwrap();
     for dev in ["mali", "intel_graphics", "adreno"] {
         let file = format!("mobilenet_{dev}.so");

@@ -7,8 +7,8 @@
 //! kernels, and the kernel launcher hands the `cl_mem` to the driver.
 
 use super::{
-    check, device_sizes, device_string, device_uint, ok, platforms, queue_for,
-    set_current_device, set_current_stream, Platforms, WARP_SIZE_ENV,
+    check, device_sizes, device_string, device_uint, ok, platforms, queue_for, set_current_device,
+    set_current_stream, Platforms, WARP_SIZE_ENV,
 };
 use crate::device::{DeviceApi, DeviceAttr, Stream};
 use crate::packed_func::error::{Error, Result};
@@ -98,7 +98,10 @@ pub(crate) fn platforms_for(dev: DLDevice) -> Result<&'static Platforms> {
 }
 
 fn check_range(b: &ClBuffer, offset: u64, n: usize, what: &str) -> Result<()> {
-    if offset.checked_add(n as u64).is_none_or(|e| e > b.size as u64) {
+    if offset
+        .checked_add(n as u64)
+        .is_none_or(|e| e > b.size as u64)
+    {
         return Err(Error::value_fmt(format_args!(
             "OpenCL copy: {what} range [{offset}, +{n}) is outside the {}-byte buffer",
             b.size
@@ -395,7 +398,8 @@ impl DeviceApi for OpenclDeviceApi {
         }
         let p = platforms_for(dev)?;
         let d = p.device(dev.device_id)?;
-        let int = |param| -> Result<RetValue> { Ok(RetValue::Int(device_uint(d.id, param)? as i64)) };
+        let int =
+            |param| -> Result<RetValue> { Ok(RetValue::Int(device_uint(d.id, param)? as i64)) };
         Ok(match kind {
             DeviceAttr::Exist => unreachable!("answered above"),
             DeviceAttr::MaxThreadsPerBlock => int(CL_DEVICE_MAX_WORK_GROUP_SIZE)?,
@@ -559,9 +563,17 @@ impl DeviceApi for OpenclDeviceApi {
         let p = platforms_for(if cf { dev_from } else { dev_to })?;
         let cl = p.cl;
         // SAFETY: the DeviceApi contract: device pointers of this backend.
-        let src = if cf { Some(unsafe { buffer_of(from)? }) } else { None };
+        let src = if cf {
+            Some(unsafe { buffer_of(from)? })
+        } else {
+            None
+        };
         // SAFETY: as above.
-        let dst = if ct { Some(unsafe { buffer_of(to)? }) } else { None };
+        let dst = if ct {
+            Some(unsafe { buffer_of(to)? })
+        } else {
+            None
+        };
         // The queue: the given stream, else the thread's current stream of the device doing
         // the work (the destination for device-to-device copies), else its default queue.
         let work_dev = if ct { dev_to } else { dev_from };
@@ -595,10 +607,7 @@ impl DeviceApi for OpenclDeviceApi {
                 if same_context {
                     if s.device_id != d.device_id {
                         // The source device's pending writes must be done first.
-                        check(
-                            cl.clFinish(queue_for(p, s.device_id)?),
-                            "clFinish",
-                        )?;
+                        check(cl.clFinish(queue_for(p, s.device_id)?), "clFinish")?;
                     }
                     return check(
                         cl.clEnqueueCopyBuffer(
@@ -738,13 +747,11 @@ impl DeviceApi for OpenclDeviceApi {
         }
         let mut ev: cl_event = std::ptr::null_mut();
         check(
-            p.cl
-                .clEnqueueMarkerWithWaitList(qs, 0, std::ptr::null(), &mut ev),
+            p.cl.clEnqueueMarkerWithWaitList(qs, 0, std::ptr::null(), &mut ev),
             "clEnqueueMarkerWithWaitList",
         )?;
         let r = check(
-            p.cl
-                .clEnqueueBarrierWithWaitList(qd, 1, &ev, std::ptr::null_mut()),
+            p.cl.clEnqueueBarrierWithWaitList(qd, 1, &ev, std::ptr::null_mut()),
             "clEnqueueBarrierWithWaitList",
         );
         check(p.cl.clReleaseEvent(ev), "clReleaseEvent")?;
@@ -814,7 +821,9 @@ pub(crate) fn register(b: &mut Registrar) {
         let ndim = a.i64(5)?;
         let shape = a.handle(6)? as *const i64;
         if dev.device_type != DL_OPENCL {
-            return Err(Error::value("device_api.opencl.alloc_nd: not an OpenCL device"));
+            return Err(Error::value(
+                "device_api.opencl.alloc_nd: not an OpenCL device",
+            ));
         }
         if !scope.contains("texture") || ndim != 2 || shape.is_null() {
             return Err(Error::value_fmt(format_args!(
@@ -883,7 +892,9 @@ mod tests {
     fn foreign_pointers_are_refused() {
         let x = [0u64; 8];
         // SAFETY: a readable 64-byte block that is not a ClBuffer.
-        let e = unsafe { buffer_of(x.as_ptr() as *const c_void) }.err().unwrap();
+        let e = unsafe { buffer_of(x.as_ptr() as *const c_void) }
+            .err()
+            .unwrap();
         assert!(e.message.contains("not an OpenCL buffer"), "{}", e.message);
         // SAFETY: NULL is checked first.
         assert!(unsafe { buffer_of(std::ptr::null()) }.is_err());

@@ -376,9 +376,8 @@ pub fn register(b: &mut Registrar) {
     api::register(b);
     b.add("device_api.opencl", |_a, rv| {
         // SAFETY: the process-wide backend object, alive for the whole process.
-        *rv = RetValue::Handle(unsafe {
-            RawHandle::new(Arc::as_ptr(&shared_api()) as *mut c_void)
-        });
+        *rv =
+            RetValue::Handle(unsafe { RawHandle::new(Arc::as_ptr(&shared_api()) as *mut c_void) });
         Ok(())
     });
 }

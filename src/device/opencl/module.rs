@@ -22,7 +22,9 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry::Registrar;
-use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, DLTensor, TVMValue, DL_OPENCL};
+use crate::packed_func::types::{
+    type_code as tc, DLDataType, DLDevice, DLTensor, TVMValue, DL_OPENCL,
+};
 use crate::packed_func::value::{Args, RetValue};
 use cl3::types::{cl_kernel, cl_program};
 use std::collections::HashMap;
@@ -84,13 +86,9 @@ impl Inner {
             cl3::program::create_program_with_source(plat.contexts[d.context], &[src.as_str()]),
             "clCreateProgramWithSource",
         )?;
-        if let Err(code) = cl3::program::build_program(
-            prog,
-            &[d.id],
-            c"",
-            None,
-            std::ptr::null_mut(),
-        ) {
+        if let Err(code) =
+            cl3::program::build_program(prog, &[d.id], c"", None, std::ptr::null_mut())
+        {
             let log = cl3::program::get_program_build_data(
                 prog,
                 d.id,
@@ -189,9 +187,8 @@ impl OpenclModule {
         } else {
             format.to_string()
         };
-        let code = std::fs::read(path).map_err(|e| {
-            Error::value_fmt(format_args!("cannot read OpenCL module {path}: {e}"))
-        })?;
+        let code = std::fs::read(path)
+            .map_err(|e| Error::value_fmt(format_args!("cannot read OpenCL module {path}: {e}")))?;
         let meta = meta_file_path(path);
         let text = std::fs::read_to_string(&meta)
             .map_err(|e| Error::value_fmt(format_args!("Cannot open file {meta}: {e}")))?;
@@ -453,7 +450,8 @@ impl Kernel {
             } else {
                 bytes.as_ptr()
             };
-            let r = p.cl.clSetKernelArg(kernel, i as u32, size, ptr as *const c_void);
+            let r =
+                p.cl.clSetKernelArg(kernel, i as u32, size, ptr as *const c_void);
             if r != Some(0) {
                 return Err(Error::tvm_fmt(format_args!(
                     "{}: cannot set argument {i} ({} bytes): {}",
@@ -574,7 +572,10 @@ pub fn register(b: &mut Registrar) {
         *rv = Module::new(Box::new(m)).into_object().into();
         Ok(())
     });
-    for name in ["runtime.module.loadfile_cl", "runtime.module.loadfile_clbin"] {
+    for name in [
+        "runtime.module.loadfile_cl",
+        "runtime.module.loadfile_clbin",
+    ] {
         b.add(name, |a, rv| {
             let path = crate::packed_func::confine::resolve_str(a.str(0)?, "loadfile_cl")?;
             let fmt = if a.len() > 1 { a.str(1)? } else { "" };
@@ -597,7 +598,10 @@ mod tests {
 
     fn infos() -> FunctionInfoMap {
         let mut m = FunctionInfoMap::new();
-        for (n, extra) in [("a_kernel", vec![]), ("b_kernel", vec![DLDataType::new(0, 32, 1)])] {
+        for (n, extra) in [
+            ("a_kernel", vec![]),
+            ("b_kernel", vec![DLDataType::new(0, 32, 1)]),
+        ] {
             let mut t = vec![DLDataType::new(3, 64, 1)];
             t.extend(extra);
             m.insert(
@@ -664,9 +668,14 @@ mod tests {
             k.convert(1, TVMValue { v_int64: -2 }, tc::INT).unwrap() as u32,
             (-2i32) as u32
         );
-        assert!(k.convert(1, TVMValue { v_float64: 1.0 }, tc::FLOAT).is_err());
+        assert!(k
+            .convert(1, TVMValue { v_float64: 1.0 }, tc::FLOAT)
+            .is_err());
         assert!(k.convert(0, TVMValue { v_int64: 1 }, tc::INT).is_err());
-        assert_eq!(k.convert(0, TVMValue { v_int64: 0 }, tc::NULLPTR).unwrap(), 0);
+        assert_eq!(
+            k.convert(0, TVMValue { v_int64: 0 }, tc::NULLPTR).unwrap(),
+            0
+        );
         assert_eq!(arg_conv(DLDataType::new(2, 32, 1)).unwrap().size(), 4);
         assert_eq!(arg_conv(DLDataType::new(3, 64, 1)).unwrap().size(), 8);
         assert!(arg_conv(DLDataType::new(0, 8, 1)).is_err());
