@@ -472,6 +472,11 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
     if n_from == 0 {
         return Ok(());
     }
+    #[cfg(feature = "opencl")]
+    // SAFETY: forwarded contract.
+    if let Some(r) = unsafe { opencl::api::copy_tensor_images(from, to, stream) } {
+        return r;
+    }
     let dev = if from.device.device_type != DL_CPU {
         from.device
     } else {

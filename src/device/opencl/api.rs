@@ -13,7 +13,7 @@ use super::{
 use crate::device::{DeviceApi, DeviceAttr, Stream};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
-use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU, DL_OPENCL};
+use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, DL_CPU, DL_OPENCL};
 use crate::packed_func::value::{RawHandle, RetValue};
 use cl3::types::{cl_command_queue, cl_event, cl_mem, CL_TRUE};
 use std::collections::HashMap;
@@ -51,6 +51,8 @@ pub struct ClBuffer {
     pub device_id: i32,
     /// `Some` for a 2-D image.
     pub image: Option<ImageExtent>,
+    /// For an image: the texture scope it was made for (how a tensor's shape folds into it).
+    pub scope: &'static str,
     magic: u64,
 }
 
@@ -170,6 +172,174 @@ pub fn texture_extent(shape: &[i64], scope: &str) -> Result<(usize, usize)> {
     Ok((prod(&shape[axis..nd - 1])?, prod(&shape[..axis])?))
 }
 
+/// The texture scope a scope name stands for (`global.texture` for any other).
+fn texture_scope(s: &str) -> &'static str {
+    if s.ends_with("texture-weight") {
+        "global.texture-weight"
+    } else if s.ends_with("texture-nhwc") {
+        "global.texture-nhwc"
+    } else {
+        "global.texture"
+    }
+}
+
+/// Copies between tensors when one is (a view of) an image: the region is the tensor's shape
+/// folded as the image's scope folds it (a view may cover only part of a larger image, as the
+/// graph executor's shared texture storage does). `None` when neither side is an image.
+///
+/// # Safety
+/// Both tensors must describe valid memory on their devices.
+pub unsafe fn copy_tensor_images(
+    from: &DLTensor,
+    to: &DLTensor,
+    stream: Stream,
+) -> Option<Result<()>> {
+    let image_of = |t: &DLTensor| -> Option<&ClBuffer> {
+        if t.device.device_type != DL_OPENCL || t.data.is_null() {
+            return None;
+        }
+        // SAFETY: an OpenCL tensor's data is this backend's buffer (checked).
+        let b = unsafe { buffer_of(t.data) }.ok()?;
+        b.image.is_some().then_some(b)
+    };
+    let (fi, ti) = (image_of(from), image_of(to));
+    if fi.is_none() && ti.is_none() {
+        return None;
+    }
+    Some((|| {
+        let region = |t: &DLTensor, b: &ClBuffer| -> Result<[usize; 3]> {
+            // SAFETY: a live tensor's shape holds ndim entries.
+            let shape = unsafe { crate::ndarray::shape_of(t) };
+            let (w, h) = texture_extent(shape, b.scope)?;
+            let e = b.image.unwrap_or(ImageExtent {
+                width: 0,
+                height: 0,
+                pixel_bytes: 0,
+            });
+            if w > e.width || h > e.height || t.byte_offset != 0 {
+                return Err(Error::value_fmt(format_args!(
+                    "OpenCL: a tensor of {w} x {h} pixels (byte offset {}) does not fit its                      {} x {} image",
+                    t.byte_offset, e.width, e.height
+                )));
+            }
+            Ok([w.max(1), h.max(1), 1])
+        };
+        let dev = if fi.is_some() { from.device } else { to.device };
+        let p = platforms_for(dev)?;
+        let queue = if stream.is_null() {
+            queue_for(p, dev.device_id)?
+        } else {
+            stream as cl_command_queue
+        };
+        let nbytes = crate::packed_func::tensor::tensor_nbytes(from)?;
+        let o = [0usize; 3];
+        let cl = p.cl;
+        let null = std::ptr::null_mut::<cl_event>();
+        match (fi, ti) {
+            (Some(s), Some(d)) => {
+                let r = region(from, s)?;
+                if r != region(to, d)? {
+                    return Err(Error::value("OpenCL: image copy between different extents"));
+                }
+                check(
+                    cl.clEnqueueCopyImage(
+                        queue,
+                        s.mem,
+                        d.mem,
+                        o.as_ptr(),
+                        o.as_ptr(),
+                        r.as_ptr(),
+                        0,
+                        std::ptr::null(),
+                        null,
+                    ),
+                    "clEnqueueCopyImage",
+                )
+            }
+            (Some(s), None) => {
+                let r = region(from, s)?;
+                if to.device.device_type == DL_OPENCL {
+                    // SAFETY: an OpenCL tensor's data is this backend's buffer (checked).
+                    let d = unsafe { buffer_of(to.data) }?;
+                    check_range(d, to.byte_offset, nbytes, "destination")?;
+                    return check(
+                        cl.clEnqueueCopyImageToBuffer(
+                            queue,
+                            s.mem,
+                            d.mem,
+                            o.as_ptr(),
+                            r.as_ptr(),
+                            to.byte_offset as usize,
+                            0,
+                            std::ptr::null(),
+                            null,
+                        ),
+                        "clEnqueueCopyImageToBuffer",
+                    );
+                }
+                check(
+                    cl.clEnqueueReadImage(
+                        queue,
+                        s.mem,
+                        CL_TRUE,
+                        o.as_ptr(),
+                        r.as_ptr(),
+                        0,
+                        0,
+                        // SAFETY: the destination tensor's host range.
+                        unsafe { (to.data as *mut u8).add(to.byte_offset as usize) } as *mut c_void,
+                        0,
+                        std::ptr::null(),
+                        null,
+                    ),
+                    "clEnqueueReadImage",
+                )
+            }
+            (None, Some(d)) => {
+                let r = region(to, d)?;
+                if from.device.device_type == DL_OPENCL {
+                    // SAFETY: an OpenCL tensor's data is this backend's buffer (checked).
+                    let s = unsafe { buffer_of(from.data) }?;
+                    check_range(s, from.byte_offset, nbytes, "source")?;
+                    return check(
+                        cl.clEnqueueCopyBufferToImage(
+                            queue,
+                            s.mem,
+                            d.mem,
+                            from.byte_offset as usize,
+                            o.as_ptr(),
+                            r.as_ptr(),
+                            0,
+                            std::ptr::null(),
+                            null,
+                        ),
+                        "clEnqueueCopyBufferToImage",
+                    );
+                }
+                check(
+                    cl.clEnqueueWriteImage(
+                        queue,
+                        d.mem,
+                        CL_TRUE,
+                        o.as_ptr(),
+                        r.as_ptr(),
+                        0,
+                        0,
+                        // SAFETY: the source tensor's host range.
+                        unsafe { (from.data as *const u8).add(from.byte_offset as usize) }
+                            as *const c_void,
+                        0,
+                        std::ptr::null(),
+                        null,
+                    ),
+                    "clEnqueueWriteImage",
+                )
+            }
+            (None, None) => unreachable!("one side is an image"),
+        }
+    })())
+}
+
 impl OpenclDeviceApi {
     /// Allocates a 2-D RGBA image of `width` × `height` pixels on device `dev`.
     pub fn alloc_image(
@@ -178,7 +348,9 @@ impl OpenclDeviceApi {
         width: usize,
         height: usize,
         dtype: DLDataType,
+        scope: &str,
     ) -> Result<*mut c_void> {
+        let scope = texture_scope(scope);
         let p = platforms_for(dev)?;
         let d = p.device(dev.device_id)?;
         if !d.image_support {
@@ -227,6 +399,7 @@ impl OpenclDeviceApi {
                 height,
                 pixel_bytes,
             }),
+            scope,
             magic: BUFFER_MAGIC,
         })) as *mut c_void)
     }
@@ -468,6 +641,7 @@ impl DeviceApi for OpenclDeviceApi {
             size: nbytes,
             device_id: dev.device_id,
             image: None,
+            scope: "global",
             magic: BUFFER_MAGIC,
         })) as *mut c_void)
     }
@@ -486,7 +660,7 @@ impl DeviceApi for OpenclDeviceApi {
             }
             Some(s) if s.contains("texture") => {
                 let (w, h) = texture_extent(shape, s)?;
-                self.alloc_image(dev, w, h, dtype)
+                self.alloc_image(dev, w, h, dtype, s)
             }
             Some(s) => Err(Error::tvm_fmt(format_args!(
                 "device opencl({}) does not support memory scope '{s}'",
@@ -836,7 +1010,7 @@ pub(crate) fn register(b: &mut Registrar) {
         if w < 0 || h < 0 {
             return Err(Error::value("device_api.opencl.alloc_nd: negative extent"));
         }
-        let p = super::shared_api().alloc_image(dev, w as usize, h as usize, dtype)?;
+        let p = super::shared_api().alloc_image(dev, w as usize, h as usize, dtype, scope)?;
         // SAFETY: a live image descriptor of this backend, freed through free_nd.
         *rv = RetValue::Handle(unsafe { RawHandle::new(p) });
         Ok(())
