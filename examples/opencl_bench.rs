@@ -326,6 +326,56 @@ fn direct_queue() -> cl3::types::cl_command_queue {
         as cl3::types::cl_command_queue
 }
 
+/// mobilenet's `run()` on the OpenCL device, per compiled target (fixtures present).
+fn models() {
+    let dir = std::env::var("TVMRT_CACHE")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|_| {
+            std::path::PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
+        })
+        .join("fixtures/opencl");
+    for dev in ["mali", "intel_graphics", "adreno"] {
+        let file = dir.join(format!("mobilenet_{dev}.so"));
+        if !file.exists() {
+            continue;
+        }
+        let lib = Module::load(file.to_str().unwrap()).unwrap();
+        let gmod = Module::from_object(
+            lib.function("default")
+                .unwrap()
+                .call(&[ArgValue::Device(CL0)])
+                .unwrap()
+                .into_object()
+                .unwrap(),
+        )
+        .unwrap();
+        let x: Vec<f32> = (0..3 * 224 * 224)
+            .map(|i| ((i % 255) as f32) / 255.0)
+            .collect();
+        let data = NDArray::from_slice(&x, &[1, 3, 224, 224]).unwrap();
+        gmod.function("set_input")
+            .unwrap()
+            .call(&[ArgValue::Str(c"data"), (&data).into()])
+            .unwrap();
+        let run = gmod.function("run").unwrap();
+        let t0 = Instant::now();
+        run.call(&[]).unwrap();
+        device::api(CL0).unwrap().sync(CL0).unwrap();
+        let first = t0.elapsed().as_secs_f64();
+        let t = median(5, 1, |k| {
+            for _ in 0..k {
+                run.call(&[]).unwrap();
+            }
+            device::api(CL0).unwrap().sync(CL0).unwrap();
+        });
+        println!(
+            "mobilenet ({dev}) run(): first {:.0} ms (builds the kernels), then {:.1} ms",
+            first * 1e3,
+            t * 1e3
+        );
+    }
+}
+
 fn main() {
     if opencl::device_count() == 0 {
         eprintln!(
@@ -348,4 +398,5 @@ fn main() {
     );
     launch_overhead();
     bandwidth();
+    models();
 }
