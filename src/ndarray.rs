@@ -538,7 +538,10 @@ pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> R
 /// # Safety
 /// Both tensors must describe valid memory on their devices.
 pub unsafe fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
-    if from.dtype != to.dtype {
+    // Arrays of different byte sizes fail in the copy itself, with the reference's message.
+    let same_size = crate::packed_func::tensor::tensor_nbytes(from).ok()
+        == crate::packed_func::tensor::tensor_nbytes(to).ok();
+    if from.dtype != to.dtype && same_size {
         return Err(Error::value_fmt(format_args!(
             "cannot copy an array of {} into an array of {}: the data types differ (the \
              bytes would be reinterpreted; convert the array first)",
