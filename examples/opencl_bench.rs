@@ -51,6 +51,30 @@ fn median(reps: usize, iters: usize, mut f: impl FnMut(usize)) -> f64 {
     v[v.len() / 2]
 }
 
+/// Medians of the seconds per item of `f(iters)` and `g(iters)`, timed alternately `reps`
+/// times (so that both see the same machine load).
+fn paired(
+    reps: usize,
+    iters: usize,
+    mut f: impl FnMut(usize),
+    mut g: impl FnMut(usize),
+) -> (f64, f64) {
+    f(1);
+    g(1);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..reps {
+        for (v, h) in [(&mut a, &mut f as &mut dyn FnMut(usize)), (&mut b, &mut g)] {
+            let t = Instant::now();
+            h(iters);
+            v.push(t.elapsed().as_secs_f64() / iters as f64);
+        }
+    }
+    for v in [&mut a, &mut b] {
+        v.sort_by(|x, y| x.partial_cmp(y).unwrap());
+    }
+    (a[reps / 2], b[reps / 2])
+}
+
 /// The same kernel built and launched with cl3 alone.
 struct Direct {
     queue: cl3::types::cl_command_queue,
@@ -210,7 +234,7 @@ fn bandwidth() {
     let cl = cl3::load_library().as_ref().unwrap();
     let api = device::api(CL0).unwrap();
     let host = DLDevice::CPU;
-    println!("copy bandwidth (GB/s), median of 7:");
+    println!("copy bandwidth (GB/s), medians of 15 alternating rounds:");
     println!(
         "  {:>10} {:>12} {:>12} {:>7} {:>12} {:>12} {:>7}",
         "bytes", "H2D ours", "H2D direct", "ratio", "D2H ours", "D2H direct", "ratio"
@@ -261,8 +285,7 @@ fn bandwidth() {
                 assert_eq!(r, Some(0));
             }
         };
-        let a = median(7, iters, &mut h2d_ours);
-        let b = median(7, iters, &mut h2d_raw);
+        let (a, b) = paired(15, iters, &mut h2d_ours, &mut h2d_raw);
         let dptr = dst.as_mut_ptr();
         let mut d2h_ours = |k: usize| {
             for _ in 0..k {
@@ -299,8 +322,7 @@ fn bandwidth() {
                 assert_eq!(r, Some(0));
             }
         };
-        let c = median(7, iters, &mut d2h_ours);
-        let d = median(7, iters, &mut d2h_raw);
+        let (c, d) = paired(15, iters, &mut d2h_ours, &mut d2h_raw);
         let gb = |t: f64| size as f64 / t / 1e9;
         println!(
             "  {:>10} {:>12.2} {:>12.2} {:>7.3} {:>12.2} {:>12.2} {:>7.3}",
