@@ -697,7 +697,7 @@ impl DeviceApi for OpenclDeviceApi {
         nbytes: usize,
         dev_from: DLDevice,
         dev_to: DLDevice,
-        type_hint: DLDataType,
+        _type_hint: DLDataType,
         stream: Stream,
     ) -> Result<()> {
         if nbytes == 0 {
@@ -736,14 +736,14 @@ impl DeviceApi for OpenclDeviceApi {
         }
         let p = platforms_for(if cf { dev_from } else { dev_to })?;
         let cl = p.cl;
-        // SAFETY: the DeviceApi contract: device pointers of this backend.
         let src = if cf {
+            // SAFETY: the DeviceApi contract: device pointers of this backend.
             Some(unsafe { buffer_of(from)? })
         } else {
             None
         };
-        // SAFETY: as above.
         let dst = if ct {
+            // SAFETY: as above.
             Some(unsafe { buffer_of(to)? })
         } else {
             None
@@ -811,7 +811,7 @@ impl DeviceApi for OpenclDeviceApi {
                         nbytes,
                         dev_from,
                         host,
-                        type_hint,
+                        _type_hint,
                         std::ptr::null_mut(),
                     )?;
                     self.copy_data(
@@ -822,7 +822,7 @@ impl DeviceApi for OpenclDeviceApi {
                         nbytes,
                         host,
                         dev_to,
-                        type_hint,
+                        _type_hint,
                         std::ptr::null_mut(),
                     )
                 }
