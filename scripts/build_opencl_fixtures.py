@@ -4,6 +4,9 @@
     source scripts/env.sh
     $TVMRT_PYTHON scripts/build_opencl_fixtures.py [--out DIR] [--force] [--no-models]
 
+--no-models builds the kernels and the small CNN only (about 40 s); MobileNet for the three
+devices takes minutes more (the tests of those skip, or fail under TVMRT_REQUIRE_OPENCL_MODELS).
+
 DIR defaults to $TVMRT_CACHE/fixtures/opencl. The reference runtime is built without OpenCL,
 so nothing here runs an OpenCL kernel: expected outputs come from numpy (kernels) or from the
 same model compiled for the CPU and run on the reference runtime (models). DIR/stamp records
