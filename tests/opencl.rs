@@ -250,7 +250,7 @@ fn copies_in_every_direction_with_offsets() {
     let v = b.view(&[10], F32, 40).unwrap();
     assert_eq!(v.to_vec::<f32>().unwrap(), &x[10..20]);
     // A foreign pointer is refused with a message.
-    let junk = [0u64; 8];
+    let junk = [0u64; 16];
     // SAFETY: the range is valid host memory; the "device" side is checked and refused.
     let e = unsafe {
         api.copy_data(

@@ -45,6 +45,8 @@ pub struct ImageExtent {
 pub struct ClBuffer {
     /// The memory object (first, as the reference's descriptor).
     pub mem: cl_mem,
+    /// [`BUFFER_MAGIC`] while live (second, so that it is read before anything else).
+    magic: u64,
     /// The size in bytes (for an image: width × height × pixel size).
     pub size: usize,
     /// The TVM device id it lives on.
@@ -53,7 +55,6 @@ pub struct ClBuffer {
     pub image: Option<ImageExtent>,
     /// For an image: the texture scope it was made for (how a tensor's shape folds into it).
     pub scope: &'static str,
-    magic: u64,
 }
 
 /// The buffer behind a device pointer of this backend.
@@ -64,15 +65,18 @@ pub unsafe fn buffer_of<'a>(p: *const c_void) -> Result<&'a ClBuffer> {
     if p.is_null() {
         return Err(Error::value("OpenCL: NULL device pointer"));
     }
-    // SAFETY: caller contract.
-    let b = unsafe { &*(p as *const ClBuffer) };
-    if b.magic != BUFFER_MAGIC {
+    // Only the magic word is read until it matches (a raw read: no reference to a value that
+    // may not be a ClBuffer).
+    // SAFETY: caller contract: `p` addresses at least the first two words of a ClBuffer.
+    let magic = unsafe { std::ptr::addr_of!((*(p as *const ClBuffer)).magic).read_unaligned() };
+    if magic != BUFFER_MAGIC {
         return Err(Error::value(
             "OpenCL: the pointer is not an OpenCL buffer of this runtime (freed, or from \
              another device)",
         ));
     }
-    Ok(b)
+    // SAFETY: a live ClBuffer of this backend (the magic word matches).
+    Ok(unsafe { &*(p as *const ClBuffer) })
 }
 
 /// Reusable temporary buffers of one device (best fit, in pages).
@@ -1064,8 +1068,8 @@ mod tests {
 
     #[test]
     fn foreign_pointers_are_refused() {
-        let x = [0u64; 8];
-        // SAFETY: a readable 64-byte block that is not a ClBuffer.
+        let x = [0u64; 2];
+        // SAFETY: a readable 16-byte block (the two words checked) that is not a ClBuffer.
         let e = unsafe { buffer_of(x.as_ptr() as *const c_void) }
             .err()
             .unwrap();
