@@ -25,8 +25,8 @@
 //! 9. [`c_api`]: the `extern "C"` surface, which converts and delegates inside one boundary.
 //!
 //! The optional rooms and backends are Cargo features (`graph`, `relax`, `llm`, `rpc`,
-//! `tvm-ffi`, `dso`, `threads`, `plugins`, `cuda`, `vulkan`; see Cargo.toml): a feature left
-//! out is not compiled, and asking for what it provides names it
+//! `tvm-ffi`, `dso`, `threads`, `plugins`, `cuda`, `vulkan`, `opencl`; see Cargo.toml): a
+//! feature left out is not compiled, and asking for what it provides names it
 //! ([`packed_func::features`]).
 //!
 //! Each room registers its own global functions beside their code; `register_all` is the

@@ -529,11 +529,24 @@ pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> R
     api.sync(t.device)
 }
 
-/// Copies array to array through the device layer.
+/// Copies array to array through the device layer (`TVMArrayCopyFromTo`). Both arrays must
+/// have the same data type: the reference copies any two arrays of the same byte size, which
+/// silently reinterprets the bytes (an int32 array given to a float32 input); this is refused.
 ///
 /// # Safety
 /// Both tensors must describe valid memory on their devices.
 pub unsafe fn copy_from_to(from: &DLTensor, to: &DLTensor, stream: Stream) -> Result<()> {
+    // Arrays of different byte sizes fail in the copy itself, with the reference's message.
+    let same_size = crate::packed_func::tensor::tensor_nbytes(from).ok()
+        == crate::packed_func::tensor::tensor_nbytes(to).ok();
+    if from.dtype != to.dtype && same_size {
+        return Err(Error::value_fmt(format_args!(
+            "cannot copy an array of {} into an array of {}: the data types differ (the \
+             bytes would be reinterpreted; convert the array first)",
+            crate::packed_func::dtype::dtype_to_string(from.dtype),
+            crate::packed_func::dtype::dtype_to_string(to.dtype)
+        )));
+    }
     // SAFETY: forwarded contract.
     unsafe { device::copy_tensor(from, to, stream) }
 }

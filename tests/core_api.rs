@@ -698,6 +698,9 @@ fn handle_taking_globals_refuse_handles_they_cannot_vouch_for() {
     if cfg!(feature = "vulkan") {
         expected.push("runtime.module.loadbinary_vulkan");
     }
+    if cfg!(feature = "opencl") {
+        expected.push("runtime.module.loadbinary_opencl");
+    }
     for name in expected {
         assert!(
             loaders.iter().any(|l| l == name),

@@ -419,7 +419,15 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
                         String::new()
                     };
                     #[cfg(not(feature = "cuda"))]
-                    let why = "";
+                    let why = String::new();
+                    #[cfg(feature = "opencl")]
+                    let why = if ty == tvm_runtime::packed_func::types::DL_OPENCL {
+                        device::opencl::platform_error()
+                            .map(|e| format!(" ({e})"))
+                            .unwrap_or_default()
+                    } else {
+                        why
+                    };
                     println!("{name}: no device present{why}");
                 }
                 break;
@@ -446,6 +454,12 @@ fn devices(target: bool) -> tvm_runtime::Result<()> {
             ] {
                 if let Some(v) = attr_text(api.get_attr(dev, kind)?) {
                     println!("  {label}: {v}");
+                }
+            }
+            #[cfg(feature = "opencl")]
+            if ty == tvm_runtime::packed_func::types::DL_OPENCL {
+                if let Some(p) = device::opencl::platform_name(id) {
+                    println!("  platform: {p}");
                 }
             }
             if target && ty == tvm_runtime::packed_func::types::DL_VULKAN {

@@ -142,6 +142,7 @@ fn forged_opaque_handles_are_refused_and_the_server_survives() {
         "runtime.module.loadbinary_relax.Executable",
         "runtime.module.loadbinary_cuda",
         "runtime.module.loadbinary_vulkan",
+        "runtime.module.loadbinary_opencl",
     ] {
         let h = sess.get_global(name).unwrap();
         if h == 0 {

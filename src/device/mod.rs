@@ -10,6 +10,8 @@ pub mod cpu;
 pub mod cuda;
 mod functions;
 pub mod null;
+#[cfg(feature = "opencl")]
+pub mod opencl;
 #[cfg(feature = "plugins")]
 pub mod plugin;
 #[cfg(not(feature = "plugins"))]
@@ -274,7 +276,10 @@ pub trait DeviceApi: Send + Sync {
 }
 
 static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::new(|| {
-    #[cfg_attr(not(any(feature = "cuda", feature = "vulkan")), allow(unused_mut))]
+    #[cfg_attr(
+        not(any(feature = "cuda", feature = "vulkan", feature = "opencl")),
+        allow(unused_mut)
+    )]
     let mut m: HashMap<i32, Arc<dyn DeviceApi>> = HashMap::new();
     // Built-in CUDA (the driver itself is only loaded when a CUDA device is used).
     #[cfg(feature = "cuda")]
@@ -289,6 +294,8 @@ static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::
     }
     #[cfg(feature = "vulkan")]
     vulkan::install(&mut m);
+    #[cfg(feature = "opencl")]
+    opencl::install(&mut m);
     RwLock::new(m)
 });
 
@@ -465,6 +472,11 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
     if n_from == 0 {
         return Ok(());
     }
+    #[cfg(feature = "opencl")]
+    // SAFETY: forwarded contract.
+    if let Some(r) = unsafe { opencl::api::copy_tensor_images(from, to, stream) } {
+        return r;
+    }
     let dev = if from.device.device_type != DL_CPU {
         from.device
     } else {
@@ -488,7 +500,8 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
     }
 }
 
-/// Registers the device room's global functions and every built-in backend's (CUDA, Vulkan).
+/// Registers the device room's global functions and every built-in backend's (CUDA, Vulkan,
+/// OpenCL).
 pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     functions::register(r);
     plugin::register_discovery(r);
@@ -496,4 +509,6 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     cuda::register(r);
     #[cfg(feature = "vulkan")]
     vulkan::register(r);
+    #[cfg(feature = "opencl")]
+    opencl::register(r);
 }

@@ -17,6 +17,7 @@ pub const FEATURES: &[(&str, bool)] = &[
     ("plugins", cfg!(feature = "plugins")),
     ("cuda", cfg!(feature = "cuda")),
     ("vulkan", cfg!(feature = "vulkan")),
+    ("opencl", cfg!(feature = "opencl")),
 ];
 
 /// Name prefixes of global functions and module kinds (`runtime.module.loadfile_<kind>`,
@@ -57,6 +58,9 @@ pub const PREFIXES: &[(&str, &str)] = &[
     ("device_api.vulkan", "vulkan"),
     ("runtime.module.loadbinary_vulkan", "vulkan"),
     ("runtime.module.loadfile_vulkan", "vulkan"),
+    ("device_api.opencl", "opencl"),
+    ("runtime.module.loadbinary_opencl", "opencl"),
+    ("runtime.module.loadfile_cl", "opencl"),
 ];
 
 /// Whether this build has the feature `name` (false for a name that is not a feature).
@@ -92,12 +96,13 @@ pub fn or_built_without(name: &str, otherwise: String) -> String {
 }
 
 /// The feature, left out of this build, that would provide devices of `device_type` (CUDA,
-/// Vulkan, or a plugin's type); `None` when no left-out feature explains a missing backend.
+/// Vulkan, OpenCL, or a plugin's type); `None` when no left-out feature explains a missing backend.
 pub fn missing_for_device(device_type: i32) -> Option<&'static str> {
-    use super::types::{DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED, DL_VULKAN};
+    use super::types::{DL_CUDA, DL_CUDA_HOST, DL_CUDA_MANAGED, DL_OPENCL, DL_VULKAN};
     let f = match device_type {
         DL_CUDA | DL_CUDA_HOST | DL_CUDA_MANAGED => "cuda",
         DL_VULKAN => "vulkan",
+        DL_OPENCL => "opencl",
         // The first device type plugins may claim (`device::plugin::MIN_PLUGIN_DEVICE_TYPE`).
         t if t >= 32 => "plugins",
         _ => return None,

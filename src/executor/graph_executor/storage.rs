@@ -76,6 +76,11 @@ struct PoolEntry {
     device_type: i32,
     bytes: u64,
     scope: String,
+    /// For a texture scope: the image's [height, width, channels] and element type.
+    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
+    texture: Option<(i64, i64, i64)>,
+    #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
+    dtype: DLDataType,
     linked: Option<NDArray>,
     used: bool,
 }
@@ -107,6 +112,8 @@ pub(super) fn setup_storage(
             device_type: -1,
             bytes: 0,
             scope: String::new(),
+            texture: None,
+            dtype: DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
             linked: None,
             used: false,
         })
@@ -134,10 +141,27 @@ pub(super) fn setup_storage(
                 pe.device_type
             )));
         }
-        if scope.starts_with("global.texture") {
+        if scope.contains("texture") {
+            // A 2-D image (OpenCL): the pool entry is [height, width, channels], each the
+            // largest of its entries' folded shapes, in the entries' (common) data type.
+            #[cfg(feature = "opencl")]
+            {
+                let (w, h) = crate::device::opencl::api::texture_extent(&g.shape[i], &scope)
+                    .map_err(|e| e.context(format!("graph entry {i}")))?;
+                let c = *g.shape[i].last().unwrap_or(&4);
+                let (ph, pw, _) = pe.texture.unwrap_or((0, 0, c));
+                if pe.used && pe.dtype != g.dltype[i] {
+                    return Err(Error::value_fmt(format_args!(
+                        "invalid graph: texture storage {sid} holds entries of two data types"
+                    )));
+                }
+                pe.texture = Some((ph.max(h as i64), pw.max(w as i64), c));
+                pe.dtype = g.dltype[i];
+            }
+            #[cfg(not(feature = "opencl"))]
             return Err(Error::value_fmt(format_args!(
-                "graph entry {i} uses storage scope '{scope}': texture memory is not supported \
-                 by this runtime"
+                "graph entry {i} uses storage scope '{scope}': texture memory needs the \
+                 OpenCL backend; this library was built without `opencl`"
             )));
         }
         pe.used = true;
@@ -223,13 +247,15 @@ pub(super) fn setup_storage(
         } else {
             Some(pe.scope.as_str())
         };
-        let arr = NDArrayObj::empty(
-            &[elems],
-            DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
-            dev,
-            scope,
-        )
-        .map_err(|e| e.context("graph executor: allocating storage"))?;
+        let (shape, dtype) = match pe.texture {
+            Some((h, w, c)) => (vec![h, w, c], pe.dtype),
+            None => (
+                vec![elems],
+                DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
+            ),
+        };
+        let arr = NDArrayObj::empty(&shape, dtype, dev, scope)
+            .map_err(|e| e.context("graph executor: allocating storage"))?;
         storage.push(Some(NDArray::from_object(arr)?));
     }
     let mut entries = Vec::with_capacity(g.num_entries());

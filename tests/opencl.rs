@@ -1,0 +1,786 @@
+//! OpenCL backend tests on a real OpenCL driver (POCL, which runs OpenCL on the CPU, in CI:
+//! scripts/setup_opencl.sh installs it).
+//!
+//! Kernels come two ways: OpenCL C written here, packaged as the compiler packages it (an
+//! `opencl` module: source split by `// Function:` lines plus the function-info map), and
+//! libraries compiled by the reference compiler (hhb-tvm) for OpenCL by
+//! scripts/build_opencl_fixtures.py: kernels, a small CNN and MobileNet for `-device=mali`,
+//! `-device=intel_graphics` and `-device=adreno` (texture memory scopes), whose outputs are
+//! compared with the same model compiled for the CPU and run on the reference runtime.
+//!
+//! Without an OpenCL platform every test reports "skipped: ...: no OpenCL device" through
+//! tests/common/skip.rs; with TVMRT_REQUIRE_OPENCL set (the test command sets it after
+//! installing POCL) they fail instead, and so do the fixture tests when the fixtures are
+//! missing (the MobileNet ones under TVMRT_REQUIRE_OPENCL_MODELS).
+#![cfg(feature = "opencl")]
+
+use std::ffi::c_void;
+use std::path::PathBuf;
+use tvm_runtime::device::opencl::{self, OpenclModule};
+use tvm_runtime::device::{self, DeviceAttr};
+use tvm_runtime::module::function_info::{FunctionInfo, FunctionInfoMap};
+use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_OPENCL};
+use tvm_runtime::{ArgValue, Module, NDArray, RetValue};
+
+#[path = "common/skip.rs"]
+mod skip;
+
+const F32: DLDataType = DLDataType {
+    code: 2,
+    bits: 32,
+    lanes: 1,
+};
+const CL0: DLDevice = DLDevice {
+    device_type: DL_OPENCL,
+    device_id: 0,
+};
+const REQUIRE: &str = "TVMRT_REQUIRE_OPENCL";
+
+fn have_opencl() -> bool {
+    skip::available(opencl::device_count() > 0, REQUIRE, || {
+        format!(
+            "no OpenCL device ({})",
+            opencl::platform_error().unwrap_or_else(|| "a platform without devices".into())
+        )
+    })
+}
+
+/// The switch that makes a missing MobileNet fixture fail (they take minutes to compile, so
+/// the test command may build the OpenCL fixtures without them: `--no-models`).
+const REQUIRE_MODELS: &str = "TVMRT_REQUIRE_OPENCL_MODELS";
+
+/// The OpenCL fixtures' directory, when built (fails under TVMRT_REQUIRE_OPENCL otherwise).
+fn fixtures(file: &str) -> Option<PathBuf> {
+    fixtures_or(file, REQUIRE)
+}
+
+/// As [`fixtures`], failing under `require` instead.
+fn fixtures_or(file: &str, require: &str) -> Option<PathBuf> {
+    let base = std::env::var("TVMRT_CACHE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap()).join(".cache/tvm-runtime-rs")
+        });
+    let d = base.join("fixtures/opencl");
+    let ok = d.join(file).exists();
+    skip::available(ok, require, || {
+        format!(
+            "OpenCL fixture {file} not built in {} (run scripts/build_opencl_fixtures.py)",
+            d.display()
+        )
+    })
+    .then_some(d)
+}
+
+fn pseudo(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).wrapping_add(12345);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s % 2001) as f32 / 100.0 - 10.0
+        })
+        .collect()
+}
+
+fn on_cl(data: &[f32]) -> NDArray {
+    let mut a = NDArray::empty(&[data.len() as i64], F32, CL0).unwrap();
+    a.copy_from_slice(data).unwrap();
+    a
+}
+
+fn sync() {
+    device::api(CL0).unwrap().sync(CL0).unwrap();
+}
+
+fn t(code: u8, bits: u8) -> DLDataType {
+    DLDataType::new(code, bits, 1)
+}
+
+/// An `opencl` module from OpenCL C pieces: (name, argument types, tags, source).
+fn module(kernels: &[(&str, Vec<DLDataType>, &[&str], &str)]) -> tvm_runtime::Result<Module> {
+    let mut fmap = FunctionInfoMap::new();
+    let mut src = String::from("// header text before the first kernel belongs to none\n");
+    for (name, types, tags, body) in kernels {
+        fmap.insert(
+            name.to_string(),
+            FunctionInfo {
+                name: String::new(),
+                arg_types: types.clone(),
+                launch_param_tags: tags.iter().map(|s| s.to_string()).collect(),
+            },
+        );
+        src.push_str(&format!("// Function: {name}\n{body}\n\n"));
+    }
+    Ok(Module::new(Box::new(OpenclModule::new(
+        src.as_bytes(),
+        "cl",
+        fmap,
+    )?)))
+}
+
+const ADD: &str =
+    "__kernel void add_kernel(__global float* restrict A, __global float* restrict B, \
+    __global float* restrict C, int n) {\n  int i = get_group_id(0) * 64 + get_local_id(0);\n  \
+    if (i < n) C[i] = A[i] + B[i];\n}";
+
+fn add_module() -> Module {
+    module(&[(
+        "add_kernel",
+        vec![t(3, 64), t(3, 64), t(3, 64), t(0, 32)],
+        &["blockIdx.x", "threadIdx.x"],
+        ADD,
+    )])
+    .unwrap()
+}
+
+#[test]
+fn attributes_come_from_the_driver() {
+    if !have_opencl() {
+        return;
+    }
+    let api = device::api(CL0).unwrap();
+    let int = |id: i32, k| match api.get_attr(DLDevice::new(DL_OPENCL, id), k).unwrap() {
+        RetValue::Int(i) => i,
+        v => panic!("{k:?}: {v:?}"),
+    };
+    let s = |k| match api.get_attr(CL0, k).unwrap() {
+        RetValue::Str(s) => s,
+        v => panic!("{k:?}: {v:?}"),
+    };
+    let n = opencl::device_count() as i32;
+    assert_eq!(int(0, DeviceAttr::Exist), 1);
+    assert_eq!(int(n, DeviceAttr::Exist), 0);
+    assert_eq!(int(-1, DeviceAttr::Exist), 0);
+    assert!(int(0, DeviceAttr::MaxThreadsPerBlock) >= 1);
+    assert_eq!(int(0, DeviceAttr::WarpSize), 1);
+    assert!(int(0, DeviceAttr::MaxSharedMemoryPerBlock) > 0);
+    let v = s(DeviceAttr::ComputeVersion);
+    assert!(
+        v.split('.').all(|p| p.parse::<u32>().is_ok()) && v.contains('.'),
+        "compute version {v}"
+    );
+    assert!(!s(DeviceAttr::DeviceName).is_empty());
+    assert!(int(0, DeviceAttr::MaxClockRate) >= 0);
+    assert!(int(0, DeviceAttr::MultiProcessorCount) >= 1);
+    let dims: Vec<i64> = serde_json::from_str(&s(DeviceAttr::MaxThreadDimensions)).unwrap();
+    assert_eq!(dims.len(), 3, "{dims:?}");
+    assert!(!s(DeviceAttr::DriverVersion).is_empty());
+    assert_eq!(int(0, DeviceAttr::ApiVersion), 120);
+    assert!(int(0, DeviceAttr::TotalGlobalMemory) > 0);
+    assert!(int(0, DeviceAttr::L2CacheSizeBytes) >= 0);
+    assert!(matches!(
+        api.get_attr(CL0, DeviceAttr::GcnArch).unwrap(),
+        RetValue::Null
+    ));
+    // A device that does not exist: an error, not a crash.
+    let e = api
+        .get_attr(DLDevice::new(DL_OPENCL, n), DeviceAttr::DeviceName)
+        .unwrap_err();
+    assert!(e.message.contains("does not exist"), "{}", e.message);
+    let e = NDArray::empty(&[4], F32, DLDevice::new(DL_OPENCL, n + 3)).unwrap_err();
+    assert!(e.message.contains("does not exist"), "{}", e.message);
+    assert!(api.set_device(DLDevice::new(DL_OPENCL, n)).is_err());
+}
+
+#[test]
+fn copies_in_every_direction_with_offsets() {
+    if !have_opencl() {
+        return;
+    }
+    let api = device::api(CL0).unwrap();
+    let host = DLDevice::CPU;
+    for n in [1usize, 3, 1000, 65537] {
+        let data: Vec<u8> = (0..n).map(|i| (i * 7 + 3) as u8).collect();
+        let a = api.alloc_data_space(CL0, n + 16, 64, t(1, 8)).unwrap();
+        let b = api.alloc_data_space(CL0, n + 32, 64, t(1, 8)).unwrap();
+        let mut back = vec![0u8; n + 5];
+        // SAFETY: every range below lies inside the buffers allocated above.
+        unsafe {
+            api.copy_data(
+                data.as_ptr() as *const c_void,
+                0,
+                a,
+                16,
+                n,
+                host,
+                CL0,
+                t(1, 8),
+                std::ptr::null_mut(),
+            )
+            .unwrap();
+            api.copy_data(a, 16, b, 32, n, CL0, CL0, t(1, 8), std::ptr::null_mut())
+                .unwrap();
+            api.copy_data(
+                b,
+                32,
+                back.as_mut_ptr() as *mut c_void,
+                5,
+                n,
+                CL0,
+                host,
+                t(1, 8),
+                std::ptr::null_mut(),
+            )
+            .unwrap();
+            // Out of range: an error, the device stays usable.
+            let e = api
+                .copy_data(a, 17, b, 0, n + 16, CL0, CL0, t(1, 8), std::ptr::null_mut())
+                .unwrap_err();
+            assert!(e.message.contains("outside"), "{}", e.message);
+            api.free_data_space(CL0, a).unwrap();
+            api.free_data_space(CL0, b).unwrap();
+        }
+        assert_eq!(&back[5..], &data[..], "n = {n}");
+    }
+    // Size 0 allocates; arrays with no elements copy nothing.
+    let z = api.alloc_data_space(CL0, 0, 64, F32).unwrap();
+    // SAFETY: freed once.
+    unsafe { api.free_data_space(CL0, z).unwrap() };
+    let mut e = NDArray::empty(&[0, 3], F32, CL0).unwrap();
+    e.copy_from_slice::<f32>(&[]).unwrap();
+    assert!(e.to_vec::<f32>().unwrap().is_empty());
+    // NDArray copies and views with a byte offset.
+    let x = pseudo(100, 1);
+    let a = on_cl(&x);
+    let mut b = NDArray::empty(&[100], F32, CL0).unwrap();
+    a.copy_to(&mut b).unwrap();
+    assert_eq!(b.to_vec::<f32>().unwrap(), x);
+    let v = b.view(&[10], F32, 40).unwrap();
+    assert_eq!(v.to_vec::<f32>().unwrap(), &x[10..20]);
+    // A foreign pointer is refused with a message.
+    let junk = [0u64; 16];
+    // SAFETY: the range is valid host memory; the "device" side is checked and refused.
+    let e = unsafe {
+        api.copy_data(
+            junk.as_ptr() as *const c_void,
+            0,
+            junk.as_ptr() as *mut c_void,
+            0,
+            8,
+            CL0,
+            host,
+            t(1, 8),
+            std::ptr::null_mut(),
+        )
+    }
+    .unwrap_err();
+    assert!(e.message.contains("not an OpenCL buffer"), "{}", e.message);
+}
+
+#[test]
+fn a_kernel_runs_with_launch_dims_from_the_tags() {
+    if !have_opencl() {
+        return;
+    }
+    let m = add_module();
+    let f = m.function("add_kernel").unwrap();
+    for n in [1000usize, 64, 1, 0] {
+        let (x, y) = (pseudo(n, 2), pseudo(n, 3));
+        let (a, b) = (on_cl(&x), on_cl(&y));
+        let c = NDArray::empty(&[n as i64], F32, CL0).unwrap();
+        let grid = n.div_ceil(64) as i64;
+        f.call(&[
+            (&a).into(),
+            (&b).into(),
+            (&c).into(),
+            ArgValue::Int(n as i64),
+            ArgValue::Int(grid),
+            ArgValue::Int(64),
+        ])
+        .unwrap();
+        let got = c.to_vec::<f32>().unwrap();
+        for i in 0..n {
+            assert_eq!(got[i], x[i] + y[i], "n = {n}, [{i}]");
+        }
+    }
+    // Many launches, then one sync.
+    let x = pseudo(256, 9);
+    let a = on_cl(&x);
+    let c = NDArray::empty(&[256], F32, CL0).unwrap();
+    for _ in 0..200 {
+        f.call(&[
+            (&a).into(),
+            (&a).into(),
+            (&c).into(),
+            ArgValue::Int(256),
+            ArgValue::Int(4),
+            ArgValue::Int(64),
+        ])
+        .unwrap();
+    }
+    sync();
+    let got = c.to_vec::<f32>().unwrap();
+    assert!(got.iter().zip(&x).all(|(g, v)| *g == 2.0 * v));
+}
+
+#[test]
+fn bad_input_is_an_error_and_the_device_stays_usable() {
+    if !have_opencl() {
+        return;
+    }
+    // A source that does not build: the driver's log is in the error.
+    let m = module(&[(
+        "broken_kernel",
+        vec![t(3, 64)],
+        &["threadIdx.x"],
+        "__kernel void broken_kernel(__global float* A) { A[0] = undefined_name; }",
+    )])
+    .unwrap();
+    let a = on_cl(&[1.0; 4]);
+    let f = m.function("broken_kernel").unwrap();
+    let e = f.call(&[(&a).into(), ArgValue::Int(1)]).unwrap_err();
+    assert!(e.message.contains("OpenCL build error"), "{}", e.message);
+    assert!(e.message.contains("undefined_name"), "{}", e.message);
+    // Again: still an error (not cached as built), not a crash.
+    assert!(f.call(&[(&a).into(), ArgValue::Int(1)]).is_err());
+
+    let f = add_module().function("add_kernel").unwrap();
+    let c = NDArray::empty(&[4], F32, CL0).unwrap();
+    // Wrong argument count.
+    let e = f.call(&[(&a).into(), ArgValue::Int(1)]).unwrap_err();
+    assert!(e.message.contains("expected 6 arguments"), "{}", e.message);
+    // A float where the kernel takes a buffer; a buffer where it takes an int.
+    let e = f
+        .call(&[
+            ArgValue::Float(1.0),
+            (&a).into(),
+            (&c).into(),
+            ArgValue::Int(4),
+            ArgValue::Int(1),
+            ArgValue::Int(64),
+        ])
+        .unwrap_err();
+    assert!(e.message.contains("argument 0"), "{}", e.message);
+    let e = f
+        .call(&[
+            (&a).into(),
+            (&a).into(),
+            (&c).into(),
+            (&a).into(),
+            ArgValue::Int(1),
+            ArgValue::Int(64),
+        ])
+        .unwrap_err();
+    assert!(e.message.contains("argument 3"), "{}", e.message);
+    // A CPU tensor passed to an OpenCL kernel.
+    let cpu = NDArray::from_slice(&[1.0f32; 4], &[4]).unwrap();
+    let e = f
+        .call(&[
+            (&cpu).into(),
+            (&a).into(),
+            (&c).into(),
+            ArgValue::Int(4),
+            ArgValue::Int(1),
+            ArgValue::Int(64),
+        ])
+        .unwrap_err();
+    assert!(
+        e.message.contains("not on an OpenCL device"),
+        "{}",
+        e.message
+    );
+    // A kernel whose argument sizes disagree with its metadata (int64 declared, int taken):
+    // the driver refuses the size, reported as an error.
+    let m = module(&[(
+        "size_kernel",
+        vec![t(3, 64), t(0, 64)],
+        &["threadIdx.x"],
+        "__kernel void size_kernel(__global float* A, int n) { A[0] = n; }",
+    )])
+    .unwrap();
+    let e = m
+        .function("size_kernel")
+        .unwrap()
+        .call(&[(&a).into(), ArgValue::Int(3), ArgValue::Int(1)])
+        .unwrap_err();
+    assert!(e.message.contains("argument 1"), "{}", e.message);
+    // The device still works.
+    f.call(&[
+        (&a).into(),
+        (&a).into(),
+        (&c).into(),
+        ArgValue::Int(4),
+        ArgValue::Int(1),
+        ArgValue::Int(64),
+    ])
+    .unwrap();
+    assert_eq!(c.to_vec::<f32>().unwrap(), vec![2.0; 4]);
+}
+
+#[test]
+fn streams_are_command_queues() {
+    if !have_opencl() {
+        return;
+    }
+    let api = device::api(CL0).unwrap();
+    let s = device::streams::create_stream(CL0).unwrap();
+    assert!(!s.is_null());
+    let f = add_module().function("add_kernel").unwrap();
+    let x = pseudo(128, 5);
+    let a = on_cl(&x);
+    let c = NDArray::empty(&[128], F32, CL0).unwrap();
+    // SAFETY: a live stream of this device, unset before it is freed.
+    unsafe {
+        api.set_stream(CL0, s).unwrap();
+        assert_eq!(api.current_stream(CL0), s);
+        f.call(&[
+            (&a).into(),
+            (&a).into(),
+            (&c).into(),
+            ArgValue::Int(128),
+            ArgValue::Int(2),
+            ArgValue::Int(64),
+        ])
+        .unwrap();
+        api.sync_stream_from_to(CL0, s, std::ptr::null_mut())
+            .unwrap();
+        api.stream_sync(CL0, s).unwrap();
+        api.set_stream(CL0, std::ptr::null_mut()).unwrap();
+        device::streams::free_stream(CL0, s).unwrap();
+    }
+    assert_eq!(
+        c.to_vec::<f32>().unwrap(),
+        x.iter().map(|v| 2.0 * v).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn workspace_pages_are_reused_and_work_as_kernel_arguments() {
+    if !have_opencl() {
+        return;
+    }
+    let api = device::api(CL0).unwrap();
+    let w = api.alloc_workspace(CL0, 1000, F32).unwrap();
+    // SAFETY: a workspace pointer freed once, then reused.
+    unsafe { api.free_workspace(CL0, w).unwrap() };
+    let w2 = api.alloc_workspace(CL0, 4096, F32).unwrap();
+    assert_eq!(w, w2, "a freed page is reused");
+    // As an opaque handle argument, the way compiled host code passes workspaces.
+    let f = add_module().function("add_kernel").unwrap();
+    let x = pseudo(16, 8);
+    let a = on_cl(&x);
+    f.call(&[
+        (&a).into(),
+        (&a).into(),
+        ArgValue::Handle(
+            // SAFETY: a live workspace buffer of this device.
+            unsafe { tvm_runtime::packed_func::RawHandle::new(w2) },
+        ),
+        ArgValue::Int(16),
+        ArgValue::Int(1),
+        ArgValue::Int(64),
+    ])
+    .unwrap();
+    let mut back = vec![0f32; 16];
+    // SAFETY: 64 bytes inside the workspace and `back`.
+    unsafe {
+        api.copy_data(
+            w2,
+            0,
+            back.as_mut_ptr() as *mut c_void,
+            0,
+            64,
+            CL0,
+            DLDevice::CPU,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        api.free_workspace(CL0, w2).unwrap();
+    }
+    assert_eq!(back, x.iter().map(|v| 2.0 * v).collect::<Vec<_>>());
+}
+
+#[test]
+fn texture_scopes_allocate_images() {
+    if !have_opencl() {
+        return;
+    }
+    let api = device::api(CL0).unwrap();
+    // nhwc [1, 256, 7, 7, 4] folds into a 49 x 256 RGBA image.
+    let shape = [1i64, 256, 7, 7, 4];
+    let n = shape.iter().product::<i64>() as usize;
+    let p = match api.alloc_data_space_scope(CL0, &shape, F32, Some("global.texture-nhwc")) {
+        Ok(p) => p,
+        Err(e) if e.message.contains("does not support images") => {
+            skip::report(&e.message);
+            return;
+        }
+        Err(e) => panic!("{}", e.message),
+    };
+    let x = pseudo(n, 11);
+    let mut back = vec![0f32; n];
+    // SAFETY: whole-image copies of exactly the image's size.
+    unsafe {
+        let b = opencl::api::buffer_of(p).unwrap();
+        let e = b.image.unwrap();
+        assert_eq!((e.width, e.height), (49, 256));
+        api.copy_data(
+            x.as_ptr() as *const c_void,
+            0,
+            p,
+            0,
+            n * 4,
+            DLDevice::CPU,
+            CL0,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        api.copy_data(
+            p,
+            0,
+            back.as_mut_ptr() as *mut c_void,
+            0,
+            n * 4,
+            CL0,
+            DLDevice::CPU,
+            F32,
+            std::ptr::null_mut(),
+        )
+        .unwrap();
+        // A partial copy of an image is refused.
+        assert!(api
+            .copy_data(
+                p,
+                16,
+                back.as_mut_ptr() as *mut c_void,
+                0,
+                64,
+                CL0,
+                DLDevice::CPU,
+                F32,
+                std::ptr::null_mut(),
+            )
+            .is_err());
+        api.free_data_space(CL0, p).unwrap();
+    }
+    assert_eq!(back, x);
+    // The globals compiled host code calls.
+    let alloc = tvm_runtime::packed_func::registry::get("device_api.opencl.alloc_nd").unwrap();
+    let free = tvm_runtime::packed_func::registry::get("device_api.opencl.free_nd").unwrap();
+    let wh = [7i64, 3];
+    let h = alloc
+        .call(&[
+            ArgValue::Int(DL_OPENCL as i64),
+            ArgValue::Int(0),
+            ArgValue::Int(2),
+            ArgValue::Int(32),
+            ArgValue::Str(c"global.texture"),
+            ArgValue::Int(2),
+            ArgValue::Handle(
+                // SAFETY: two int64 extents that outlive the call.
+                unsafe { tvm_runtime::packed_func::RawHandle::new(wh.as_ptr() as *mut c_void) },
+            ),
+        ])
+        .unwrap();
+    let RetValue::Handle(h) = h else {
+        panic!("alloc_nd gave {h:?}")
+    };
+    // SAFETY: the image alloc_nd made.
+    let e = unsafe { opencl::api::buffer_of(h.as_ptr()) }
+        .unwrap()
+        .image
+        .unwrap();
+    assert_eq!((e.width, e.height), (7, 3));
+    let r = free
+        .call(&[
+            ArgValue::Int(DL_OPENCL as i64),
+            ArgValue::Int(0),
+            ArgValue::Str(c"global.texture"),
+            ArgValue::Handle(h),
+        ])
+        .unwrap();
+    assert!(matches!(r, RetValue::Int(0)));
+}
+
+/// Runs a graph library on opencl(0) with the input `data`; returns output 0.
+fn run_graph(lib: &Module, data: &NDArray) -> NDArray {
+    let create = lib.function("default").unwrap();
+    let gmod = Module::from_object(
+        create
+            .call(&[ArgValue::Device(CL0)])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    gmod.function("set_input")
+        .unwrap()
+        .call(&[ArgValue::Str(c"data"), data.into()])
+        .unwrap();
+    gmod.function("run").unwrap().call(&[]).unwrap();
+    let out = gmod
+        .function("get_output")
+        .unwrap()
+        .call(&[ArgValue::Int(0)])
+        .unwrap();
+    let RetValue::Object(o) = out else {
+        panic!("get_output gave {out:?}")
+    };
+    let y = NDArray::from_object(o).unwrap();
+    assert_eq!(y.device(), CL0);
+    y
+}
+
+fn npz(d: &std::path::Path, name: &str, key: &str) -> (Vec<f32>, Vec<i64>) {
+    let mut z = npyz::npz::NpzArchive::open(d.join(format!("{name}.npz"))).unwrap();
+    let a = z.by_name(key).unwrap().unwrap();
+    let shape = a.shape().iter().map(|&s| s as i64).collect();
+    (a.into_vec::<f32>().unwrap(), shape)
+}
+
+/// Compares with a tolerance relative to the output's scale: the OpenCL kernels are other
+/// code than the CPU's (other schedules, reduction orders and fused multiply-adds), so the
+/// results differ by float32 rounding, which grows with the reduction length.
+fn assert_close(name: &str, got: &[f32], want: &[f32], rel: f32) {
+    assert_eq!(got.len(), want.len(), "{name}");
+    let scale = want.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+    let mut worst = 0f32;
+    for (g, w) in got.iter().zip(want) {
+        worst = worst.max((g - w).abs() / scale);
+    }
+    assert!(
+        worst <= rel,
+        "{name}: worst difference {worst:e} of the output's scale {scale} (allowed {rel:e})"
+    );
+    eprintln!("{name}: worst difference {worst:e} of the output's scale {scale}");
+}
+
+#[test]
+fn compiled_kernels_from_the_reference_compiler() {
+    if !have_opencl() {
+        return;
+    }
+    let Some(d) = fixtures("cl_add.so") else {
+        return;
+    };
+    let lib = Module::load(d.join("cl_add.so").to_str().unwrap()).unwrap();
+    let f = lib.function("cl_add").unwrap();
+    for n in [1000usize, 1, 0] {
+        let (x, y) = (pseudo(n, 12), pseudo(n, 13));
+        let (a, b) = (on_cl(&x), on_cl(&y));
+        let c = NDArray::empty(&[n as i64], F32, CL0).unwrap();
+        f.call(&[(&a).into(), (&b).into(), (&c).into()]).unwrap();
+        let got = c.to_vec::<f32>().unwrap();
+        assert!(
+            (0..n).all(|i| got[i] == x[i] + y[i]),
+            "cl_add n = {n} differs from numpy's sum"
+        );
+    }
+    // The module tree: host code importing the opencl module.
+    let imports = lib.imports();
+    assert!(imports.iter().any(|m| m.type_key() == "opencl"));
+    let Some(d) = fixtures("cl_scale.so") else {
+        return;
+    };
+    let lib = Module::load(d.join("cl_scale.so").to_str().unwrap()).unwrap();
+    let f = lib.function("cl_scale").unwrap();
+    let m = 37usize;
+    let x = pseudo(m * 8, 14);
+    let mut a = NDArray::empty(&[m as i64, 8], F32, CL0).unwrap();
+    a.copy_from_slice(&x).unwrap();
+    let b = NDArray::empty(&[m as i64, 8], F32, CL0).unwrap();
+    f.call(&[
+        (&a).into(),
+        ArgValue::Float(0.5),
+        ArgValue::Int(-3),
+        (&b).into(),
+    ])
+    .unwrap();
+    let got = b.to_vec::<f32>().unwrap();
+    for i in 0..m * 8 {
+        assert_eq!(got[i], x[i] * 0.5 - 3.0, "[{i}]");
+    }
+}
+
+#[test]
+fn compiled_cnn_matches_the_cpu_build_on_the_reference_runtime() {
+    if !have_opencl() {
+        return;
+    }
+    let Some(d) = fixtures("cl_conv.so") else {
+        return;
+    };
+    let lib = Module::load(d.join("cl_conv.so").to_str().unwrap()).unwrap();
+    let (x, xs) = npz(&d, "cl_conv", "data");
+    let (want, ws) = npz(&d, "cl_conv", "output_0");
+    let y = run_graph(&lib, &NDArray::from_slice(&x, &xs).unwrap());
+    assert_eq!(y.shape(), &ws[..]);
+    // 27-term conv reductions and a 2048-term dense: float32 rounding stays far below 1e-4
+    // of the output's scale.
+    assert_close("cl_conv", &y.to_vec::<f32>().unwrap(), &want, 1e-4);
+}
+
+#[test]
+fn mobilenet_for_mali_intel_and_adreno_matches_the_cpu_build() {
+    if !have_opencl() {
+        return;
+    }
+    let Some(d) = fixtures_or("mobilenet_cl.npz", REQUIRE_MODELS) else {
+        return;
+    };
+    let (x, xs) = npz(&d, "mobilenet_cl", "data");
+    let (want, ws) = npz(&d, "mobilenet_cl", "output_0");
+    assert_eq!(ws, [1, 1000]);
+    // The fixture's weights spread the softmax: the comparison is not of near-constants.
+    let max = want.iter().cloned().fold(0f32, f32::max);
+    assert!(
+        max > 0.01,
+        "mobilenet's expected output is nearly flat (max {max})"
+    );
+    let data = NDArray::from_slice(&x, &xs).unwrap();
+    for dev in ["mali", "intel_graphics", "adreno"] {
+        let file = format!("mobilenet_{dev}.so");
+        let Some(d) = fixtures_or(&file, REQUIRE_MODELS) else {
+            return;
+        };
+        let lib = Module::load(d.join(&file).to_str().unwrap()).unwrap();
+        let y = run_graph(&lib, &data);
+        assert_eq!(y.shape(), &ws[..]);
+        // 28 layers, reductions up to 1024 terms in other orders than the CPU build's:
+        // relative float32 differences of ~1e-6 per operation accumulate to ~1e-5 of the
+        // softmax's largest value; 1e-3 leaves room and still catches any wrong kernel.
+        assert_close(&file, &y.to_vec::<f32>().unwrap(), &want, 1e-3);
+    }
+}
+
+fn tvmrt_bin() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    dir.join("tvmrt")
+}
+
+#[test]
+fn cli_devices_lists_opencl() {
+    if !have_opencl() {
+        return;
+    }
+    let bin = tvmrt_bin();
+    if !skip::available(bin.exists(), REQUIRE, || {
+        format!("{} not built (cargo build -p tvmrt)", bin.display())
+    }) {
+        return;
+    }
+    let out = std::process::Command::new(&bin)
+        .arg("devices")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("opencl(0) [device type 4]"), "{text}");
+    assert!(text.contains("platform:"), "{text}");
+    let out = std::process::Command::new(&bin)
+        .arg("devices")
+        .env(opencl::DISABLE_ENV, "1")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("opencl: no device present (OpenCL: no OpenCL platform: disabled"),
+        "{text}"
+    );
+}
