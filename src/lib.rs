@@ -8,6 +8,8 @@
 //! From the bottom up; a room uses only the rooms listed before it (and itself).
 //! `tests/layers.rs` reads this list (the names before the colon of each numbered line) and
 //! every `crate::` path in `src/`, and fails on an edge that points up.
+//! 0. `sync`: the atomics, locks and clock the lock-free code uses (std's, or loom's under
+//!    `--cfg loom`);
 //! 1. [`packed_func`] + [`object`], one room: C value types, errors, DLTensor arithmetic,
 //!    PackedFunc and the global registry; the object header, the type table, the
 //!    containers. They are one room because each is made of the other: a PackedFunc *is* an

@@ -213,7 +213,7 @@ pub unsafe fn copy_tensor_images(
     Some((|| {
         let region = |t: &DLTensor, b: &ClBuffer| -> Result<[usize; 3]> {
             // SAFETY: a live tensor's shape holds ndim entries.
-            let shape = unsafe { crate::ndarray::shape_of(t) };
+            let shape = unsafe { crate::packed_func::tensor::shape_of(t) };
             let (w, h) = texture_extent(shape, b.scope)?;
             let e = b.image.unwrap_or(ImageExtent {
                 width: 0,
@@ -222,7 +222,8 @@ pub unsafe fn copy_tensor_images(
             });
             if w > e.width || h > e.height || t.byte_offset != 0 {
                 return Err(Error::value_fmt(format_args!(
-                    "OpenCL: a tensor of {w} x {h} pixels (byte offset {}) does not fit its                      {} x {} image",
+                    "OpenCL: a tensor of {w} x {h} pixels (byte offset {}) does not fit its \
+                     {} x {} image",
                     t.byte_offset, e.width, e.height
                 )));
             }
