@@ -97,7 +97,6 @@ def run_model(lib, dev, npz):
         ("cl_conv", "cl_conv", 1e-4),
         ("mobilenet_mali", "mobilenet_cl", 1e-3),
         ("mobilenet_intel_graphics", "mobilenet_cl", 1e-3),
-        ("mobilenet_adreno", "mobilenet_cl", 1e-3),
     ],
 )
 def test_models_match_the_cpu_build(name, ref, rel):

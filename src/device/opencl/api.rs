@@ -355,6 +355,12 @@ impl OpenclDeviceApi {
         dtype: DLDataType,
         scope: &str,
     ) -> Result<*mut c_void> {
+        if !TEXTURES_ENABLED {
+            return Err(Error::value_fmt(format_args!(
+                "OpenCL: texture memory scope `{scope}` (kernels built for -device=adreno) is \
+                 not supported yet: build for -device=mali or -device=intel_graphics"
+            )));
+        }
         let scope = texture_scope(scope);
         let p = platforms_for(dev)?;
         let d = p.device(dev.device_id)?;
@@ -409,6 +415,11 @@ impl OpenclDeviceApi {
         })) as *mut c_void)
     }
 }
+
+/// Texture scopes (images) are refused for now: mobilenet built for `-device=adreno` gave a
+/// wrong output in about one run in six on POCL (the same wrong value each time; zeroing new
+/// images did not change it), cause not found yet. A clear error until it is.
+const TEXTURES_ENABLED: bool = false;
 
 fn origin_region(e: &ImageExtent) -> ([usize; 3], [usize; 3]) {
     ([0, 0, 0], [e.width.max(1), e.height.max(1), 1])
