@@ -121,6 +121,9 @@ stage_test() {
   fi
   local rc=0 test_args=()
   read -r -a test_args <<<"${TVMRT_CROSS_TEST_ARGS:-}"
+  # The CLI tests run the target's tvmrt next to the test binaries (another package: cargo
+  # test of this one does not build it).
+  cargo build "${cargo_args[@]}" -p tvmrt
   cargo test "${cargo_args[@]}" --no-fail-fast -p tvm-runtime --lib --tests -- "${test_args[@]}" 2>&1 |
     tee "$log" || rc=$?
   # The totals of every test binary (cargo prints one result line each).
