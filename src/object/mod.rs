@@ -199,12 +199,19 @@ impl ObjectRef {
     pub unsafe fn try_upgrade(p: NonNull<Object>) -> Option<ObjectRef> {
         // SAFETY: the caller guarantees the memory is allocated; the count is atomic.
         let obj = unsafe { p.as_ref() };
-        obj.ref_count
-            .fetch_update(Ordering::Acquire, Ordering::Relaxed, |c| {
-                (c > 0).then_some(c + 1)
-            })
-            .ok()
-            .map(|_| ObjectRef(p))
+        let mut c = obj.ref_count.load(Ordering::Relaxed);
+        while c > 0 {
+            match obj.ref_count.compare_exchange_weak(
+                c,
+                c + 1,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(ObjectRef(p)),
+                Err(now) => c = now,
+            }
+        }
+        None
     }
 
     /// Gives up ownership: the returned pointer carries one reference.
