@@ -258,7 +258,7 @@ pub fn available_loaders() -> Vec<String> {
         .into_iter()
         .filter_map(|n| n.strip_prefix(prefix).map(str::to_string))
         .collect();
-    crate::packed_func::order::sort_strings(&mut v);
+    v.sort_unstable();
     v
 }
 

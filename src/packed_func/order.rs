@@ -21,11 +21,6 @@ pub fn sort_stable_by<T>(v: &mut Vec<T>, cmp: impl Fn(&T, &T) -> Ordering) {
     v.extend(order.into_iter().filter_map(|i| slots[i].take()));
 }
 
-/// Sorts strings (or anything `Ord` whose equal elements are indistinguishable).
-pub fn sort_strings(v: &mut [String]) {
-    v.sort_unstable();
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -15,7 +15,7 @@
 //! `device_api.<name>` plugin tables this way).
 
 use super::error::{Error, Result};
-use super::function::{Function, RustFunc};
+use super::function::Function;
 use super::value::{Args, RetValue};
 use crate::sync::atomic::{AtomicBool, Ordering};
 use std::cell::Cell;
@@ -64,14 +64,8 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        self.add_boxed(name, Box::new(f));
-    }
-
-    /// Registers a boxed Rust function: the one out-of-line body behind [`Registrar::add`],
-    /// so that each of the rooms' registrations costs a call, not a copy of this code.
-    #[inline(never)]
-    fn add_boxed(&mut self, name: &str, f: Box<RustFunc>) {
-        self.add_function(name, Function::from_boxed(f));
+        // Both halves are out of line, so each registration costs two calls, not a copy.
+        self.add_function(name, Function::from_boxed(Box::new(f)));
     }
 
     /// Registers a default that a later `register` of the same name replaces even without

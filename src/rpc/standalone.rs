@@ -229,7 +229,7 @@ fn register_env() {
             .filter_map(|e| e.ok())
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
-        crate::packed_func::order::sort_strings(&mut names);
+        names.sort_unstable();
         *rv = RetValue::Str(names.join(","));
         Ok(())
     });
