@@ -9,6 +9,8 @@ pub mod cpu;
 #[cfg(feature = "cuda")]
 pub mod cuda;
 mod functions;
+#[cfg(any(feature = "cuda", feature = "opencl"))]
+mod kernel_args;
 pub mod null;
 #[cfg(feature = "opencl")]
 pub mod opencl;

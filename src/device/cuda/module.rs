@@ -7,6 +7,7 @@
 //! (`runtime.module.loadfile_cubin`, `loadfile_ptx`): the code, with `NAME.tvm_meta.json`
 //! next to it.
 
+use super::super::kernel_args::ArgConv;
 use super::{check_drv, current_device, current_stream, driver, MAX_DEVICES};
 use crate::module::blob::{with_lent_reader, BlobReader};
 use crate::module::function_info::{
@@ -17,7 +18,7 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry::Registrar;
-use crate::packed_func::types::{type_code as tc, DLDataType, DLTensor, TVMValue};
+use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
 use crate::packed_func::value::{Args, RetValue};
 use cudarc::driver::sys;
 use std::ffi::{c_void, CString};
@@ -191,40 +192,6 @@ impl CudaModule {
     }
 }
 
-/// How one kernel argument is passed.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum ArgConv {
-    I64,
-    I32,
-    U32,
-    F64,
-    F32,
-    Handle,
-}
-
-fn arg_conv(t: DLDataType) -> Result<ArgConv> {
-    if t.lanes != 1 {
-        return Err(Error::internal(
-            "Check failed: t.lanes == 1U: Cannot pass vector type argument to devic function \
-             for now",
-        ));
-    }
-    Ok(match (t.code, t.bits) {
-        (0, 64) => ArgConv::I64,
-        (0, 32) => ArgConv::I32,
-        (1, 32) => ArgConv::U32,
-        (2, 64) => ArgConv::F64,
-        (2, 32) => ArgConv::F32,
-        (3, _) => ArgConv::Handle,
-        _ => {
-            return Err(Error::tvm_fmt(format_args!(
-                "Cannot handle {} as device function argument",
-                crate::packed_func::dtype::dtype_to_string(t)
-            )))
-        }
-    })
-}
-
 /// One kernel of a module, as a callable.
 struct Kernel {
     inner: Arc<Inner>,
@@ -246,7 +213,7 @@ impl Kernel {
         let convs = info
             .arg_types
             .iter()
-            .map(|&t| arg_conv(t))
+            .map(|&t| ArgConv::of(t))
             .collect::<Result<Vec<_>>>()?;
         let launch = LaunchParamConfig::new(convs.len(), &info.launch_param_tags)?;
         Ok(Kernel {
@@ -264,11 +231,7 @@ impl Kernel {
             Error::type_error_fmt(format_args!(
                 "{}: argument {i} expects {} but got {}",
                 self.name,
-                match self.convs[i] {
-                    ArgConv::Handle => "a pointer",
-                    ArgConv::F32 | ArgConv::F64 => "a float",
-                    _ => "an integer",
-                },
+                self.convs[i].expects("a pointer"),
                 tc::name(code)
             ))
         };
@@ -290,32 +253,7 @@ impl Kernel {
                 }
                 _ => return Err(bad()),
             },
-            ArgConv::I64 | ArgConv::I32 | ArgConv::U32 => {
-                if code != tc::INT && code != tc::BOOL {
-                    return Err(bad());
-                }
-                // SAFETY: the code says the value is an integer.
-                let x = unsafe { v.v_int64 };
-                match self.convs[i] {
-                    ArgConv::I64 => x as u64,
-                    ArgConv::I32 => x as i32 as u32 as u64,
-                    _ => x as u32 as u64,
-                }
-            }
-            ArgConv::F64 | ArgConv::F32 => {
-                let x = match code {
-                    // SAFETY: the code says the value is a float.
-                    tc::FLOAT => unsafe { v.v_float64 },
-                    // SAFETY: the code says the value is an integer.
-                    tc::INT => (unsafe { v.v_int64 }) as f64,
-                    _ => return Err(bad()),
-                };
-                if self.convs[i] == ArgConv::F64 {
-                    x.to_bits()
-                } else {
-                    (x as f32).to_bits() as u64
-                }
-            }
+            conv => conv.scalar(v, code).ok_or_else(bad)?,
         })
     }
 
@@ -568,6 +506,7 @@ pub fn register(b: &mut Registrar) {
 mod tests {
     use super::*;
     use crate::module::function_info::FunctionInfo;
+    use crate::packed_func::types::DLDataType;
 
     fn sample() -> CudaModule {
         let mut m = FunctionInfoMap::new();
@@ -668,8 +607,11 @@ mod tests {
             .unwrap();
         assert_eq!(v, 0x2010);
         assert!(k.convert(0, TVMValue { v_int64: 1 }, tc::INT).is_err());
-        assert_eq!(arg_conv(DLDataType::new(0, 32, 1)).unwrap(), ArgConv::I32);
-        assert!(arg_conv(DLDataType::new(2, 16, 1))
+        assert_eq!(
+            ArgConv::of(DLDataType::new(0, 32, 1)).unwrap(),
+            ArgConv::I32
+        );
+        assert!(ArgConv::of(DLDataType::new(2, 16, 1))
             .unwrap_err()
             .message
             .contains("float16"));

@@ -11,6 +11,7 @@
 //! string. Files (`runtime.module.loadfile_cl`, `loadfile_clbin`): the source, with
 //! `NAME.tvm_meta.json` next to it.
 
+use super::super::kernel_args::ArgConv;
 use super::api::{buffer_of, platforms_for};
 use super::{check, current_device, ok, queue_for};
 use crate::module::blob::{with_lent_reader, BlobReader};
@@ -22,9 +23,7 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry::Registrar;
-use crate::packed_func::types::{
-    type_code as tc, DLDataType, DLDevice, DLTensor, TVMValue, DL_OPENCL,
-};
+use crate::packed_func::types::{type_code as tc, DLDevice, DLTensor, TVMValue, DL_OPENCL};
 use crate::packed_func::value::{Args, RetValue};
 use cl3::types::{cl_kernel, cl_program};
 use std::collections::HashMap;
@@ -215,49 +214,6 @@ impl OpenclModule {
     }
 }
 
-/// How one kernel argument is passed (its size in bytes follows).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-enum ArgConv {
-    I64,
-    I32,
-    U32,
-    F64,
-    F32,
-    Handle,
-}
-
-impl ArgConv {
-    fn size(self) -> usize {
-        match self {
-            ArgConv::I32 | ArgConv::U32 | ArgConv::F32 => 4,
-            _ => 8,
-        }
-    }
-}
-
-fn arg_conv(t: DLDataType) -> Result<ArgConv> {
-    if t.lanes != 1 {
-        return Err(Error::internal(
-            "Check failed: t.lanes == 1U: cannot pass a vector type argument to a device \
-             function",
-        ));
-    }
-    Ok(match (t.code, t.bits) {
-        (0, 64) => ArgConv::I64,
-        (0, 32) => ArgConv::I32,
-        (1, 32) => ArgConv::U32,
-        (2, 64) => ArgConv::F64,
-        (2, 32) => ArgConv::F32,
-        (3, _) => ArgConv::Handle,
-        _ => {
-            return Err(Error::tvm_fmt(format_args!(
-                "Cannot handle {} as device function argument",
-                crate::packed_func::dtype::dtype_to_string(t)
-            )))
-        }
-    })
-}
-
 /// One kernel of a module, as a callable: its `cl_kernel` per device, made on first use.
 struct Kernel {
     inner: Arc<Inner>,
@@ -296,7 +252,7 @@ impl Kernel {
         let convs = info
             .arg_types
             .iter()
-            .map(|&t| arg_conv(t))
+            .map(|&t| ArgConv::of(t))
             .collect::<Result<Vec<_>>>()?;
         let launch = LaunchParamConfig::new(convs.len(), &info.launch_param_tags)?;
         Ok(Kernel {
@@ -315,11 +271,7 @@ impl Kernel {
             Error::type_error_fmt(format_args!(
                 "{}: argument {i} expects {} but got {}",
                 self.name,
-                match self.convs[i] {
-                    ArgConv::Handle => "an OpenCL buffer",
-                    ArgConv::F32 | ArgConv::F64 => "a float",
-                    _ => "an integer",
-                },
+                self.convs[i].expects("an OpenCL buffer"),
                 tc::name(code)
             ))
         };
@@ -361,32 +313,7 @@ impl Kernel {
                 }
                 _ => return Err(bad()),
             },
-            ArgConv::I64 | ArgConv::I32 | ArgConv::U32 => {
-                if code != tc::INT && code != tc::BOOL {
-                    return Err(bad());
-                }
-                // SAFETY: the code says the value is an integer.
-                let x = unsafe { v.v_int64 };
-                match self.convs[i] {
-                    ArgConv::I64 => x as u64,
-                    ArgConv::I32 => x as i32 as u32 as u64,
-                    _ => x as u32 as u64,
-                }
-            }
-            ArgConv::F64 | ArgConv::F32 => {
-                let x = match code {
-                    // SAFETY: the code says the value is a float.
-                    tc::FLOAT => unsafe { v.v_float64 },
-                    // SAFETY: the code says the value is an integer.
-                    tc::INT => (unsafe { v.v_int64 }) as f64,
-                    _ => return Err(bad()),
-                };
-                if self.convs[i] == ArgConv::F64 {
-                    x.to_bits()
-                } else {
-                    (x as f32).to_bits() as u64
-                }
-            }
+            conv => conv.scalar(v, code).ok_or_else(bad)?,
         })
     }
 
@@ -591,6 +518,7 @@ pub fn register(b: &mut Registrar) {
 mod tests {
     use super::*;
     use crate::module::function_info::FunctionInfo;
+    use crate::packed_func::types::DLDataType;
 
     const SRC: &str = "#pragma OPENCL EXTENSION cl_khr_fp16 : enable\n\
         // Function: a_kernel\n__kernel void a_kernel(__global float* x) { x[0] = 1.0f; }\n\n\
@@ -676,9 +604,9 @@ mod tests {
             k.convert(0, TVMValue { v_int64: 0 }, tc::NULLPTR).unwrap(),
             0
         );
-        assert_eq!(arg_conv(DLDataType::new(2, 32, 1)).unwrap().size(), 4);
-        assert_eq!(arg_conv(DLDataType::new(3, 64, 1)).unwrap().size(), 8);
-        assert!(arg_conv(DLDataType::new(0, 8, 1)).is_err());
-        assert!(arg_conv(DLDataType::new(2, 32, 4)).is_err());
+        assert_eq!(ArgConv::of(DLDataType::new(2, 32, 1)).unwrap().size(), 4);
+        assert_eq!(ArgConv::of(DLDataType::new(3, 64, 1)).unwrap().size(), 8);
+        assert!(ArgConv::of(DLDataType::new(0, 8, 1)).is_err());
+        assert!(ArgConv::of(DLDataType::new(2, 32, 4)).is_err());
     }
 }
