@@ -26,7 +26,51 @@ pub(crate) mod atomic {
     };
 }
 #[cfg(not(loom))]
-pub(crate) use std::{hint::spin_loop, sync::Mutex, thread::yield_now, time::Instant};
+pub(crate) use std::{hint::spin_loop, sync::Mutex, thread::yield_now};
+
+#[cfg(all(not(loom), target_os = "emscripten"))]
+pub(crate) use emscripten_clock::Instant;
+/// The monotonic clock: std's, but on WebAssembly emscripten's (below), and under loom one
+/// that stands still.
+#[cfg(all(not(loom), not(target_os = "emscripten")))]
+pub(crate) use std::time::Instant;
+
+/// Emscripten 3.1.6 (Debian's) has a 32-bit `time_t` while Rust's libc for
+/// `wasm32-unknown-emscripten` expects a 64-bit one, so `std::time::{Instant, SystemTime}`
+/// read garbage there (and `Instant` can panic); this clock reads `emscripten_get_now` (the
+/// host's `performance.now()`, milliseconds as a double).
+///
+/// cbindgen:ignore
+#[cfg(all(not(loom), target_os = "emscripten"))]
+mod emscripten_clock {
+    use std::time::Duration;
+
+    extern "C" {
+        fn emscripten_get_now() -> f64;
+    }
+
+    /// A point in time, in milliseconds since the host's time origin.
+    #[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+    pub(crate) struct Instant(f64);
+
+    impl Instant {
+        /// Now.
+        pub(crate) fn now() -> Instant {
+            // SAFETY: emscripten's clock reads the host's timer; no arguments, no memory.
+            Instant(unsafe { emscripten_get_now() })
+        }
+
+        /// The time since `self` (zero if the clock went back).
+        pub(crate) fn elapsed(&self) -> Duration {
+            Instant::now().duration_since(*self)
+        }
+
+        /// The time from `earlier` to `self` (zero if `earlier` is later).
+        pub(crate) fn duration_since(&self, earlier: Instant) -> Duration {
+            Duration::from_secs_f64(((self.0 - earlier.0) / 1e3).max(0.0))
+        }
+    }
+}
 
 /// A sleep (under loom: a yield).
 #[cfg(not(loom))]

@@ -1,10 +1,10 @@
 //! The CPU device: aligned host memory, memcpy copies, a thread-local workspace pool.
 
 use super::{DeviceApi, DeviceAttr, Stream};
-use crate::packed_func::clock::Instant;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU};
 use crate::packed_func::value::RetValue;
+use crate::sync::Instant;
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicU8, Ordering};

@@ -6,12 +6,12 @@
 use crate::device;
 use crate::module::Module;
 use crate::ndarray::NDArray;
-use crate::packed_func::clock::Instant;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::registry;
 use crate::packed_func::types::{DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
 use crate::packed_func::value::{Args, RetValue};
+use crate::sync::Instant;
 use std::time::Duration;
 
 /// How to measure.

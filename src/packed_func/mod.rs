@@ -1,6 +1,5 @@
 //! Values, errors, PackedFunc and the global registry.
 
-pub mod clock;
 pub mod confine;
 pub mod dtype;
 pub mod env_capi;

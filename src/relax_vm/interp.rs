@@ -704,7 +704,7 @@ impl VmCore {
         }
         let mut ret = RetValue::Null;
         if !skip {
-            let t0 = crate::packed_func::clock::Instant::now();
+            let t0 = crate::sync::Instant::now();
             ret = self.dispatch(st, frame, func)?;
             if profiling {
                 self.record(st, frame, func, t0.elapsed().as_secs_f64() * 1e6);

@@ -269,7 +269,7 @@ impl VmNode {
         let st = core.state()?;
         core.invoke_closure_regs(&clo, &inputs)?;
         core.set_profiling(true);
-        let t0 = crate::packed_func::clock::Instant::now();
+        let t0 = crate::sync::Instant::now();
         let r = core.invoke_closure_regs(&clo, &inputs);
         let total = t0.elapsed().as_secs_f64() * 1e6;
         let calls = core.set_profiling(false);

@@ -5,9 +5,9 @@ use super::super::debug::{NodeProfile, ProfileReport};
 use super::super::time_eval::{sync_device, time_evaluate, TimeEvalConfig};
 use super::ops::OpKind;
 use super::{Executor, State};
-use crate::packed_func::clock::Instant;
 use crate::packed_func::error::Result;
 use crate::packed_func::types::DLDevice;
+use crate::sync::Instant;
 
 impl Executor {
     /// Device of node `nid`'s first output (where its op runs).
