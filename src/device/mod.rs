@@ -22,6 +22,8 @@ pub mod plugin;
 pub mod streams;
 #[cfg(feature = "vulkan")]
 pub mod vulkan;
+#[cfg(any(feature = "cuda", feature = "opencl"))]
+mod workspace;
 
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry;

@@ -2,6 +2,7 @@
 //! peer copies, streams and events, and a pooled workspace.
 
 use super::{check_rt, current_device, current_stream, set_current_stream, Driver, API_VERSION};
+use crate::device::workspace::WorkspacePools;
 use crate::device::{DeviceApi, DeviceAttr, Stream};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{
@@ -9,25 +10,12 @@ use crate::packed_func::types::{
 };
 use crate::packed_func::value::RetValue;
 use cudarc::driver::sys;
-use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::Mutex;
 
 /// The backend for `kDLCUDA`, `kDLCUDAHost` and `kDLCUDAManaged` (one object serves all three).
 #[derive(Default)]
 pub struct CudaDeviceApi {
-    pools: Mutex<HashMap<(i32, i32), WorkspacePool>>,
-}
-
-/// Page size of the workspace pool.
-const PAGE: usize = 4096;
-
-/// Reusable temporary buffers of one device: freed buffers are kept and handed out again to
-/// requests they can hold (best fit).
-#[derive(Default)]
-struct WorkspacePool {
-    free: Vec<(usize, usize)>,
-    used: HashMap<usize, usize>,
+    pools: WorkspacePools<(i32, i32)>,
 }
 
 impl CudaDeviceApi {
@@ -336,49 +324,14 @@ impl DeviceApi for CudaDeviceApi {
         nbytes: usize,
         type_hint: DLDataType,
     ) -> Result<*mut c_void> {
-        let need = nbytes.max(1).div_ceil(PAGE) * PAGE;
-        let key = (dev.device_type, dev.device_id);
-        {
-            let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-            let pool = pools.entry(key).or_default();
-            let best = pool
-                .free
-                .iter()
-                .enumerate()
-                .filter(|(_, &(size, _))| size >= need)
-                .min_by_key(|(_, &(size, _))| size)
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                let (size, p) = pool.free.swap_remove(i);
-                pool.used.insert(p, size);
-                return Ok(p as *mut c_void);
-            }
-        }
-        let p = self.alloc_data_space(dev, need, 256, type_hint)?;
         self.pools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_default()
-            .used
-            .insert(p as usize, need);
-        Ok(p)
+            .alloc((dev.device_type, dev.device_id), nbytes, |need| {
+                self.alloc_data_space(dev, need, 256, type_hint)
+            })
     }
 
     unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        let key = (dev.device_type, dev.device_id);
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        let pool = pools.entry(key).or_default();
-        match pool.used.remove(&(ptr as usize)) {
-            Some(size) => {
-                pool.free.push((size, ptr as usize));
-                Ok(())
-            }
-            None => Err(Error::value_fmt(format_args!(
-                "free_workspace: {ptr:p} was not allocated from the workspace of {}",
-                crate::device::describe(dev)
-            ))),
-        }
+        self.pools.free((dev.device_type, dev.device_id), dev, ptr)
     }
 }
 

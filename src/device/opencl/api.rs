@@ -10,24 +10,20 @@ use super::{
     check, device_sizes, device_string, device_uint, ok, platforms, queue_for, set_current_device,
     set_current_stream, Platforms, WARP_SIZE_ENV,
 };
+use crate::device::workspace::WorkspacePools;
 use crate::device::{DeviceApi, DeviceAttr, Stream};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, DL_CPU, DL_OPENCL};
 use crate::packed_func::value::{RawHandle, RetValue};
 use cl3::types::{cl_command_queue, cl_event, cl_mem, CL_TRUE};
-use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::Mutex;
 
 /// Marks live [`ClBuffer`]s, to refuse pointers of other origins with a message.
 const BUFFER_MAGIC: u64 = 0x6f63_6c62_7566_6672;
 
 /// The reference's `kApiVersion` answer (the OpenCL headers' target version, 1.2).
 const API_VERSION: i64 = 120;
-
-/// Page size of the workspace pool.
-const PAGE: usize = 4096;
 
 /// A 2-D image's extent, in pixels of four channels.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -79,17 +75,10 @@ pub unsafe fn buffer_of<'a>(p: *const c_void) -> Result<&'a ClBuffer> {
     Ok(unsafe { &*(p as *const ClBuffer) })
 }
 
-/// Reusable temporary buffers of one device (best fit, in pages).
-#[derive(Default)]
-struct WorkspacePool {
-    free: Vec<(usize, usize)>,
-    used: HashMap<usize, usize>,
-}
-
 /// The backend for `kDLOpenCL`.
 #[derive(Default)]
 pub struct OpenclDeviceApi {
-    pools: Mutex<HashMap<i32, WorkspacePool>>,
+    pools: WorkspacePools<i32>,
 }
 
 /// The platforms, or an error naming the device that cannot be used without them.
@@ -954,47 +943,13 @@ impl DeviceApi for OpenclDeviceApi {
         nbytes: usize,
         type_hint: DLDataType,
     ) -> Result<*mut c_void> {
-        let need = nbytes.max(1).div_ceil(PAGE) * PAGE;
-        {
-            let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-            let pool = pools.entry(dev.device_id).or_default();
-            let best = pool
-                .free
-                .iter()
-                .enumerate()
-                .filter(|(_, &(size, _))| size >= need)
-                .min_by_key(|(_, &(size, _))| size)
-                .map(|(i, _)| i);
-            if let Some(i) = best {
-                let (size, p) = pool.free.swap_remove(i);
-                pool.used.insert(p, size);
-                return Ok(p as *mut c_void);
-            }
-        }
-        let p = self.alloc_data_space(dev, need, 0, type_hint)?;
-        self.pools
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(dev.device_id)
-            .or_default()
-            .used
-            .insert(p as usize, need);
-        Ok(p)
+        self.pools.alloc(dev.device_id, nbytes, |need| {
+            self.alloc_data_space(dev, need, 0, type_hint)
+        })
     }
 
     unsafe fn free_workspace(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()> {
-        let mut pools = self.pools.lock().unwrap_or_else(|e| e.into_inner());
-        let pool = pools.entry(dev.device_id).or_default();
-        match pool.used.remove(&(ptr as usize)) {
-            Some(size) => {
-                pool.free.push((size, ptr as usize));
-                Ok(())
-            }
-            None => Err(Error::value_fmt(format_args!(
-                "free_workspace: {ptr:p} was not allocated from the workspace of {}",
-                crate::device::describe(dev)
-            ))),
-        }
+        self.pools.free(dev.device_id, dev, ptr)
     }
 }
 
