@@ -186,6 +186,20 @@ pub trait DeviceApi: Send + Sync {
     /// and not be used after this call.
     unsafe fn free_data_space(&self, dev: DLDevice, ptr: *mut c_void) -> Result<()>;
 
+    /// A copy between tensors that this backend makes from their shapes rather than their
+    /// bytes (OpenCL images), or `None` to copy the bytes with [`DeviceApi::copy_data`].
+    ///
+    /// # Safety
+    /// Both tensors must describe valid memory on their devices.
+    unsafe fn copy_tensor_by_shape(
+        &self,
+        _from: &DLTensor,
+        _to: &DLTensor,
+        _stream: Stream,
+    ) -> Option<Result<()>> {
+        None
+    }
+
     /// Copies `nbytes` between two places, at least one of which is on this backend's device.
     ///
     /// # Safety
@@ -476,17 +490,16 @@ pub unsafe fn copy_tensor(from: &DLTensor, to: &DLTensor, stream: Stream) -> Res
     if n_from == 0 {
         return Ok(());
     }
-    #[cfg(feature = "opencl")]
-    // SAFETY: forwarded contract.
-    if let Some(r) = unsafe { opencl::api::copy_tensor_images(from, to, stream) } {
-        return r;
-    }
     let dev = if from.device.device_type != DL_CPU {
         from.device
     } else {
         to.device
     };
     let a = api(dev)?;
+    // SAFETY: forwarded contract.
+    if let Some(r) = unsafe { a.copy_tensor_by_shape(from, to, stream) } {
+        return r;
+    }
     // SAFETY: both tensors describe `n_from` valid bytes (sizes checked; validity is the
     // caller's contract).
     unsafe {

@@ -182,11 +182,7 @@ fn texture_scope(s: &str) -> &'static str {
 ///
 /// # Safety
 /// Both tensors must describe valid memory on their devices.
-pub unsafe fn copy_tensor_images(
-    from: &DLTensor,
-    to: &DLTensor,
-    stream: Stream,
-) -> Option<Result<()>> {
+unsafe fn copy_tensor_images(from: &DLTensor, to: &DLTensor, stream: Stream) -> Option<Result<()>> {
     let image_of = |t: &DLTensor| -> Option<&ClBuffer> {
         if t.device.device_type != DL_OPENCL || t.data.is_null() {
             return None;
@@ -935,6 +931,16 @@ impl DeviceApi for OpenclDeviceApi {
         );
         check(p.cl.clReleaseEvent(ev), "clReleaseEvent")?;
         r
+    }
+
+    unsafe fn copy_tensor_by_shape(
+        &self,
+        from: &DLTensor,
+        to: &DLTensor,
+        stream: Stream,
+    ) -> Option<Result<()>> {
+        // SAFETY: forwarded contract.
+        unsafe { copy_tensor_images(from, to, stream) }
     }
 
     fn alloc_workspace(
