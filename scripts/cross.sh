@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Cross builds for the boards TVM deploys to, tested under qemu-user.
 #
-#   scripts/cross.sh aarch64|armv7|riscv64 [build|test|c-suite|models|static|rpc|package|all ...]   (default: build)
+#   scripts/cross.sh aarch64|armv7|riscv64 [build|check|test|c-suite|models|static|rpc|package|all ...]   (default: build)
 #
+#   check    cargo check of the library and tvmrt for the target (type-checks a feature set,
+#            e.g. the default one with the GPU backends, without building it)
 #   build    the library (libtvm_runtime.so and .a) and tvmrt, for the target, with Debian's
 #            cross compiler as the linker and as the C compiler of the build scripts
 #   test     the library's Rust tests (unit tests and the integration tests) under qemu-user;
@@ -45,7 +47,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: $0 aarch64|armv7|riscv64 [build|test|c-suite|models|static|rpc|package|all ...]" >&2
+  echo "usage: $0 aarch64|armv7|riscv64 [build|check|test|c-suite|models|static|rpc|package|all ...]" >&2
   exit 2
 }
 [ $# -ge 1 ] || usage
@@ -61,7 +63,7 @@ stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(build)
 [ "${stages[*]}" = all ] && stages=(build test c-suite)
 for s in "${stages[@]}"; do
-  case "$s" in build | test | c-suite | models | static | rpc | package) ;; *) usage ;; esac
+  case "$s" in build | check | test | c-suite | models | static | rpc | package) ;; *) usage ;; esac
 done
 
 bash scripts/cross_setup.sh "$arch"
@@ -102,6 +104,13 @@ stage_build() {
   stat -c "%n: %s bytes" "$out/libtvm_runtime.a" | sed "s|$PWD/||"
   "$qemu" -L "$sysroot" "$out/tvmrt" --version
   echo "==> cross build $triple: $((SECONDS - start)) s"
+}
+
+stage_check() {
+  echo "==> cargo check $triple (${features[*]:-default features})"
+  local start=$SECONDS
+  cargo check "${cargo_args[@]}" -p tvm-runtime -p tvmrt
+  echo "==> cargo check $triple: $((SECONDS - start)) s"
 }
 
 stage_test() {
@@ -260,6 +269,7 @@ for s in "${stages[@]}"; do
     static) stage_static ;;
     rpc) stage_rpc ;;
     build) stage_build ;;
+    check) stage_check ;;
     test) stage_test ;;
     c-suite) stage_c_suite ;;
     models) stage_models ;;

@@ -124,7 +124,7 @@ probe "$PREFIX" "$all_features" TRUE TRUE TRUE
 probe "$B/prefix-minimal" graph TRUE FALSE FALSE
 
 echo "--- Rust"
-cargo run -q --release --example rust_api -- "$ADD"
+cargo run -q --profile quick --example rust_api -- "$ADD"  # built by the quick-tier tests
 
 echo "--- Java"
 cmake -S examples/java -B "$B/java" -DCMAKE_PREFIX_PATH="$PREFIX" >/dev/null

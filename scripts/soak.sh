@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Soak and load test of the release library (examples/soak.rs, scripts/soak_callbacks.py):
+# Soak and load test (examples/soak.rs on the quick profile, scripts/soak_callbacks.py on the release library):
 #   - 8 application threads, each with its own executors, run the bundled MLP and mobilenet
 #     (fixture, when built) alternately;
 #   - 1,000 load / run / unload cycles of the MLP library;
@@ -21,8 +21,11 @@ if [ "${1:-}" = "--long" ]; then
   calls=50000
 fi
 
-cargo build --release --quiet --lib --example soak
-soak=target/release/examples/soak
+# The soak program on the quick profile (optimised, no LTO; `cargo test --profile quick` has
+# built it); the callbacks stage loads the shipped library, target/release's.
+cargo build --release --quiet --lib
+cargo build --profile quick --quiet --example soak
+soak=target/quick/examples/soak
 fixtures="$TVMRT_CACHE/fixtures"
 
 models=(--model examples/models/mlp.so)

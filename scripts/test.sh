@@ -5,8 +5,9 @@
 #                                  is missing (scripts/setup.sh), builds, then runs the Rust
 #                                  tests, the C conformance suite on our library and on the
 #                                  reference (plus valgrind), the feature sets (each builds; the
-#                                  C suite on deploy and minimal, the Rust tests on deploy), the
-#                                  Python suite on both, the examples and the header check.
+#                                  C suite on deploy and minimal), the boards under qemu (aarch64
+#                                  runs the Rust tests on deploy), the Python suite on both, the
+#                                  examples and the header check.
 #   bash scripts/test.sh --quick   the quick tier (a few minutes once built): fmt, the Rust tests
 #                                  and the C suite on our library, all on the `quick` profile.
 #
@@ -104,7 +105,8 @@ if [ -f c_tests/CMakeLists.txt ]; then
 fi
 
 # Feature sets (issue 32): every set builds, the C suite runs on `deploy` and `minimal`, the
-# Rust tests on `deploy` (tests that need a feature a set lacks report their skip). Each set's
+# Rust tests on `deploy` run for aarch64 in the cross stage below (tests that need a feature a
+# set lacks report their skip). Each set's
 # library goes to its own target directory, built as scripts/size_report.sh and CMake's
 # TVMRT_FEATURES build it (so neither rebuilds it); `default` is the release build above.
 step "feature sets: minimal, deploy and cpu build (target/sets/<set>), and the CLI on each"
@@ -120,24 +122,23 @@ if [ -f c_tests/CMakeLists.txt ]; then
   bash scripts/run_c_tests.sh ours --features deploy
   bash scripts/run_c_tests.sh ours --features minimal
 fi
-step "rust tests on the deploy set (profile quick)"
-cargo test --profile quick --no-default-features --features deploy
-# Issue 29 (boards): armv7, the 32-bit target, cross-built; its Rust tests (library unit tests
-# and integration tests; fixture tests skip: the fixtures are x86-64) and the C suite under
-# qemu-user. scripts/cross.sh installs the cross compilers and qemu when missing.
-step "cross: armv7 (32-bit ARM) Rust tests and C suite under qemu"
-bash scripts/cross.sh armv7 test c-suite
-# Models compiled for each board by the reference compiler, run by the cross-built tvmrt under
-# qemu against the x86-64 reference runtime's outputs (build_cross_fixtures.py compiles the
-# three boards' core models at once, cached in $TVMRT_CACHE/fixtures-<arch>); aarch64 and
-# riscv64: the deploy set's build, the C suite and models.
-step "cross: board models under qemu (armv7, aarch64, riscv64); aarch64 and riscv64 build and C suite"
+# Issue 29 (boards), cross-built with Debian's cross compilers and run under qemu-user
+# (scripts/cross.sh installs them when missing). aarch64 on the `deploy` set: one quick-profile
+# build serves the Rust tests (which are also the deploy set's Rust tests, issue 32), the C suite
+# and the models; the aarch64 default features (the GPU backends stay there) type-check. armv7
+# (32-bit) and riscv64 on `deploy`: the build, the C suite and one model each. Models are
+# compiled for each board by the reference compiler (build_cross_fixtures.py, cached in
+# $TVMRT_CACHE/fixtures-<arch>) and run by the cross-built tvmrt against the x86-64 reference
+# runtime's outputs.
+step "cross: aarch64 (build, Rust tests, C suite, mlp and relax_mlp), armv7 and riscv64 (build, C suite, one model) under qemu"
 bash scripts/cross_setup.sh
 "$TVMRT_PYTHON" scripts/build_cross_fixtures.py
-TVMRT_CROSS_MODELS="mlp relax_mlp" bash scripts/cross.sh armv7 models
-TVMRT_CROSS_FEATURES="--no-default-features --features deploy" TVMRT_CROSS_MODELS="mlp relax_mlp" \
-  bash scripts/cross.sh aarch64 build c-suite models
-TVMRT_CROSS_FEATURES="--no-default-features --features deploy" TVMRT_CROSS_MODELS="relax_mlp" \
+deploy="--no-default-features --features deploy"
+TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="mlp relax_mlp" \
+  bash scripts/cross.sh aarch64 build test c-suite models
+bash scripts/cross.sh aarch64 check
+TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="mlp" bash scripts/cross.sh armv7 build c-suite models
+TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="relax_mlp" \
   bash scripts/cross.sh riscv64 build c-suite models
 
 # Issue 29 part 5 (weak memory): the lock-free protocols model-checked with loom (src/sync.rs).
