@@ -1675,6 +1675,37 @@ mod tests {
         }
         pool.stop();
     }
+
+    /// Eight pool threads on a machine with fewer cores (CI: 2 cores; boards under qemu), shared
+    /// by four application threads whose launches use barriers on every pool thread: each
+    /// task runs once on its own thread, no barrier phase is passed early, and nothing hangs.
+    #[test]
+    fn a_pool_wider_than_the_machine_keeps_its_barriers_under_shared_launches() {
+        let pool = private_pool(8);
+        within_20s(move || {
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    std::thread::spawn(move || {
+                        for _ in 0..50 {
+                            let s = shared();
+                            let r =
+                                unsafe { launch_on(pool, count, &s as *const _ as *mut c_void, 8) };
+                            assert_eq!(r, 0);
+                            assert_eq!(hits(&s)[..9], [1, 1, 1, 1, 1, 1, 1, 1, 0]);
+                            assert!(
+                                !s.bad.load(Ordering::SeqCst),
+                                "a barrier phase was passed early"
+                            );
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+        });
+        pool.stop();
+    }
 }
 
 /// Model checks of the pool's protocols (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
