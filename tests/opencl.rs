@@ -315,6 +315,65 @@ fn a_kernel_runs_with_launch_dims_from_the_tags() {
     assert!(got.iter().zip(&x).all(|(g, v)| *g == 2.0 * v));
 }
 
+/// Every buffer is followed by ZERO_TAIL zeroed bytes (src/device/opencl/api.rs): a kernel
+/// that reads a little past a buffer's end, as some compiled kernels do, reads zeros, also
+/// where freed memory held NaN, on a fresh buffer and on a workspace page.
+#[test]
+fn reads_past_a_buffers_end_see_zeros() {
+    if !have_opencl() {
+        return;
+    }
+    const PEEK: &str = "__kernel void peek_kernel(__global float* restrict A, \
+        __global float* restrict C, int n) {\n  int i = get_group_id(0) * 64 + get_local_id(0);\n  \
+        C[i] = A[n + i];\n}";
+    let m = module(&[(
+        "peek_kernel",
+        vec![t(3, 64), t(3, 64), t(0, 32)],
+        &["blockIdx.x", "threadIdx.x"],
+        PEEK,
+    )])
+    .unwrap();
+    let f = m.function("peek_kernel").unwrap();
+    let tail = opencl::api::ZERO_TAIL / 4;
+    let c = NDArray::empty(&[tail as i64], F32, CL0).unwrap();
+    let api = device::api(CL0).unwrap();
+    for n in [1usize, 3, 864, 1000] {
+        leave_nan_in_freed_memory();
+        let a = on_cl(&pseudo(n, 30));
+        // A page of the workspace pool (its size may be rounded up from the request).
+        let w = api.alloc_workspace(CL0, 4 * n, F32).unwrap();
+        // SAFETY: a live pointer of this backend.
+        let page = unsafe { opencl::api::buffer_of(w) }.unwrap().size;
+        let cases = [
+            (ArgValue::from(&a), n, "buffer"),
+            (
+                // SAFETY: a workspace pointer of this backend, live until freed below.
+                ArgValue::Handle(unsafe { tvm_runtime::packed_func::RawHandle::new(w) }),
+                page.div_ceil(4),
+                "workspace page",
+            ),
+        ];
+        for (arg, len, what) in cases {
+            f.call(&[
+                arg,
+                (&c).into(),
+                ArgValue::Int(len as i64),
+                ArgValue::Int((tail / 64) as i64),
+                ArgValue::Int(64),
+            ])
+            .unwrap();
+            let got = c.to_vec::<f32>().unwrap();
+            assert!(
+                got.iter().all(|&v| v == 0.0),
+                "{what} of {n} floats: past its end {:?}",
+                got.iter().find(|v| **v != 0.0)
+            );
+        }
+        // SAFETY: the pointer alloc_workspace gave, freed once.
+        unsafe { api.free_workspace(CL0, w) }.unwrap();
+    }
+}
+
 #[test]
 fn bad_input_is_an_error_and_the_device_stays_usable() {
     if !have_opencl() {
