@@ -340,19 +340,14 @@ impl OpenclDeviceApi {
         dtype: DLDataType,
         scope: &str,
     ) -> Result<*mut c_void> {
-        if !TEXTURES_ENABLED {
-            return Err(Error::value_fmt(format_args!(
-                "OpenCL: texture memory scope `{scope}` (kernels built for -device=adreno) is \
-                 not supported yet: build for -device=mali or -device=intel_graphics"
-            )));
-        }
         let scope = texture_scope(scope);
         let p = platforms_for(dev)?;
         let d = p.device(dev.device_id)?;
         if !d.image_support {
             return Err(Error::value_fmt(format_args!(
                 "OpenCL: device opencl({}) ({}) does not support images, which texture memory \
-                 scopes need",
+                 scope `{scope}` (kernels built for -device=adreno) needs: build for \
+                 -device=mali or -device=intel_graphics",
                 dev.device_id, d.name
             )));
         }
@@ -401,10 +396,15 @@ impl OpenclDeviceApi {
     }
 }
 
-/// Texture scopes (images) are refused for now: mobilenet built for `-device=adreno` gave a
-/// wrong output in about one run in six on POCL (the same wrong value each time; zeroing new
-/// images did not change it), cause not found yet. A clear error until it is.
-const TEXTURES_ENABLED: bool = false;
+/// Zeroed bytes kept after the end of every buffer. Compiled kernels may read a little past a
+/// buffer and rely on what they read there being finite: the reference compiler's conv2d
+/// schedule for `-device=adreno` pads the data to four channels but not the weights, so with
+/// three input channels (any RGB model's first layer) the last output block reads one input
+/// channel's kernel window (KH x KW x 4 floats: 144 bytes for 3x3, 784 for 7x7) past the
+/// weights' end and multiplies it by the padding's zeros. 0 x NaN is NaN: with uninitialised
+/// driver memory there, the output was wrong in about one run in five on POCL. 4 KiB covers
+/// one to three missing channels for windows up to 9x9.
+pub const ZERO_TAIL: usize = 4096;
 
 fn origin_region(e: &ImageExtent) -> ([usize; 3], [usize; 3]) {
     ([0, 0, 0], [e.width.max(1), e.height.max(1), 1])
@@ -620,23 +620,62 @@ impl DeviceApi for OpenclDeviceApi {
     ) -> Result<*mut c_void> {
         let p = platforms_for(dev)?;
         let d = p.device(dev.device_id)?;
-        // OpenCL refuses empty buffers; an empty tensor still gets a (1-byte) buffer.
-        // SAFETY: plain flags, no host pointer.
-        let mem = unsafe {
-            cl3::memory::create_buffer(
-                p.contexts[d.context],
-                cl3::memory::CL_MEM_READ_WRITE,
-                nbytes.max(1),
-                std::ptr::null_mut(),
-            )
+        // The buffer holds the data (rounded up to 4 bytes), then a zeroed tail (ZERO_TAIL);
+        // an empty tensor gets just the tail (OpenCL refuses empty buffers).
+        let start = nbytes
+            .checked_next_multiple_of(4)
+            .ok_or_else(|| Error::value("OpenCL: buffer size overflows"))?;
+        let create = |size: usize| {
+            // SAFETY: plain flags, no host pointer.
+            unsafe {
+                cl3::memory::create_buffer(
+                    p.contexts[d.context],
+                    cl3::memory::CL_MEM_READ_WRITE,
+                    size,
+                    std::ptr::null_mut(),
+                )
+            }
+        };
+        let (mem, tail) = match start.checked_add(ZERO_TAIL).map(create) {
+            Some(Ok(m)) => (m, ZERO_TAIL),
+            // At the device's largest allocation: the exact size, without a tail.
+            _ => (
+                create(nbytes.max(1)).map_err(|code| {
+                    Error::tvm_fmt(format_args!(
+                        "OpenCL: cannot allocate {nbytes} bytes on opencl({}): {} ({code})",
+                        dev.device_id,
+                        super::error_name(code)
+                    ))
+                })?,
+                0,
+            ),
+        };
+        if tail > 0 {
+            // Queued on the queue this thread's work goes to, ahead of any kernel that uses the
+            // buffer there; no wait.
+            let zero = 0u32;
+            let r = queue_for(p, dev.device_id).and_then(|q| {
+                check(
+                    p.cl.clEnqueueFillBuffer(
+                        q,
+                        mem,
+                        &zero as *const u32 as *const c_void,
+                        4,
+                        start,
+                        tail,
+                        0,
+                        std::ptr::null(),
+                        std::ptr::null_mut(),
+                    ),
+                    "clEnqueueFillBuffer",
+                )
+            });
+            if let Err(e) = r {
+                // SAFETY: the memory object just created, released once.
+                let _ = unsafe { cl3::memory::release_mem_object(mem) };
+                return Err(e);
+            }
         }
-        .map_err(|code| {
-            Error::tvm_fmt(format_args!(
-                "OpenCL: cannot allocate {nbytes} bytes on opencl({}): {} ({code})",
-                dev.device_id,
-                super::error_name(code)
-            ))
-        })?;
         Ok(Box::into_raw(Box::new(ClBuffer {
             mem,
             size: nbytes,

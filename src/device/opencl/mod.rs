@@ -33,6 +33,10 @@ pub use module::OpenclModule;
 /// platform (the backend then behaves as on a machine without one).
 pub const DISABLE_ENV: &str = "TVM_RUNTIME_OPENCL_DISABLE";
 
+/// Set this environment variable to a non-empty value other than `0` to treat every device as
+/// without image support (texture memory scopes are then refused as on such a device).
+pub const NO_IMAGES_ENV: &str = "TVM_RUNTIME_OPENCL_NO_IMAGES";
+
 /// The environment variable that overrides the warp size reported (default 1), as in the
 /// reference.
 pub const WARP_SIZE_ENV: &str = "TVM_OPENCL_WARP_SIZE";
@@ -208,6 +212,7 @@ fn load() -> std::result::Result<Platforms, String> {
             .map(|&p| (p, find(p, cl3::device::CL_DEVICE_TYPE_CPU)))
             .collect();
     }
+    let no_images = std::env::var(NO_IMAGES_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
     let mut out = Platforms {
         cl,
         contexts: Vec::new(),
@@ -244,9 +249,10 @@ fn load() -> std::result::Result<Platforms, String> {
                 queue,
                 name: device_string(d, cl3::device::CL_DEVICE_NAME).unwrap_or_default(),
                 version: device_string(d, cl3::device::CL_DEVICE_VERSION).unwrap_or_default(),
-                image_support: device_uint(d, cl3::device::CL_DEVICE_IMAGE_SUPPORT)
-                    .map(|v| v != 0)
-                    .unwrap_or(false),
+                image_support: !no_images
+                    && device_uint(d, cl3::device::CL_DEVICE_IMAGE_SUPPORT)
+                        .map(|v| v != 0)
+                        .unwrap_or(false),
             });
         }
     }
