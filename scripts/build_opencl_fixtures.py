@@ -170,6 +170,44 @@ class Builder:
         self.graph("cl_conv", mod, params, self.target(), data)
         self.cpu_reference("cl_conv", mod, params, data)
 
+    def hetero(self):
+        """A heterogeneous graph: the dense layer on OpenCL, relu and softmax on the CPU (relay's
+        on_device annotations, the CPU as the fallback device); the graph copies between the
+        two (a __copy node) and its executor takes both devices."""
+        tvm = self.tvm
+        from tvm import relay
+
+        def model(annotate):
+            x = relay.var("x", shape=(4, 64), dtype="float32")
+            w = relay.var("w", shape=(32, 64), dtype="float32")
+            d = relay.nn.dense(x, w)
+            if annotate:
+                d = relay.annotation.on_device(d, tvm.device("opencl"))
+            y = relay.nn.softmax(relay.nn.relu(d))
+            if annotate:
+                y = relay.annotation.on_device(y, tvm.cpu())
+            return tvm.IRModule.from_expr(relay.Function([x, w], y))
+
+        r = np.random.default_rng(11)
+        params = {"w": tvm.nd.array((r.standard_normal((32, 64)) * 0.3).astype("float32"))}
+        data = {"x": r.standard_normal((4, 64)).astype("float32")}
+        t0 = time.time()
+        targets = {"cpu": tvm.target.Target(HOST), "opencl": self.target()}
+        with tvm.transform.PassContext(opt_level=3, config={"relay.fallback_device_type": 1}):
+            lib = relay.build(model(True), target=targets, params=params)
+        lib.export_library(self.path("cl_hetero.so"))
+        graph = json.loads(lib.get_graph_json())
+        devices = sorted(set(graph["attrs"]["device_index"][1]))
+        kinds = [n["name"] for n in graph["nodes"] if n["op"] == "tvm_op"]
+        if devices != [1, 4] or "__copy" not in kinds:
+            raise SystemExit(f"cl_hetero: expected CPU and OpenCL nodes and a copy, got "
+                             f"devices {devices}, nodes {kinds}")
+        self.manifest["cl_hetero"] = {"file": "cl_hetero.so", "devices": devices,
+                                      "nodes": kinds,
+                                      "build_seconds": round(time.time() - t0, 1)}
+        log(f"cl_hetero: devices {devices}, nodes {kinds}")
+        self.cpu_reference("cl_hetero", model(False), params, data)
+
     def mobilenet(self):
         from tvm.relay import testing
 
@@ -205,6 +243,7 @@ def main():
     b = Builder(a.out)
     b.kernels()
     b.conv()
+    b.hetero()
     if not a.no_models:
         b.mobilenet()
     with open(os.path.join(a.out, "manifest.json"), "w") as f:

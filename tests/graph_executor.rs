@@ -360,10 +360,19 @@ fn copy_nodes_and_device_index() {
         ex.output(0).unwrap().to_vec::<i32>().unwrap(),
         vec![1, 2, 3, 4]
     );
-    // An entry on a device type the executor was not given falls back to the first device.
+    // An entry on a device type the executor was not given is refused (the reference puts it
+    // on the first device, whose memory then reaches the other device's kernels).
     let json2 = json.replace("[1, 1]]", "[1, 2]]");
-    let ex = GraphExecutor::new(&json2, test_lib(), &[DLDevice::CPU]).unwrap();
-    assert_eq!(ex.output(0).unwrap().device(), DLDevice::CPU);
+    let e = GraphExecutor::new(&json2, test_lib(), &[DLDevice::CPU])
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        e.message.contains(
+            "places storage 1 on cuda (device_index), but the executor was given only cpu(0)"
+        ),
+        "{}",
+        e.message
+    );
 }
 
 #[test]

@@ -765,6 +765,61 @@ fn compiled_kernels_from_the_reference_compiler() {
 }
 
 #[test]
+fn heterogeneous_graph_runs_on_the_cpu_and_opencl_and_matches_the_cpu_build() {
+    if !have_opencl() {
+        return;
+    }
+    let Some(d) = fixtures("cl_hetero.so") else {
+        return;
+    };
+    let lib = Module::load(d.join("cl_hetero.so").to_str().unwrap()).unwrap();
+    let (x, xs) = npz(&d, "cl_hetero", "x");
+    let (want, ws) = npz(&d, "cl_hetero", "output_0");
+    // The executor gets both devices; the graph's device_index puts the dense layer on
+    // OpenCL, relu and softmax on the CPU, with a __copy node between them.
+    let create = lib.function("default").unwrap();
+    let gmod = Module::from_object(
+        create
+            .call(&[ArgValue::Device(DLDevice::CPU), ArgValue::Device(CL0)])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    let input = NDArray::from_slice(&x, &xs).unwrap();
+    gmod.function("set_input")
+        .unwrap()
+        .call(&[ArgValue::Str(c"x"), (&input).into()])
+        .unwrap();
+    gmod.function("run").unwrap().call(&[]).unwrap();
+    let RetValue::Object(o) = gmod
+        .function("get_output")
+        .unwrap()
+        .call(&[ArgValue::Int(0)])
+        .unwrap()
+    else {
+        panic!("get_output gave no array")
+    };
+    let y = NDArray::from_object(o).unwrap();
+    assert_eq!(y.device(), DLDevice::CPU, "softmax runs on the CPU");
+    assert_eq!(y.shape(), &ws[..]);
+    // A 64-term dense reduction in another order than the CPU build's: float32 rounding
+    // stays far below 1e-5 of the output's scale.
+    assert_close("cl_hetero", &y.to_vec::<f32>().unwrap(), &want, 1e-5);
+    // Given only the OpenCL device, the executor cannot place the CPU nodes: a clear error
+    // (TVM would put them on the OpenCL device and hand its buffers to CPU kernels).
+    let e = create
+        .call(&[ArgValue::Device(CL0)])
+        .map(|_| ())
+        .unwrap_err();
+    assert!(
+        e.message.contains("on cpu") && e.message.contains("given only opencl(0)"),
+        "{}",
+        e.message
+    );
+}
+
+#[test]
 fn compiled_cnn_matches_the_cpu_build_on_the_reference_runtime() {
     if !have_opencl() {
         return;

@@ -132,6 +132,22 @@ def test_adreno_is_right_on_every_run():
         assert np.abs(gm.get_output(0).numpy() - want).max() <= tol, f"run {i}"
 
 
+def test_heterogeneous_graph_on_cpu_and_opencl():
+    """The dense layer on OpenCL, relu and softmax on the CPU: TVM's Python creates the
+    executor with both devices (scripts/build_opencl_fixtures.py, cl_hetero)."""
+    lib = tvm.runtime.load_module(fixture("cl_hetero.so"))
+    with np.load(fixture("cl_hetero.npz")) as z:
+        x, want = z["x"], z["output_0"]
+    gm = graph_executor.GraphModule(lib["default"](tvm.cpu(0), tvm.opencl(0)))
+    gm.set_input("x", x)
+    gm.run()
+    out = gm.get_output(0)
+    assert out.device == tvm.cpu(0)
+    got = out.numpy()
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
 @pytest.fixture(scope="module")
 def our_server():
     if not H.IS_OURS:

@@ -8,7 +8,7 @@ use crate::ndarray::{NDArray, NDArrayObj};
 use crate::packed_func::dtype::dtype_to_string;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
-use crate::packed_func::types::{DLDataType, DLDevice, DLTensor};
+use crate::packed_func::types::{device_name, DLDataType, DLDevice, DLTensor};
 use crate::packed_func::value::{ArgValue, RetValue, TensorRef};
 
 /// Bytes a pool entry needs for an entry, as the reference counts them (sub-byte types take a
@@ -227,7 +227,7 @@ pub(super) fn setup_storage(
         }
     }
     let mut storage = Vec::with_capacity(pool.len());
-    for pe in pool {
+    for (sid, pe) in pool.into_iter().enumerate() {
         if !pe.used {
             storage.push(None);
             continue;
@@ -236,11 +236,25 @@ pub(super) fn setup_storage(
             storage.push(Some(l));
             continue;
         }
+        // TVM falls back to the first device here; its kernels for one device would then be
+        // handed another device's memory (a CPU kernel writing through an OpenCL handle), so a
+        // device type the executor was not given is refused.
         let dev = devices
             .iter()
             .find(|d| d.device_type == pe.device_type)
             .copied()
-            .unwrap_or(devices[0]);
+            .ok_or_else(|| {
+                let given: Vec<String> = devices
+                    .iter()
+                    .map(|d| format!("{}({})", device_name(d.device_type), d.device_id))
+                    .collect();
+                Error::value_fmt(format_args!(
+                    "the graph places storage {sid} on {} (device_index), but the executor \
+                     was given only {}: pass a device of every type the graph uses",
+                    device_name(pe.device_type),
+                    given.join(", ")
+                ))
+            })?;
         let elems = pe.bytes.div_ceil(4) as i64;
         let scope = if pe.scope.is_empty() {
             None
