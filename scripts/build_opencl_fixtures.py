@@ -208,6 +208,41 @@ class Builder:
         log(f"cl_hetero: devices {devices}, nodes {kinds}")
         self.cpu_reference("cl_hetero", model(False), params, data)
 
+    def relax_mlp(self):
+        """A Relax model for OpenCL: matmul + relu, legalised and given GPU schedules by dlight
+        (relax has no OpenCL schedules of its own), against the same model built for the CPU and
+        run on the reference's Relax VM."""
+        tvm = self.tvm
+        from tvm import dlight as dl
+        from tvm import relax
+
+        def model():
+            bb = relax.BlockBuilder()
+            x = relax.Var("x", relax.TensorStructInfo((4, 64), "float32"))
+            w = relax.Var("w", relax.TensorStructInfo((64, 32), "float32"))
+            with bb.function("main", [x, w]):
+                with bb.dataflow():
+                    y = bb.emit(relax.op.nn.relu(relax.op.matmul(x, w)))
+                    out = bb.emit_output(y)
+                bb.emit_func_output(out)
+            return relax.transform.LegalizeOps()(bb.get())
+
+        t0 = time.time()
+        target = self.target()
+        with target:
+            mod = dl.ApplyDefaultSchedule(dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(),
+                                          dl.gpu.GeneralReduction(), dl.gpu.Fallback())(model())
+        relax.build(mod, target=target).export_library(self.path("cl_relax_mlp.so"))
+        self.manifest["cl_relax_mlp"] = {"file": "cl_relax_mlp.so", "function": "main",
+                                         "build_seconds": round(time.time() - t0, 1)}
+        r = np.random.default_rng(12)
+        data = {"x": r.standard_normal((4, 64)).astype("float32"),
+                "w": (r.standard_normal((64, 32)) * 0.2).astype("float32")}
+        vm = relax.VirtualMachine(relax.build(model(), target=HOST), tvm.cpu())
+        out = vm["main"](*(tvm.nd.array(data[k]) for k in ("x", "w"))).numpy()
+        np.savez(self.path("cl_relax_mlp.npz"), output_0=out, **data)
+        log(f"cl_relax_mlp: {time.time() - t0:.1f} s, CPU output {out.shape}, max {out.max():.3g}")
+
     def mobilenet(self):
         from tvm.relay import testing
 
@@ -244,6 +279,7 @@ def main():
     b.kernels()
     b.conv()
     b.hetero()
+    b.relax_mlp()
     if not a.no_models:
         b.mobilenet()
     with open(os.path.join(a.out, "manifest.json"), "w") as f:

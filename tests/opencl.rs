@@ -765,6 +765,62 @@ fn compiled_kernels_from_the_reference_compiler() {
 }
 
 #[test]
+fn relax_model_runs_on_opencl_and_matches_the_cpu_build() {
+    if !have_opencl() {
+        return;
+    }
+    let Some(d) = fixtures("cl_relax_mlp.so") else {
+        return;
+    };
+    let lib = Module::load(d.join("cl_relax_mlp.so").to_str().unwrap()).unwrap();
+    let (x, xs) = npz(&d, "cl_relax_mlp", "x");
+    let (w, wsh) = npz(&d, "cl_relax_mlp", "w");
+    let (want, ws) = npz(&d, "cl_relax_mlp", "output_0");
+    let vm = Module::from_object(
+        lib.function("vm_load_executable")
+            .unwrap()
+            .call(&[])
+            .unwrap()
+            .into_object()
+            .unwrap(),
+    )
+    .unwrap();
+    // The device, then the CPU as the host device (as TVM's Python VirtualMachine passes
+    // them), each with the pooled allocator (2).
+    vm.function("vm_initialization")
+        .unwrap()
+        .call(&[
+            ArgValue::Int(4),
+            ArgValue::Int(0),
+            ArgValue::Int(2),
+            ArgValue::Int(1),
+            ArgValue::Int(0),
+            ArgValue::Int(2),
+        ])
+        .unwrap();
+    let on_cl = |v: &[f32], shape: &[i64]| {
+        let mut a = NDArray::empty(shape, F32, CL0).unwrap();
+        a.copy_from_slice(v).unwrap();
+        a
+    };
+    let (xa, wa) = (on_cl(&x, &xs), on_cl(&w, &wsh));
+    let RetValue::Object(o) = vm
+        .function("main")
+        .unwrap()
+        .call(&[(&xa).into(), (&wa).into()])
+        .unwrap()
+    else {
+        panic!("main gave no array")
+    };
+    let y = NDArray::from_object(o).unwrap();
+    assert_eq!(y.device(), CL0);
+    assert_eq!(y.shape(), &ws[..]);
+    // A 64-term matmul in dlight's order against the CPU build's: float32 rounding stays far
+    // below 1e-5 of the output's scale.
+    assert_close("cl_relax_mlp", &y.to_vec::<f32>().unwrap(), &want, 1e-5);
+}
+
+#[test]
 fn heterogeneous_graph_runs_on_the_cpu_and_opencl_and_matches_the_cpu_build() {
     if !have_opencl() {
         return;

@@ -148,6 +148,23 @@ def test_heterogeneous_graph_on_cpu_and_opencl():
     assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
 
 
+def test_relax_model_on_opencl():
+    """A Relax model built for OpenCL (dlight schedules) through TVM's Python VirtualMachine in
+    runtime-only mode, against the CPU build (scripts/build_opencl_fixtures.py, cl_relax_mlp)."""
+    from tvm.runtime import relax_vm
+
+    lib = tvm.runtime.load_module(fixture("cl_relax_mlp.so"))
+    with np.load(fixture("cl_relax_mlp.npz")) as z:
+        x, w, want = z["x"], z["w"], z["output_0"]
+    dev = tvm.opencl(0)
+    vm = relax_vm.VirtualMachine(lib, dev)
+    out = vm["main"](tvm.nd.array(x, dev), tvm.nd.array(w, dev))
+    assert out.device == dev
+    got = out.numpy()
+    assert got.shape == want.shape
+    assert np.abs(got - want).max() <= 1e-5 * np.abs(want).max()
+
+
 @pytest.fixture(scope="module")
 def our_server():
     if not H.IS_OURS:
