@@ -3,7 +3,7 @@
 # compared bit for bit: TVM v0.16.0's libtvm_runtime.so cross-built from its sources (runtime
 # only: no LLVM, no GPU, no libbacktrace), our library cross-built with the `deploy` set, and
 # one C program (tests/c/fixture_outputs.c) cross-compiled once and run under qemu-user with
-# each library in turn (LD_LIBRARY_PATH), on every call of the board's fixtures
+# each library in turn (the guest's LD_LIBRARY_PATH), on every call of the board's fixtures
 # ($TVMRT_CACHE/fixtures-<arch>, scripts/build_cross_fixtures.py). Every output file must be
 # byte-identical; a difference is reported with its size (elements, largest absolute and ULP
 # difference) and fails the script.
@@ -153,17 +153,19 @@ mkdir -p "$W/tvm" "$W/ours" "$W/out"
 ln -sf "$B/libtvm_runtime.so" "$W/tvm/libtvm_runtime.so"
 ln -sf "$ours" "$W/ours/libtvm_runtime.so"
 # Compiled against TVM v0.16.0's own headers, linked against its library: the program only
-# names libtvm_runtime.so, which LD_LIBRARY_PATH then picks.
+# names libtvm_runtime.so, which LD_LIBRARY_PATH then picks. It links libm as deploy programs
+# do (examples/c): the models call expf and friends without naming libm themselves (TVM's
+# runtime brings it through libstdc++; our deploy and minimal sets do not need it).
 "$gnu-gcc" -std=c99 -D_POSIX_C_SOURCE=199309L -O2 -Wall -Wextra -Werror \
   -I"$src/include" -I"$src/3rdparty/dlpack/include" -o "$W/fixture_outputs" \
-  tests/c/fixture_outputs.c -L"$W/tvm" -ltvm_runtime
+  tests/c/fixture_outputs.c -L"$W/tvm" -ltvm_runtime -Wl,--no-as-needed -lm
 run_host() { # RUNTIME ARGS...: the host program on tvm's or our library, under qemu
   local rt="$1"
   shift
-  LD_LIBRARY_PATH="$W/$rt" "$qemu" -L "$sysroot" "$W/fixture_outputs" "$@"
+  "$qemu" -L "$sysroot" -E LD_LIBRARY_PATH="$W/$rt" "$W/fixture_outputs" "$@"
 }
 for rt in tvm ours; do
-  loaded="$(LD_TRACE_LOADED_OBJECTS=1 LD_LIBRARY_PATH="$W/$rt" "$qemu" -L "$sysroot" \
+  loaded="$("$qemu" -L "$sysroot" -E LD_TRACE_LOADED_OBJECTS=1 -E LD_LIBRARY_PATH="$W/$rt" \
     "$W/fixture_outputs" | awk '$1 == "libtvm_runtime.so" { print $3 }')"
   if [ "$loaded" != "$W/$rt/libtvm_runtime.so" ]; then
     echo "cross_ref_runtime: the $rt run loads libtvm_runtime.so from '$loaded'" >&2
