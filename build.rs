@@ -9,6 +9,10 @@ fn main() {
     let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
     if target_os == "linux" {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtvm_runtime.so");
+        // Compiled models call expf, tanhf, ... without naming libm: the reference runtime
+        // brings it in through libstdc++, so a program that links only libtvm_runtime.so must
+        // find it through ours too, whichever feature set (the smaller ones use no libm).
+        println!("cargo:rustc-cdylib-link-arg=-Wl,--push-state,--no-as-needed,-lm,--pop-state");
     }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/module/tvm_ffi/shim.c");

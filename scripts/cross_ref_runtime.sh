@@ -71,7 +71,7 @@ use_repo() {
   fi
   gdir="$R/git-scratch" gref=refs/tvmrt/want
   rm -rf "$gdir"
-  git init -q --bare "$gdir" && git --git-dir="$gdir" fetch -q --depth 1 "$from" "$ref:$gref"
+  git init -q --bare "$gdir" && timeout 600 git --git-dir="$gdir" fetch -q --depth 1 "$from" "$ref:$gref"
 }
 done_repo() { if [ "$gdir" = "$R/git-scratch" ]; then rm -rf "$gdir"; fi; }
 
@@ -161,12 +161,12 @@ mkdir -p "$W/tvm" "$W/ours" "$W/out"
 ln -sf "$B/libtvm_runtime.so" "$W/tvm/libtvm_runtime.so"
 ln -sf "$ours" "$W/ours/libtvm_runtime.so"
 # Compiled against TVM v0.16.0's own headers, linked against its library: the program only
-# names libtvm_runtime.so, which LD_LIBRARY_PATH then picks. It links libm as deploy programs
-# do (examples/c): the models call expf and friends without naming libm themselves (TVM's
-# runtime brings it through libstdc++; our deploy and minimal sets do not need it).
+# names libtvm_runtime.so, which LD_LIBRARY_PATH then picks. It does not link libm: the
+# models call expf and friends without naming libm themselves, and both runtimes must bring
+# it (TVM's through libstdc++, ours names it, build.rs).
 "$gnu-gcc" -std=c99 -D_POSIX_C_SOURCE=199309L -O2 -Wall -Wextra -Werror \
   -I"$src/include" -I"$src/3rdparty/dlpack/include" -o "$W/fixture_outputs" \
-  tests/c/fixture_outputs.c -L"$W/tvm" -ltvm_runtime -Wl,--no-as-needed -lm
+  tests/c/fixture_outputs.c -L"$W/tvm" -ltvm_runtime
 run_host() { # RUNTIME ARGS...: the host program on tvm's or our library, under qemu
   local rt="$1"
   shift

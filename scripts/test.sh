@@ -116,6 +116,9 @@ for set in minimal deploy cpu; do
 done
 for set in minimal deploy cpu; do
   cargo check -p tvmrt --no-default-features --features "$set" --target-dir target/sets/check
+  # Compiled models call libm without naming it; every set's library must bring it (build.rs).
+  needed="$(readelf -d "target/sets/$set/release/libtvm_runtime.so")"
+  grep -q 'NEEDED.*\[libm\.so' <<<"$needed" || { echo "the $set library does not link libm"; exit 1; }
 done
 if [ -f c_tests/CMakeLists.txt ]; then
   step "C suite on the deploy and minimal sets"
@@ -136,6 +139,9 @@ bash scripts/cross_setup.sh
 deploy="--no-default-features --features deploy"
 TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="mlp relax_mlp" \
   bash scripts/cross.sh aarch64 build test c-suite models
+# The same board models on TVM v0.16.0's own C++ runtime, cross-built from its sources (fetched
+# from GitHub once and cached; skipped where they cannot be fetched), byte for byte against ours.
+bash scripts/cross_ref_runtime.sh aarch64
 bash scripts/cross.sh aarch64 check
 TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="mlp" bash scripts/cross.sh armv7 build c-suite models
 TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="relax_mlp" \
