@@ -4,8 +4,9 @@
     source scripts/env.sh
     $TVMRT_PYTHON scripts/build_opencl_fixtures.py [--out DIR] [--force] [--no-models]
 
---no-models builds the kernels and the small CNN only (about 40 s); MobileNet for the three
-devices takes minutes more (the tests of those skip, or fail under TVMRT_REQUIRE_OPENCL_MODELS).
+--no-models builds all but MobileNet (about 20 s); MobileNet for the three devices takes
+minutes more (the tests of those skip, or fail under TVMRT_REQUIRE_OPENCL_MODELS, which the
+test command sets: it builds them all).
 
 DIR defaults to $TVMRT_CACHE/fixtures/opencl. The reference runtime is built without OpenCL,
 so nothing here runs an OpenCL kernel: expected outputs come from numpy (kernels) or from the
@@ -19,6 +20,10 @@ Fixtures (host code `llvm -mtriple=x86_64-linux-gnu`, TOPHUB_LOCATION=NONE):
                    threadIdx.y] on float32[m, 8] (m dynamic)
   cl_conv.so       conv2d + bias + relu + max_pool + dense (the CPU fixture `conv`'s graph with
                    its own weights) for `opencl`, cl_conv.npz: data and the CPU output
+  cl_hetero.so     dense on OpenCL, relu + softmax on the CPU (on_device annotations, a
+                   __copy node between them; created with both devices), cl_hetero.npz
+  cl_relax_mlp.so  a Relax matmul + relu for `opencl` (dlight's GPU schedules), run by the
+                   Relax VM; cl_relax_mlp.npz: x, w and the CPU build's output
   mobilenet_<dev>.so  relay.testing MobileNet v1 for `opencl -device=<dev>`, dev in mali and
                    intel_graphics (and adreno: texture scopes), with weights of real spread
                    (see spread_params); mobilenet_cl.npz: data and the output of the same model

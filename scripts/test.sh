@@ -85,12 +85,13 @@ if [ -n "${VK_ICD_FILENAMES:-}" ] && [ -f "$VK_ICD_FILENAMES" ]; then
 fi
 
 # Issue 30: OpenCL on POCL (an OpenCL driver running on the CPU): install it, build the OpenCL
-# fixtures (kernels and a small CNN; cached); the OpenCL tests (Rust and Python) fail instead of
-# skipping from here on.
+# fixtures (kernels, a small CNN, a heterogeneous graph, a Relax model and MobileNet for mali,
+# intel_graphics and adreno; cached: several minutes the first time); the OpenCL tests (Rust
+# and Python), MobileNet's included, fail instead of skipping from here on.
 step "OpenCL: POCL and the OpenCL fixtures (cached)"
 bash scripts/setup_opencl.sh
-"$TVMRT_PYTHON" scripts/build_opencl_fixtures.py --no-models
-export TVMRT_REQUIRE_OPENCL=1
+"$TVMRT_PYTHON" scripts/build_opencl_fixtures.py
+export TVMRT_REQUIRE_OPENCL=1 TVMRT_REQUIRE_OPENCL_MODELS=1
 
 step "rust tests (profile quick)"
 cargo test --profile quick
