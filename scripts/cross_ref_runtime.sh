@@ -120,20 +120,34 @@ B="$R/build-$arch"
 # end of the link line, after the objects that need it).
 link=""
 [ "$arch" = riscv64 ] && link="-latomic"
-# (Re)configured every time: a few seconds, and a changed option rebuilds what it changes.
-cmake -S "$src" -B "$B" -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-$arch.cmake" \
-  -DCMAKE_BUILD_TYPE=Release -DUSE_LLVM=OFF -DUSE_LIBBACKTRACE=OFF -DUSE_CCACHE=OFF \
-  -DUSE_RPC=ON -DUSE_OPENMP=none -DUSE_CUDA=OFF -DUSE_OPENCL=OFF -DUSE_VULKAN=OFF \
-  -DUSE_GTEST=OFF -DCMAKE_CXX_STANDARD_LIBRARIES="$link" >"$R/configure-$arch.log" 2>&1 ||
-  { tail -30 "$R/configure-$arch.log"; exit 1; }
-if [ ! -f "$B/libtvm_runtime.so" ]; then
+# The toolchain files are copied next to the build, so that the cached build does not name
+# the checkout that configured it (CMake records the toolchain's path in the build directory).
+tc="$R/toolchain"
+mkdir -p "$tc"
+for f in "toolchain-$arch.cmake" toolchain-cross-common.cmake; do
+  cmp -s "cmake/$f" "$tc/$f" || cp "cmake/$f" "$tc/$f"
+done
+cfg=(-DCMAKE_TOOLCHAIN_FILE="$tc/toolchain-$arch.cmake"
+  -DCMAKE_BUILD_TYPE=Release -DUSE_LLVM=OFF -DUSE_LIBBACKTRACE=OFF -DUSE_CCACHE=OFF
+  -DUSE_RPC=ON -DUSE_OPENMP=none -DUSE_CUDA=OFF -DUSE_OPENCL=OFF -DUSE_VULKAN=OFF
+  -DUSE_GTEST=OFF -DCMAKE_CXX_STANDARD_LIBRARIES="$link")
+# Configured and built when the options or the toolchain changed (a stamp of both), else reused.
+want="$( (printf '%s\n' "$tag" "${cfg[@]}"; cat "$tc/toolchain-$arch.cmake" "$tc/toolchain-cross-common.cmake") | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$B/libtvm_runtime.so" ] || [ "$(cat "$B/tvmrt-config" 2>/dev/null)" != "$want" ]; then
+  # A build directory configured with another toolchain path cannot be reconfigured in place.
+  if [ -f "$B/CMakeCache.txt" ] &&
+    ! grep -qx "CMAKE_TOOLCHAIN_FILE:[A-Z]*=$tc/toolchain-$arch.cmake" "$B/CMakeCache.txt"; then
+    rm -rf "$B"
+  fi
+  cmake -S "$src" -B "$B" "${cfg[@]}" >"$R/configure-$arch.log" 2>&1 ||
+    { tail -30 "$R/configure-$arch.log"; exit 1; }
   echo "==> building TVM $tag's runtime for $triple (-j${TVMRT_REF_CROSS_JOBS:-2}; log in $R/build-$arch.log)"
   t0=$SECONDS
   nice -n 10 cmake --build "$B" --target tvm_runtime -j"${TVMRT_REF_CROSS_JOBS:-2}" \
     >"$R/build-$arch.log" 2>&1 || { tail -30 "$R/build-$arch.log"; exit 1; }
   echo "$((SECONDS - t0))" >"$B/build-seconds.txt"
+  echo "$want" >"$B/tvmrt-config"
 fi
-cmake --build "$B" --target tvm_runtime >/dev/null # up to date, or finishes an interrupted build
 echo "==> TVM $tag runtime for $triple: $(stat -c %s "$B/libtvm_runtime.so") bytes" \
   "(built in $(cat "$B/build-seconds.txt" 2>/dev/null || echo ?) s)"
 
