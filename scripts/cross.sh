@@ -53,12 +53,8 @@ usage() {
 [ $# -ge 1 ] || usage
 arch="$1"
 shift
-case "$arch" in
-  aarch64) gnu=aarch64-linux-gnu triple=aarch64-unknown-linux-gnu qemu=qemu-aarch64 rarch=aarch64 ;;
-  armv7) gnu=arm-linux-gnueabihf triple=armv7-unknown-linux-gnueabihf qemu=qemu-arm rarch=arm ;;
-  riscv64) gnu=riscv64-linux-gnu triple=riscv64gc-unknown-linux-gnu qemu=qemu-riscv64 rarch=riscv64 ;;
-  *) usage ;;
-esac
+source scripts/cross_arch.sh
+cross_arch "$arch" || usage
 stages=("$@")
 [ ${#stages[@]} -gt 0 ] || stages=(build)
 [ "${stages[*]}" = all ] && stages=(build test c-suite)

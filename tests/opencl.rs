@@ -20,6 +20,7 @@ use tvm_runtime::device::opencl::{self, OpenclModule};
 use tvm_runtime::device::{self, DeviceAttr};
 use tvm_runtime::module::function_info::{FunctionInfo, FunctionInfoMap};
 use tvm_runtime::packed_func::types::{DLDataType, DLDevice, DL_OPENCL};
+use tvm_runtime::relax_vm::VirtualMachine;
 use tvm_runtime::{ArgValue, Module, NDArray, RetValue};
 
 #[path = "common/skip.rs"]
@@ -772,47 +773,20 @@ fn relax_model_runs_on_opencl_and_matches_the_cpu_build() {
     let Some(d) = fixtures("cl_relax_mlp.so") else {
         return;
     };
-    let lib = Module::load(d.join("cl_relax_mlp.so").to_str().unwrap()).unwrap();
     let (x, xs) = npz(&d, "cl_relax_mlp", "x");
     let (w, wsh) = npz(&d, "cl_relax_mlp", "w");
     let (want, ws) = npz(&d, "cl_relax_mlp", "output_0");
-    let vm = Module::from_object(
-        lib.function("vm_load_executable")
-            .unwrap()
-            .call(&[])
-            .unwrap()
-            .into_object()
-            .unwrap(),
-    )
-    .unwrap();
-    // The device, then the CPU as the host device (as TVM's Python VirtualMachine passes
-    // them), each with the pooled allocator (2).
-    vm.function("vm_initialization")
-        .unwrap()
-        .call(&[
-            ArgValue::Int(4),
-            ArgValue::Int(0),
-            ArgValue::Int(2),
-            ArgValue::Int(1),
-            ArgValue::Int(0),
-            ArgValue::Int(2),
-        ])
-        .unwrap();
+    // The safe API (TVM's Python path, vm_load_executable and vm_initialization, is in
+    // tests/python/test_opencl.py): OpenCL, with the CPU added as the host device.
+    let vm = VirtualMachine::load(d.join("cl_relax_mlp.so").to_str().unwrap()).unwrap();
+    vm.init(&[CL0]).unwrap();
     let on_cl = |v: &[f32], shape: &[i64]| {
         let mut a = NDArray::empty(shape, F32, CL0).unwrap();
         a.copy_from_slice(v).unwrap();
         a
     };
-    let (xa, wa) = (on_cl(&x, &xs), on_cl(&w, &wsh));
-    let RetValue::Object(o) = vm
-        .function("main")
-        .unwrap()
-        .call(&[(&xa).into(), (&wa).into()])
-        .unwrap()
-    else {
-        panic!("main gave no array")
-    };
-    let y = NDArray::from_object(o).unwrap();
+    let out = vm.call("main", &[on_cl(&x, &xs), on_cl(&w, &wsh)]).unwrap();
+    let y = out.tensor().expect("main returns a tensor").clone();
     assert_eq!(y.device(), CL0);
     assert_eq!(y.shape(), &ws[..]);
     // A 64-term matmul in dlight's order against the CPU build's: float32 rounding stays far
