@@ -248,7 +248,9 @@ pub(super) fn setup_storage(
                     .iter()
                     .map(|d| format!("{}({})", device_name(d.device_type), d.device_id))
                     .collect();
-                Error::value_fmt(format_args!(
+                // InternalError, the class of the reference's failure here when the device
+                // it falls back to is absent (and of its executor's other set-up checks).
+                Error::internal(format!(
                     "the graph places storage {sid} on {} (device_index), but the executor \
                      was given only {}: pass a device of every type the graph uses",
                     device_name(pe.device_type),
