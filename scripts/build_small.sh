@@ -6,7 +6,10 @@
 #     --target x86_64-unknown-linux-gnu --release -p tvm-runtime --lib
 #     --no-default-features --features <set>
 #   with the release profile set to opt-level = "z", lto = "fat", codegen-units = 1,
-#   debug = 0 and panic = "unwind" (kept: the C boundary promises that no panic aborts the host)
+#   debug = 0 and panic = "unwind" (kept: the C boundary promises that no panic aborts the host),
+#   and RUSTFLAGS "-Zlocation-detail=none -Cforce-unwind-tables=no": a panic's message loses its
+#   file:line (it is still caught and becomes the last error), and unwind tables are left out only
+#   for functions that cannot unwind (nothing a panic passes through loses its table)
 #
 #   scripts/build_small.sh deploy|minimal [--opt-level z|s]
 #
@@ -48,6 +51,7 @@ CARGO_PROFILE_RELEASE_LTO=fat \
 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
 CARGO_PROFILE_RELEASE_DEBUG=0 \
 CARGO_PROFILE_RELEASE_PANIC=unwind \
+RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Zlocation-detail=none -Cforce-unwind-tables=no" \
   cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
     --target "$TARGET" --release -p tvm-runtime --lib --target-dir "$dir" \
     --no-default-features --features "$set_name" >&2

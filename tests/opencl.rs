@@ -375,6 +375,79 @@ fn reads_past_a_buffers_end_see_zeros() {
     }
 }
 
+/// The zeroed tail of a buffer allocated while one stream is current is there before a
+/// kernel on another stream reads it: the tail is filled on the runtime's own queue and waited
+/// for, not queued behind the allocating thread's stream. Here that stream is held back by a
+/// user event that completes only after the read, so a fill queued on it could not have run.
+#[test]
+fn the_zeroed_tail_does_not_wait_for_the_allocating_stream() {
+    if !have_opencl() {
+        return;
+    }
+    const PEEK: &str = "__kernel void peek_kernel(__global float* restrict A, \
+        __global float* restrict C, int n) {\n  int i = get_group_id(0) * 64 + get_local_id(0);\n  \
+        C[i] = A[n + i];\n}";
+    let m = module(&[(
+        "peek_kernel",
+        vec![t(3, 64), t(3, 64), t(0, 32)],
+        &["blockIdx.x", "threadIdx.x"],
+        PEEK,
+    )])
+    .unwrap();
+    let f = m.function("peek_kernel").unwrap();
+    let cl = cl3::load_library().as_ref().unwrap();
+    let api = device::api(CL0).unwrap();
+    let held = device::streams::create_stream(CL0).unwrap();
+    let queue = held as cl3::types::cl_command_queue;
+    let mut ctx: cl3::types::cl_context = std::ptr::null_mut();
+    let r = cl.clGetCommandQueueInfo(
+        queue,
+        0x1090, // CL_QUEUE_CONTEXT
+        std::mem::size_of::<cl3::types::cl_context>(),
+        &mut ctx as *mut _ as *mut c_void,
+        std::ptr::null_mut(),
+    );
+    assert_eq!(r, Some(0));
+    let mut err = 0;
+    let gate = cl.clCreateUserEvent(ctx, &mut err).unwrap();
+    assert_eq!(err, 0);
+    let r = cl.clEnqueueBarrierWithWaitList(queue, 1, &gate, std::ptr::null_mut());
+    assert_eq!(r, Some(0));
+    let tail = opencl::api::ZERO_TAIL / 4;
+    let c = NDArray::empty(&[tail as i64], F32, CL0).unwrap();
+    let mut seen = Vec::new();
+    for n in [3usize, 864, 1000] {
+        leave_nan_in_freed_memory();
+        // SAFETY: a live stream of this device, unset before it is freed.
+        unsafe { api.set_stream(CL0, held) }.unwrap();
+        let a = NDArray::empty(&[n as i64], F32, CL0);
+        // SAFETY: as above.
+        unsafe { api.set_stream(CL0, std::ptr::null_mut()) }.unwrap();
+        let mut a = a.unwrap();
+        a.copy_from_slice(&pseudo(n, 31)).unwrap();
+        f.call(&[
+            (&a).into(),
+            (&c).into(),
+            ArgValue::Int(n as i64),
+            ArgValue::Int((tail / 64) as i64),
+            ArgValue::Int(64),
+        ])
+        .unwrap();
+        seen.push(c.to_vec::<f32>().unwrap().into_iter().find(|v| *v != 0.0));
+    }
+    assert_eq!(cl.clSetUserEventStatus(gate, 0), Some(0)); // CL_COMPLETE
+                                                           // SAFETY: a live stream of this device, no longer current; freed once.
+    unsafe {
+        api.stream_sync(CL0, held).unwrap();
+        device::streams::free_stream(CL0, held).unwrap();
+    }
+    assert_eq!(cl.clReleaseEvent(gate), Some(0));
+    assert!(
+        seen.iter().all(|v| v.is_none()),
+        "past the end of buffers allocated on a held stream: {seen:?}"
+    );
+}
+
 #[test]
 fn bad_input_is_an_error_and_the_device_stays_usable() {
     if !have_opencl() {

@@ -651,25 +651,29 @@ impl DeviceApi for OpenclDeviceApi {
             ),
         };
         if tail > 0 {
-            // Queued on the queue this thread's work goes to, ahead of any kernel that uses the
-            // buffer there; no wait.
+            // Filled on the device's fill queue and waited for: the tail is zero before any
+            // queue (stream) of the device can run a kernel that reads it.
             let zero = 0u32;
-            let r = queue_for(p, dev.device_id).and_then(|q| {
-                check(
-                    p.cl.clEnqueueFillBuffer(
-                        q,
-                        mem,
-                        &zero as *const u32 as *const c_void,
-                        4,
-                        start,
-                        tail,
-                        0,
-                        std::ptr::null(),
-                        std::ptr::null_mut(),
-                    ),
-                    "clEnqueueFillBuffer",
-                )
-            });
+            let mut ev: cl_event = std::ptr::null_mut();
+            let mut r = check(
+                p.cl.clEnqueueFillBuffer(
+                    d.fill_queue,
+                    mem,
+                    &zero as *const u32 as *const c_void,
+                    4,
+                    start,
+                    tail,
+                    0,
+                    std::ptr::null(),
+                    &mut ev,
+                ),
+                "clEnqueueFillBuffer",
+            );
+            if r.is_ok() {
+                r = check(p.cl.clWaitForEvents(1, &ev), "clWaitForEvents");
+                // The event is released whatever the wait said; a release error only leaks it.
+                let _ = p.cl.clReleaseEvent(ev);
+            }
             if let Err(e) = r {
                 // SAFETY: the memory object just created, released once.
                 let _ = unsafe { cl3::memory::release_mem_object(mem) };

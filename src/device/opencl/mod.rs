@@ -52,6 +52,9 @@ pub(crate) struct Device {
     pub context: usize,
     /// The default in-order queue.
     pub queue: cl_command_queue,
+    /// A queue of the runtime's own for the zeroed tails of new buffers (api.rs, ZERO_TAIL):
+    /// nothing else is queued there, so waiting for a tail waits for that fill alone.
+    pub fill_queue: cl_command_queue,
     /// `CL_DEVICE_NAME`.
     pub name: String,
     /// `CL_DEVICE_VERSION` (`OpenCL <major>.<minor> <vendor info>`).
@@ -243,10 +246,12 @@ fn load() -> std::result::Result<Platforms, String> {
         out.platform_names.push(pname);
         for d in ids {
             let queue = create_queue(cl, ctx, d).map_err(|e| e.message)?;
+            let fill_queue = create_queue(cl, ctx, d).map_err(|e| e.message)?;
             out.devices.push(Device {
                 id: d,
                 context: ci,
                 queue,
+                fill_queue,
                 name: device_string(d, cl3::device::CL_DEVICE_NAME).unwrap_or_default(),
                 version: device_string(d, cl3::device::CL_DEVICE_VERSION).unwrap_or_default(),
                 image_support: !no_images
