@@ -41,6 +41,10 @@ pub enum Owner {
 /// A Rust function body.
 pub type RustFunc = dyn Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync;
 
+/// A Rust function that holds no state: what a closure capturing nothing becomes
+/// ([`Function::from_rust`]), with no box and no vtable of its own.
+pub type PlainFunc = fn(Args<'_>, &mut RetValue) -> Result<()>;
+
 /// What a PackedFunc runs.
 pub enum FuncImpl {
     /// A C callback with its resource handle and optional finalizer.
@@ -63,6 +67,8 @@ pub enum FuncImpl {
     },
     /// A Rust closure.
     Rust(Box<RustFunc>),
+    /// A Rust function without state.
+    Plain(PlainFunc),
 }
 
 /// How `TVMFuncCall`'s fast path calls a function: set when the function is made, so that
@@ -145,7 +151,7 @@ impl PackedFuncObj {
             FuncImpl::Backend { func, resource, .. } => {
                 FastCall::new(fast_kind::BACKEND, *func as *const c_void, *resource)
             }
-            FuncImpl::Rust(_) => {
+            FuncImpl::Rust(_) | FuncImpl::Plain(_) => {
                 FastCall::new(fast_kind::NONE, std::ptr::null(), std::ptr::null_mut())
             }
         };
@@ -238,8 +244,29 @@ impl PackedFuncObj {
                 let args = unsafe { Args::from_raw(values, codes, n) };
                 f(args, rv)
             }
+            FuncImpl::Plain(f) => {
+                // SAFETY: forwarded contract.
+                let args = unsafe { Args::from_raw(values, codes, n) };
+                f(args, rv)
+            }
         }
     }
+}
+
+/// Calls the closure `F` that [`Function::from_rust`] leaked: `F` is zero-sized and has no
+/// drop glue (checked there before this function's address is taken).
+fn call_stateless<F>(a: Args<'_>, rv: &mut RetValue) -> Result<()>
+where
+    F: Fn(Args<'_>, &mut RetValue) -> Result<()>,
+{
+    debug_assert!(std::mem::size_of::<F>() == 0 && !std::mem::needs_drop::<F>());
+    // SAFETY: `F` is zero-sized, so the leaked value occupies no memory and a reference to it
+    // is any non-null, aligned pointer, which is exactly what leaking a box of it
+    // (`Box::leak`) would have returned; the value was moved into `from_rust` and forgotten,
+    // never dropped, so it is alive for the rest of the process, and `Fn` calls it through a
+    // shared reference.
+    let f: &F = unsafe { std::ptr::NonNull::<F>::dangling().as_ref() };
+    f(a, rv)
 }
 
 /// A reference to a PackedFunc object.
@@ -247,12 +274,29 @@ impl PackedFuncObj {
 pub struct Function(ObjectRef);
 
 impl Function {
-    /// A function running a Rust closure.
+    /// A function running a Rust closure. A closure that captures nothing (zero-sized, no
+    /// drop glue) becomes a plain function pointer: no box, and no vtable and call shims per
+    /// closure, which is most of what each of the hundreds of registered globals would cost
+    /// in code size.
+    #[inline]
     pub fn from_rust<F>(f: F) -> Function
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        Function::from_boxed(Box::new(f))
+        if std::mem::size_of::<F>() == 0 && !std::mem::needs_drop::<F>() {
+            // Leaked for good: a zero-sized value with nothing to drop, which
+            // `call_stateless::<F>` reaches again (see there).
+            std::mem::forget(f);
+            Function::from_plain(call_stateless::<F>)
+        } else {
+            Function::from_boxed(Box::new(f))
+        }
+    }
+
+    /// A function running a plain Rust function.
+    #[inline(never)]
+    pub fn from_plain(f: PlainFunc) -> Function {
+        Function(ObjectRef::new(PackedFuncObj::new(FuncImpl::Plain(f))))
     }
 
     /// A function running a boxed Rust closure (the out-of-line body of

@@ -64,8 +64,9 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        // Both halves are out of line, so each registration costs two calls, not a copy.
-        self.add_function(name, Function::from_boxed(Box::new(f)));
+        // Both halves are out of line, so each registration costs two calls, not a copy; a
+        // closure that captures nothing becomes a plain function pointer (`from_rust`).
+        self.add_function(name, Function::from_rust(f));
     }
 
     /// Registers a default that a later `register` of the same name replaces even without
