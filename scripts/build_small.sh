@@ -2,18 +2,23 @@
 # The small builds of the runtime (issue 32): the `deploy` or `minimal` feature set built with
 # nightly's build-std, the standard library itself rebuilt for size, and a size profile:
 #
-#   cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size
+#   cargo +nightly rustc -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size
 #     --target x86_64-unknown-linux-gnu --release -p tvm-runtime --lib
-#     --no-default-features --features <set>
+#     --crate-type cdylib --crate-type staticlib --no-default-features --features <set>
 #   with the release profile set to opt-level = "z", lto = "fat", codegen-units = 1,
 #   debug = 0 and panic = "unwind" (kept: the C boundary promises that no panic aborts the host),
 #   and RUSTFLAGS "-Zlocation-detail=none -Cforce-unwind-tables=no": a panic's message loses its
 #   file:line (it is still caught and becomes the last error), and unwind tables are left out only
-#   for functions that cannot unwind (nothing a panic passes through loses its table)
+#   for functions that cannot unwind (nothing a panic passes through loses its table).
+#   Without the `rlib` crate type (no Rust program links this build) LTO may internalise every
+#   Rust symbol. Relative relocations are packed (`-z pack-relative-relocs`, DT_RELR): the
+#   library then needs glibc >= 2.36 or musl >= 1.2.4 to load (an older glibc refuses it with
+#   "version `GLIBC_ABI_DT_RELR' not found"); --no-relr builds without.
 #
-#   scripts/build_small.sh deploy|minimal [--opt-level z|s]
+#   scripts/build_small.sh deploy|minimal [--opt-level z|s] [--no-relr]
 #
-# Builds into target/small/<set> (-opt-s with --opt-level s; the stock builds are untouched) and installs the nightly
+# Builds into target/small/<set> (-opt-s with --opt-level s, -no-relr with --no-relr; the stock
+# builds are untouched) and installs the nightly
 # toolchain's rust-src when missing. The last line of stdout is the path of the library built
 # (libtvm_runtime.so; libtvm_runtime.a is beside it); cargo's output goes to stderr.
 set -euo pipefail
@@ -21,17 +26,19 @@ cd "$(dirname "$0")/.."
 
 set_name=""
 opt=z
+relr=1
 while [ $# -gt 0 ]; do
   case "$1" in
     deploy|minimal) set_name="$1"; shift ;;
     --opt-level)
       case "${2:-}" in z|s) opt="$2" ;; *) echo "build_small.sh: --opt-level z|s" >&2; exit 2 ;; esac
       shift 2 ;;
+    --no-relr) relr=0; shift ;;
     -h|--help) sed -n '2,/^set -e/p' "$0" | grep '^#'; exit 0 ;;
-    *) echo "build_small.sh: unknown argument $1 (deploy|minimal [--opt-level z|s])" >&2; exit 2 ;;
+    *) echo "build_small.sh: unknown argument $1 (deploy|minimal [--opt-level z|s] [--no-relr])" >&2; exit 2 ;;
   esac
 done
-[ -n "$set_name" ] || { echo "usage: scripts/build_small.sh deploy|minimal [--opt-level z|s]" >&2; exit 2; }
+[ -n "$set_name" ] || { echo "usage: scripts/build_small.sh deploy|minimal [--opt-level z|s] [--no-relr]" >&2; exit 2; }
 
 TARGET=x86_64-unknown-linux-gnu
 if ! rustup toolchain list | grep -q '^nightly'; then
@@ -44,17 +51,20 @@ if ! rustup +nightly component list --installed | grep -q '^rust-src'; then
 fi
 
 dir="target/small/$set_name"
-[ "$opt" = z ] || dir="target/small/$set_name-opt-$opt"
+[ "$opt" = z ] || dir="$dir-opt-$opt"
+[ "$relr" = 1 ] || dir="$dir-no-relr"
+flags="-Zlocation-detail=none -Cforce-unwind-tables=no"
+[ "$relr" = 0 ] || flags="$flags -Clink-arg=-Wl,-z,pack-relative-relocs"
 t0=$SECONDS
 CARGO_PROFILE_RELEASE_OPT_LEVEL="$opt" \
 CARGO_PROFILE_RELEASE_LTO=fat \
 CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
 CARGO_PROFILE_RELEASE_DEBUG=0 \
 CARGO_PROFILE_RELEASE_PANIC=unwind \
-RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }-Zlocation-detail=none -Cforce-unwind-tables=no" \
-  cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
+RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }$flags" \
+  cargo +nightly rustc -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
     --target "$TARGET" --release -p tvm-runtime --lib --target-dir "$dir" \
-    --no-default-features --features "$set_name" >&2
+    --crate-type cdylib --crate-type staticlib --no-default-features --features "$set_name" >&2
 lib="$dir/$TARGET/release/libtvm_runtime.so"
 [ -f "$lib" ] || { echo "build_small.sh: $lib was not built" >&2; exit 1; }
 strip -o "$dir/libtvm_runtime.stripped.so" "$lib"
