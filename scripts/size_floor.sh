@@ -2,7 +2,7 @@
 # The size floor of the C interface (issue 32): builds benches/floor, a do-nothing
 # libtvm_runtime.so exporting the same C symbols as ours, each inside one panic/error boundary
 # that sets the last error, with the stock toolchain (the release profile ours uses) and with
-# scripts/build_small.sh's nightly build-std recipe, and prints both stripped sizes. Whatever a
+# scripts/build_small.sh's nightly build-std recipe (its RUSTFLAGS too), and prints both stripped sizes. Whatever a
 # budget allows beyond the floor is what the runtime itself may take.
 #
 #   scripts/size_floor.sh [--no-small]
@@ -32,6 +32,7 @@ if [ "$small" = 1 ]; then
   fi
   (cd benches/floor &&
     CARGO_PROFILE_RELEASE_OPT_LEVEL=z CARGO_PROFILE_RELEASE_LTO=fat \
+      RUSTFLAGS="-Zlocation-detail=none -Cforce-unwind-tables=no -Clink-arg=-Wl,-z,pack-relative-relocs" \
       cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
       --target x86_64-unknown-linux-gnu --release --target-dir "$dir/small" >&2)
   strip -o "$dir/small.so" "$dir/small/x86_64-unknown-linux-gnu/release/libtvm_runtime.so"
