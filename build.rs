@@ -1,19 +1,10 @@
-//! Build script: gives the shared library TVM's SONAME so that programs linked against the
-//! reference `libtvm_runtime.so` resolve to ours unchanged, and builds the tiny shared object
-//! that provides the one symbol tvm-ffi libraries import (`src/module/tvm_ffi/shim.c`; the
-//! runtime embeds it and loads it from memory when needed).
+//! Build script: builds the tiny shared object that provides the one symbol tvm-ffi libraries
+//! import (`src/module/tvm_ffi/shim.c`; the runtime embeds it and loads it from memory when
+//! needed). The C library's link settings are in capi/build.rs.
 use std::path::PathBuf;
 use std::process::Command;
 
 fn main() {
-    let target_os = std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default();
-    if target_os == "linux" {
-        println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtvm_runtime.so");
-        // Compiled models call expf, tanhf, ... without naming libm: the reference runtime
-        // brings it in through libstdc++, so a program that links only libtvm_runtime.so must
-        // find it through ours too, whichever feature set (the smaller ones use no libm).
-        println!("cargo:rustc-cdylib-link-arg=-Wl,--push-state,--no-as-needed,-lm,--pop-state");
-    }
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/module/tvm_ffi/shim.c");
     println!("cargo:rerun-if-env-changed=CC");

@@ -2,16 +2,16 @@
 # The small builds of the runtime (issue 32): the `deploy` or `minimal` feature set built with
 # nightly's build-std, the standard library itself rebuilt for size, and a size profile:
 #
-#   cargo +nightly rustc -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size
-#     --target x86_64-unknown-linux-gnu --release -p tvm-runtime --lib
-#     --crate-type cdylib --crate-type staticlib --no-default-features --features <set>
+#   cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size
+#     --target x86_64-unknown-linux-gnu --release -p tvm-runtime-capi --lib
+#     --no-default-features --features <set>
 #   with the release profile set to opt-level = "z", lto = "fat", codegen-units = 1,
 #   debug = 0 and panic = "unwind" (kept: the C boundary promises that no panic aborts the host),
 #   and RUSTFLAGS "-Zlocation-detail=none -Cforce-unwind-tables=no": a panic's message loses its
 #   file:line (it is still caught and becomes the last error), and unwind tables are left out only
 #   for functions that cannot unwind (nothing a panic passes through loses its table).
-#   Without the `rlib` crate type (no Rust program links this build) LTO may internalise every
-#   Rust symbol. Relative relocations are packed (`-z pack-relative-relocs`, DT_RELR): the
+#   The C library (package tvm-runtime-capi: crate types cdylib and staticlib, no rlib) gets
+#   fat LTO, which internalises every Rust symbol. Relative relocations are packed (`-z pack-relative-relocs`, DT_RELR): the
 #   library then needs glibc >= 2.36 or musl >= 1.2.4 to load (an older glibc refuses it with
 #   "version `GLIBC_ABI_DT_RELR' not found"); --no-relr builds without.
 #
@@ -62,9 +62,9 @@ CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
 CARGO_PROFILE_RELEASE_DEBUG=0 \
 CARGO_PROFILE_RELEASE_PANIC=unwind \
 RUSTFLAGS="${RUSTFLAGS:+$RUSTFLAGS }$flags" \
-  cargo +nightly rustc -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
-    --target "$TARGET" --release -p tvm-runtime --lib --target-dir "$dir" \
-    --crate-type cdylib --crate-type staticlib --no-default-features --features "$set_name" >&2
+  cargo +nightly build -Zbuild-std=std,panic_unwind -Zbuild-std-features=optimize_for_size \
+    --target "$TARGET" --release -p tvm-runtime-capi --lib --target-dir "$dir" \
+    --no-default-features --features "$set_name" >&2
 lib="$dir/$TARGET/release/libtvm_runtime.so"
 [ -f "$lib" ] || { echo "build_small.sh: $lib was not built" >&2; exit 1; }
 strip -o "$dir/libtvm_runtime.stripped.so" "$lib"

@@ -94,7 +94,7 @@ cargo_args=(--profile "$profile" --target "$triple" --target-dir "$target_dir" "
 stage_build() {
   echo "==> cross build $triple ($profile${features[*]:+, ${features[*]}})"
   local start=$SECONDS
-  cargo build "${cargo_args[@]}" -p tvm-runtime --lib
+  cargo build "${cargo_args[@]}" -p tvm-runtime-capi --lib
   cargo build "${cargo_args[@]}" -p tvmrt
   file -L "$out/libtvm_runtime.so" "$out/tvmrt" | sed "s|$PWD/||"
   stat -c "%n: %s bytes" "$out/libtvm_runtime.a" | sed "s|$PWD/||"
@@ -145,7 +145,7 @@ stage_c_suite() {
   echo "==> C suite under $qemu ($triple, $profile)"
   local start=$SECONDS
   # The library as the sources are now (cargo test does not build the cdylib).
-  cargo build "${cargo_args[@]}" -p tvm-runtime --lib
+  cargo build "${cargo_args[@]}" -p tvm-runtime-capi --lib
   local build="build/cross/$arch/c_tests"
   cmake -S c_tests -B "$build" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchain-$arch.cmake" \
@@ -188,7 +188,7 @@ import build_cross_fixtures as b; print(b.ARCHES[sys.argv[1]][2])' "$arch")"
     mv "$model.tmp" "$model"
   fi
   local sets="$PWD/target/cross-sets/minimal"
-  cargo build --release --target "$triple" --target-dir "$sets" -p tvm-runtime --lib \
+  cargo build --release --target "$triple" --target-dir "$sets" -p tvm-runtime-capi --lib \
     --no-default-features --features minimal
   local archive="$sets/$triple/release/libtvm_runtime.a"
   mkdir -p "$dir"
@@ -208,7 +208,7 @@ stage_rpc() {
   local start=$SECONDS
   cargo build "${cargo_args[@]}" -p tvmrt
   # Our client: TVM's Python on our x86-64 library (the test command's release build).
-  [ -f target/release/libtvm_runtime.so ] || cargo build --release -p tvm-runtime --lib
+  [ -f target/release/libtvm_runtime.so ] || cargo build --release -p tvm-runtime-capi --lib
   "$TVMRT_PYTHON" scripts/cross_rpc.py --arch "$arch" --tvmrt "$out/tvmrt" \
     --runner "$qemu -L $sysroot" --our-lib target/release
   echo "==> rpc $triple: $((SECONDS - start)) s"

@@ -53,7 +53,7 @@ if [ "$build" = 1 ]; then
   for s in deploy default; do
     feat=()
     [ "$s" = default ] || feat=(--no-default-features --features "$s")
-    cargo build --release -p tvm-runtime --lib --target-dir "target/sets/$s" "${feat[@]}" >&2
+    cargo build --release -p tvm-runtime-capi --lib --target-dir "target/sets/$s" "${feat[@]}" >&2
     cargo build --release -p tvmrt --target-dir "target/sets/cli-$s" "${feat[@]}" >&2
   done
 fi

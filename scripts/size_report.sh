@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Size report of the runtime's feature sets (issue 32): builds each set with the stock toolchain
-# (`cargo build --release -p tvm-runtime --lib`, the repository's release profile), each into
+# (`cargo build --release -p tvm-runtime-capi --lib`, the repository's release profile), each into
 # its own target directory (target/sets/<set>; the x86-64 default is the workspace's own
 # `cargo build --release` in target/release), for x86-64 and/or aarch64, strips copies and
 # prints one table: set, arch, stripped libtvm_runtime.so, libtvm_runtime.a as built and after
@@ -120,7 +120,7 @@ build_set() {
     echo "size_report: built $set ($arch) in $((SECONDS - t0)) s" >&2
     return
   fi
-  env "${envs[@]}" cargo build --release -p tvm-runtime --lib --target-dir "target/sets/$set" \
+  env "${envs[@]}" cargo build --release -p tvm-runtime-capi --lib --target-dir "target/sets/$set" \
     "${tgt[@]}" "${feat[@]}" >&2
   echo "size_report: built $set ($arch) in $((SECONDS - t0)) s" >&2
 }

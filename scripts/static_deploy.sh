@@ -4,7 +4,7 @@
 # compiler (examples/static_deploy/build_model.py, cached under
 # $TVMRT_CACHE/static_deploy/<hash>), its graph and weights compiled into a short C main
 # (examples/static_deploy/main.c), linked with the runtime's `minimal` static library
-# (`cargo build --release -p tvm-runtime --lib --no-default-features --features minimal`,
+# (`cargo build --release -p tvm-runtime-capi --lib --no-default-features --features minimal`,
 # target/sets/minimal, as scripts/size_report.sh builds it). Builds the program, runs it (it
 # checks its output against the reference runtime's) and prints its stripped size.
 #
@@ -68,7 +68,7 @@ if [ "$small" = 1 ]; then
   variant=small
 else
   if [ "$build" = 1 ]; then
-    cargo build --release -p tvm-runtime --lib --target-dir target/sets/minimal \
+    cargo build --release -p tvm-runtime-capi --lib --target-dir target/sets/minimal \
       --no-default-features --features minimal >&2
   fi
   archive="target/sets/minimal/release/libtvm_runtime.a"

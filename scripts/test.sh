@@ -112,7 +112,7 @@ fi
 # TVMRT_FEATURES build it (so neither rebuilds it); `default` is the release build above.
 step "feature sets: minimal, deploy and cpu build (target/sets/<set>), and the CLI on each"
 for set in minimal deploy cpu; do
-  cargo build --release -p tvm-runtime --lib --no-default-features --features "$set" \
+  cargo build --release -p tvm-runtime-capi --lib --no-default-features --features "$set" \
     --target-dir "target/sets/$set"
 done
 for set in minimal deploy cpu; do

@@ -33,7 +33,10 @@ export RUSTC_BOOTSTRAP=1
 export CARGO_PROFILE_DEV_OPT_LEVEL=1 CARGO_PROFILE_DEV_DEBUG=line-tables-only \
   CARGO_PROFILE_DEV_INCREMENTAL=false
 cargo_san() {
-  cargo "$1" -p tvm-runtime --no-default-features --features cpu --target "$host" \
+  # `build` makes the C library (the capi package), `test` runs the runtime crate's tests.
+  local pkg=tvm-runtime
+  [ "$1" != build ] || pkg=tvm-runtime-capi
+  cargo "$1" -p "$pkg" --no-default-features --features cpu --target "$host" \
     --config 'profile.dev.package."*".opt-level=0' --config 'profile.dev.package."*".debug=false' \
     "${@:2}"
 }
@@ -88,7 +91,7 @@ fi
 
 step "CPU-only release library: C suite and sizes"
 # The cpu set's directory, which the test command's feature-set step already built.
-cargo build --release --no-default-features --features cpu -p tvm-runtime --lib \
+cargo build --release --no-default-features --features cpu -p tvm-runtime-capi --lib \
   --target-dir target/sets/cpu
 c_suite cpu-only "$PWD/target/sets/cpu/release/libtvm_runtime.so"
 for lib in target/release/libtvm_runtime.so target/sets/cpu/release/libtvm_runtime.so; do
