@@ -110,7 +110,9 @@ pub enum Instr {
     If(Reg, i64),
 }
 
-fn bad(msg: String) -> Error {
+#[cold]
+#[inline(never)]
+fn bad(msg: std::fmt::Arguments<'_>) -> Error {
     Error::value_fmt(format_args!("invalid Relax VM executable: {msg}"))
 }
 
@@ -120,7 +122,7 @@ fn reg(raw: i64, at: usize) -> Result<Reg> {
         VOID_REG => Ok(Reg::Void),
         VM_REG => Ok(Reg::Vm),
         r if (0..MAX_REGISTERS).contains(&r) => Ok(Reg::R(r as u32)),
-        r => Err(bad(format!("instruction {at}: invalid register {r}"))),
+        r => Err(bad(format_args!("instruction {at}: invalid register {r}"))),
     }
 }
 
@@ -133,7 +135,7 @@ fn decode_arg(w: i64, at: usize, k: usize) -> Result<Arg> {
         1 => Arg::Imm(value),
         kind @ (2 | 3) => {
             let Ok(v) = u32::try_from(value) else {
-                return Err(bad(format!(
+                return Err(bad(format_args!(
                     "instruction {at}: argument {k} index {value} is out of range"
                 )));
             };
@@ -144,7 +146,7 @@ fn decode_arg(w: i64, at: usize, k: usize) -> Result<Arg> {
             }
         }
         k2 => {
-            return Err(bad(format!(
+            return Err(bad(format_args!(
                 "instruction {at}: argument {k} has unknown kind {k2}"
             )))
         }
@@ -215,7 +217,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     // Each argument has a word of its own unless calls overlap, which no compiler writes and
     // which could otherwise make a small executable decode into billions of arguments.
     if nargs_total > data.len() {
-        return Err(bad(format!(
+        return Err(bad(format_args!(
             "the calls have {nargs_total} arguments in all, more than the {} words of the \
              code (instructions overlap)",
             data.len()
@@ -227,7 +229,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     let mut canonical = true;
     for (i, off) in offsets.iter().enumerate() {
         let past_end = || {
-            bad(format!(
+            bad(format_args!(
                 "instruction {i} at word {off} runs past the end of the code ({} words)",
                 data.len()
             ))
@@ -244,12 +246,12 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
                 let func = field(2)?;
                 let nargs = field(3)?;
                 let Ok(func) = u32::try_from(func) else {
-                    return Err(bad(format!(
+                    return Err(bad(format_args!(
                         "instruction {i}: function index {func} is out of range"
                     )));
                 };
                 if nargs < 0 || nargs > data.len() as i64 {
-                    return Err(bad(format!(
+                    return Err(bad(format_args!(
                         "instruction {i}: invalid argument count {nargs}"
                     )));
                 }
@@ -262,7 +264,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
                     args.push(PackedArg::new(decode_arg(field(4 + k)?, i, k)?));
                 }
                 if args.len() > u32::MAX as usize {
-                    return Err(bad("too many call arguments".into()));
+                    return Err(bad(format_args!("too many call arguments")));
                 }
                 let ins = Instr::Call {
                     dst,
@@ -275,7 +277,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
             2 => (Instr::Ret(reg(field(1)?, i)?), 2),
             3 => (Instr::Goto(field(1)?), 2),
             4 => (Instr::If(reg(field(1)?, i)?, field(2)?), 3),
-            op => return Err(bad(format!("instruction {i}: unknown opcode {op}"))),
+            op => return Err(bad(format_args!("instruction {i}: unknown opcode {op}"))),
         };
         canonical &= off == next;
         next = off + len;
@@ -332,15 +334,15 @@ pub fn validate(exec: &Executable) -> Result<()> {
         if f.kind == FuncKind::PackedFunc {
             continue;
         }
-        let ctx = |m: String| bad(format!("function {}: {m}", f.name));
+        let ctx = |m: std::fmt::Arguments<'_>| bad(format_args!("function {}: {m}", f.name));
         if f.num_args < 0 || f.num_args > MAX_FRAME_REGISTERS {
-            return Err(ctx(format!(
+            return Err(ctx(format_args!(
                 "invalid argument count {} (at most {MAX_FRAME_REGISTERS})",
                 f.num_args
             )));
         }
         if f.register_file_size < 0 || f.register_file_size > MAX_FRAME_REGISTERS {
-            return Err(ctx(format!(
+            return Err(ctx(format_args!(
                 "invalid register file size {}: the per-frame register budget is \
                  {MAX_FRAME_REGISTERS}",
                 f.register_file_size
@@ -350,7 +352,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
             continue;
         }
         if !(0 <= f.start_instr && f.start_instr < f.end_instr && f.end_instr <= n_instr) {
-            return Err(ctx(format!(
+            return Err(ctx(format_args!(
                 "instruction range [{}, {}) is outside the {n_instr} instructions",
                 f.start_instr, f.end_instr
             )));
@@ -358,7 +360,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
         let nreg = f.register_file_size.max(f.num_args) as u64;
         let check_reg = |r: Reg, pc: i64| -> Result<()> {
             match r {
-                Reg::R(i) if i as u64 >= nreg => Err(ctx(format!(
+                Reg::R(i) if i as u64 >= nreg => Err(ctx(format_args!(
                     "instruction {pc}: register %{i} is outside the register file of {nreg}"
                 ))),
                 _ => Ok(()),
@@ -371,7 +373,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
                 Instr::Call { dst, func, .. } => {
                     check_reg(dst, pc)?;
                     if func as u64 >= nfunc {
-                        return Err(ctx(format!(
+                        return Err(ctx(format_args!(
                             "instruction {pc}: function index {func} is out of range ({nfunc} functions)"
                         )));
                     }
@@ -379,12 +381,12 @@ pub fn validate(exec: &Executable) -> Result<()> {
                         match arg.get() {
                             Arg::Reg(r) => check_reg(r, pc)?,
                             Arg::Const(c) if c as u64 >= nconst => {
-                                return Err(ctx(format!(
+                                return Err(ctx(format_args!(
                                     "instruction {pc}: constant index {c} is out of range ({nconst} constants)"
                                 )))
                             }
                             Arg::Func(g) if g as u64 >= nfunc => {
-                                return Err(ctx(format!(
+                                return Err(ctx(format_args!(
                                     "instruction {pc}: function index {g} is out of range ({nfunc} functions)"
                                 )))
                             }
@@ -395,7 +397,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
                 Instr::Ret(r) => check_reg(r, pc)?,
                 Instr::Goto(off) => {
                     if off == 0 || !pc.checked_add(off).is_some_and(in_fn) {
-                        return Err(ctx(format!(
+                        return Err(ctx(format_args!(
                             "instruction {pc}: goto {off} jumps outside the function"
                         )));
                     }
@@ -403,7 +405,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
                 Instr::If(c, off) => {
                     check_reg(c, pc)?;
                     if off <= 1 || !pc.checked_add(off).is_some_and(in_fn) || !in_fn(pc + 1) {
-                        return Err(ctx(format!(
+                        return Err(ctx(format_args!(
                             "instruction {pc}: if with false offset {off} jumps outside the function"
                         )));
                     }
