@@ -21,7 +21,6 @@ use crate::packed_func::registry;
 use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
 use crate::packed_func::value::{object_to_c, Args, RetValue};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -120,6 +119,31 @@ pub(crate) struct CallRecord {
     pub shapes: Vec<(String, Vec<i64>)>,
 }
 
+/// Values by name (a VM's inputs, outputs and saved closures: a handful, searched in order,
+/// which takes less code than a hash map per value type).
+pub(crate) struct Named<T>(Vec<(String, T)>);
+
+impl<T> Default for Named<T> {
+    fn default() -> Self {
+        Named(Vec::new())
+    }
+}
+
+impl<T> Named<T> {
+    /// The value of `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&T> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// Sets the value of `name`, replacing any.
+    pub(crate) fn insert(&mut self, name: String, v: T) {
+        match self.0.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, old)) => *old = v,
+            None => self.0.push((name, v)),
+        }
+    }
+}
+
 /// A virtual machine over one executable.
 pub struct VmCore {
     id: u64,
@@ -128,9 +152,9 @@ pub struct VmCore {
     /// The executable's module (whose imports are the kernel libraries).
     pub exec_module: Module,
     state: RwLock<Option<Arc<VmState>>>,
-    pub(crate) inputs: Mutex<HashMap<String, Vec<RetValue>>>,
-    pub(crate) outputs: Mutex<HashMap<String, RetValue>>,
-    pub(crate) saved: Mutex<HashMap<String, ObjectRef>>,
+    pub(crate) inputs: Mutex<Named<Vec<RetValue>>>,
+    pub(crate) outputs: Mutex<Named<RetValue>>,
+    pub(crate) saved: Mutex<Named<ObjectRef>>,
     instrument: RwLock<Option<Function>>,
     profile: Mutex<Option<Vec<CallRecord>>>,
     step_limit: AtomicU64,
@@ -236,9 +260,9 @@ impl VmCore {
             exec,
             exec_module,
             state: RwLock::new(None),
-            inputs: Mutex::new(HashMap::new()),
-            outputs: Mutex::new(HashMap::new()),
-            saved: Mutex::new(HashMap::new()),
+            inputs: Mutex::new(Named::default()),
+            outputs: Mutex::new(Named::default()),
+            saved: Mutex::new(Named::default()),
             instrument: RwLock::new(None),
             profile: Mutex::new(None),
             step_limit: AtomicU64::new(0),
