@@ -150,6 +150,23 @@ fn copy_elem(src: &DLTensor, si: usize, dst: &DLTensor, di: usize) {
     unsafe { std::ptr::copy_nonoverlapping(base(src).add(si * n), base(dst).add(di * n), n) }
 }
 
+/// Writes the positions `ord` as indices into `out` at `dst0`, `dst0 + step`, ... (one loop
+/// for every caller).
+#[inline(never)]
+fn write_order(out: &DLTensor, dst0: usize, step: usize, ord: &[usize]) {
+    for (k, &src) in ord.iter().enumerate() {
+        write_index(out, dst0 + k * step, src as i64);
+    }
+}
+
+/// Copies the elements of `x` at `src0 + ord[k] * step` to `dst` at `dst0 + k * step`.
+#[inline(never)]
+fn copy_order(x: &DLTensor, src0: usize, step: usize, ord: &[usize], dst: &DLTensor, dst0: usize) {
+    for (k, &src) in ord.iter().enumerate() {
+        copy_elem(x, src0 + src * step, dst, dst0 + k * step);
+    }
+}
+
 /// Splits `shape` around `axis`: (before, length, after).
 fn around(shape: &[i64], axis: i64, what: &str) -> Result<(usize, usize, usize, usize)> {
     let nd = shape.len() as i64;
@@ -279,9 +296,7 @@ pub(crate) fn register(r: &mut Registrar) {
             (0..n).rev().filter(|&k| first[k]).collect()
         };
         let out = new_tensor(&[picks.len() as i64], x.dtype)?;
-        for (d, &src) in picks.iter().enumerate() {
-            copy_elem(x, src, out.dltensor(), d);
-        }
+        copy_order(x, 0, 1, &picks, out.dltensor(), 0);
         *rv = crate::packed_func::value::RetValue::Object(out.into_object());
         Ok(())
     });
@@ -338,9 +353,7 @@ pub(crate) fn register(r: &mut Registrar) {
         for i in 0..before {
             for j in 0..after {
                 let start = i * n * after + j;
-                for (k, src) in order(x, start, after, n, n, asc).into_iter().enumerate() {
-                    write_index(out, start + k * after, src as i64);
-                }
+                write_order(out, start, after, &order(x, start, after, n, n, asc));
             }
         }
         Ok(())
@@ -360,9 +373,14 @@ pub(crate) fn register(r: &mut Registrar) {
         for i in 0..before {
             for j in 0..after {
                 let start = i * n * after + j;
-                for (k, src) in order(x, start, after, n, n, asc).into_iter().enumerate() {
-                    copy_elem(x, start + src * after, out, start + k * after);
-                }
+                copy_order(
+                    x,
+                    start,
+                    after,
+                    &order(x, start, after, n, n, asc),
+                    out,
+                    start,
+                );
             }
         }
         Ok(())
@@ -393,12 +411,7 @@ pub(crate) fn register(r: &mut Registrar) {
                     _ => 0,
                 };
                 let start = i * n * after + j;
-                for (k, src) in order(x, start, after, n, count, asc)
-                    .into_iter()
-                    .enumerate()
-                {
-                    write_index(out, start + k * after, src as i64);
-                }
+                write_order(out, start, after, &order(x, start, after, n, count, asc));
             }
         }
         Ok(())
@@ -454,13 +467,11 @@ pub(crate) fn register(r: &mut Registrar) {
                 let src0 = i * n * after + j;
                 let dst0 = i * k * after + j;
                 let ord = order(x, src0, after, n, n, asc);
-                for (kk, &src) in ord.iter().take(k).enumerate() {
-                    if let Some(ix) = indices {
-                        write_index(ix, dst0 + kk * after, src as i64);
-                    }
-                    if let Some(v) = values {
-                        copy_elem(x, src0 + src * after, v, dst0 + kk * after);
-                    }
+                if let Some(ix) = indices {
+                    write_order(ix, dst0, after, &ord[..k]);
+                }
+                if let Some(v) = values {
+                    copy_order(x, src0, after, &ord[..k], v, dst0);
                 }
             }
         }
