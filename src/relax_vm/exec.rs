@@ -460,58 +460,69 @@ impl Executable {
     }
 
     fn save_body(&self) -> Result<Vec<u8>> {
-        fn s(out: &mut Vec<u8>, b: &[u8]) {
-            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        // Out of line: one copy of the vector's append for the many fields.
+        #[inline(never)]
+        fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(b);
         }
+        fn w64(out: &mut Vec<u8>, w: u64) {
+            put(out, &w.to_le_bytes());
+        }
+        fn w32(out: &mut Vec<u8>, w: i32) {
+            put(out, &w.to_le_bytes());
+        }
+        fn s(out: &mut Vec<u8>, b: &[u8]) {
+            w64(out, b.len() as u64);
+            put(out, b);
+        }
         fn v(out: &mut Vec<u8>, words: &[i64]) {
-            out.extend_from_slice(&(words.len() as u64).to_le_bytes());
-            for w in words {
-                out.extend_from_slice(&w.to_le_bytes());
+            w64(out, words.len() as u64);
+            for &w in words {
+                w64(out, w as u64);
             }
         }
         let mut out = Vec::new();
-        out.extend_from_slice(&MAGIC.to_le_bytes());
+        w64(&mut out, MAGIC);
         s(&mut out, VERSION.as_bytes());
-        out.extend_from_slice(&(self.funcs.len() as u64).to_le_bytes());
+        w64(&mut out, self.funcs.len() as u64);
         for f in &self.funcs {
-            out.extend_from_slice(&f.kind.as_i32().to_le_bytes());
+            w32(&mut out, f.kind.as_i32());
             s(&mut out, f.name.as_bytes());
             for w in [f.start_instr, f.end_instr, f.num_args, f.register_file_size] {
-                out.extend_from_slice(&w.to_le_bytes());
+                w64(&mut out, w as u64);
             }
-            out.extend_from_slice(&(f.param_names.len() as u64).to_le_bytes());
+            w64(&mut out, f.param_names.len() as u64);
             for p in &f.param_names {
                 s(&mut out, p.as_bytes());
             }
         }
-        out.extend_from_slice(&(self.constants.len() as u64).to_le_bytes());
+        w64(&mut out, self.constants.len() as u64);
         for c in &self.constants {
             match c {
                 Constant::NDArray(a) => {
-                    out.extend_from_slice(&0i32.to_le_bytes());
+                    w32(&mut out, 0);
                     save_ndarray(&mut out, a)?;
                 }
                 Constant::DataType(t) => {
-                    out.extend_from_slice(&1i32.to_le_bytes());
-                    out.extend_from_slice(&[t.code, t.bits]);
-                    out.extend_from_slice(&t.lanes.to_le_bytes());
+                    w32(&mut out, 1);
+                    put(&mut out, &[t.code, t.bits]);
+                    put(&mut out, &t.lanes.to_le_bytes());
                 }
                 Constant::Shape(d) => {
-                    out.extend_from_slice(&2i32.to_le_bytes());
+                    w32(&mut out, 2);
                     v(&mut out, d);
                 }
                 Constant::Str(b) => {
-                    out.extend_from_slice(&3i32.to_le_bytes());
+                    w32(&mut out, 3);
                     s(&mut out, b);
                 }
                 Constant::Int(i) => {
-                    out.extend_from_slice(&4i32.to_le_bytes());
-                    out.extend_from_slice(&i.to_le_bytes());
+                    w32(&mut out, 4);
+                    w64(&mut out, *i as u64);
                 }
                 Constant::Float(f) => {
-                    out.extend_from_slice(&5i32.to_le_bytes());
-                    out.extend_from_slice(&f.to_bits().to_le_bytes());
+                    w32(&mut out, 5);
+                    w64(&mut out, f.to_bits());
                 }
             }
         }
