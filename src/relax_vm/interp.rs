@@ -399,17 +399,7 @@ impl VmCore {
             }
         }
         if !missing.is_empty() {
-            // A builtin of a feature left out of this build (e.g. `llm`) says so.
-            let cut: String = missing
-                .iter()
-                .filter_map(|n| crate::packed_func::features::built_without(n))
-                .map(|m| format!("; {m}"))
-                .collect();
-            return Err(Error::value_fmt(format_args!(
-                "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's \
-                 global registry{cut}",
-                missing.join(", ")
-            )));
+            return Err(missing_funcs(&missing));
         }
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(VmState {
             devices,
@@ -482,32 +472,28 @@ impl VmCore {
     ) -> Result<RetValue> {
         let _g = ActiveGuard::enter(self);
         let mut rv = RetValue::Null;
-        if let Some(p) = f.downcast_ref::<PackedFuncObj>() {
-            let mut v = values.to_vec();
-            let mut c = codes.to_vec();
-            // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
-            unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
+        let n = values.len().min(codes.len());
+        let mut v = Vec::with_capacity(n + 1);
+        let mut c = Vec::with_capacity(n + 1);
+        // Closures take the VM context pointer first; one call for both kinds.
+        let p = if let Some(p) = f.downcast_ref::<PackedFuncObj>() {
+            p
         } else if let Some(clo) = f.downcast_ref::<ClosureObj>() {
-            let mut v = Vec::with_capacity(values.len() + 1);
-            let mut c = Vec::with_capacity(values.len() + 1);
             v.push(TVMValue {
                 v_handle: self.ctx_ptr(),
             });
             c.push(tc::OPAQUE_HANDLE);
-            v.extend_from_slice(values);
-            c.extend_from_slice(codes);
-            // SAFETY: as above.
-            unsafe {
-                clo.imp
-                    .obj()
-                    .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
-            };
+            clo.imp.obj()
         } else {
             return Err(Error::type_error_fmt(format_args!(
                 "expected a closure or PackedFunc but got {}",
                 f.type_key()
             )));
-        }
+        };
+        v.extend_from_slice(&values[..n]);
+        c.extend_from_slice(&codes[..n]);
+        // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
+        unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
         Ok(norm(rv))
     }
 
@@ -982,6 +968,25 @@ impl VmCore {
             }
         }
     }
+}
+
+/// The error of functions found neither in the kernel libraries nor in the registry.
+#[cold]
+#[inline(never)]
+fn missing_funcs(missing: &[String]) -> Error {
+    // A builtin of a feature left out of this build (e.g. `llm`) says so.
+    let mut cut = String::new();
+    for n in missing {
+        if let Some(m) = crate::packed_func::features::built_without(n) {
+            cut += "; ";
+            cut += &m;
+        }
+    }
+    Error::value_fmt(format_args!(
+        "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's global \
+         registry{cut}",
+        missing.join(", ")
+    ))
 }
 
 /// Converts an argument for `set_input`/`save_function`: arrays on another device (and raw
