@@ -657,17 +657,38 @@ pub(crate) fn register(r: &mut Registrar) {
                 arr.shape().len()
             )));
         }
-        let dims: Vec<i64> = match dt.bits {
-            16 => arr.to_vec::<i16>()?.into_iter().map(i64::from).collect(),
-            32 => arr.to_vec::<i32>()?.into_iter().map(i64::from).collect(),
-            64 => arr.to_vec::<i64>()?,
-            _ => {
-                return Err(value_err(format!(
-                    "Unknown scalar int type: {}",
-                    dtype_to_string(dt)
-                )))
-            }
+        if !matches!(dt.bits, 16 | 32 | 64) {
+            return Err(value_err(format!(
+                "Unknown scalar int type: {}",
+                dtype_to_string(dt)
+            )));
+        }
+        // The elements as bytes, widened one by one (no copy routine per element type).
+        let w = dt.bits as usize / 8;
+        let want = DLDataType::new(DL_INT, dt.bits, 1);
+        let nbytes = arr.nbytes();
+        if dt != want {
+            // What `NDArray::to_vec` says of a vector type.
+            return Err(Error::value_fmt(format_args!(
+                "array of {} ({nbytes} bytes) does not match {} elements of {}",
+                dtype_to_string(dt),
+                nbytes / w,
+                dtype_to_string(want)
+            )));
+        }
+        let mut bytes = vec![0u8; nbytes];
+        // SAFETY: the array is live and `bytes` holds its nbytes bytes.
+        unsafe {
+            crate::ndarray::copy_to_bytes(arr.dltensor(), bytes.as_mut_ptr().cast(), nbytes)?
         };
+        let dims: Vec<i64> = bytes
+            .chunks_exact(w)
+            .map(|b| match *b {
+                [x, y] => i16::from_ne_bytes([x, y]) as i64,
+                [x, y, z, u] => i32::from_ne_bytes([x, y, z, u]) as i64,
+                _ => i64::from_ne_bytes(b.try_into().expect("8 bytes")),
+            })
+            .collect();
         *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
         Ok(())
     });
@@ -784,4 +805,42 @@ fn format_py(fmt: &str, vals: &[String]) -> String {
         out = vals.join(" ");
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ndarray::NDArray;
+    use crate::object::containers::ShapeTupleObj;
+    use crate::packed_func::types::{DLDataType, DLDevice, DL_FLOAT, DL_INT};
+    use crate::Function;
+
+    fn to_shape(a: &NDArray) -> crate::Result<Vec<i64>> {
+        let f = Function::get_global("vm.builtin.tensor_to_shape").unwrap();
+        let r = f.call(&[a.into()])?.into_object()?;
+        Ok(r.downcast_ref::<ShapeTupleObj>().unwrap().dims().to_vec())
+    }
+
+    #[test]
+    fn tensor_to_shape_widens_each_integer_width_and_refuses_the_others() {
+        let v = [-3i64, 0, 7, i32::MAX as i64 + 1];
+        let a = NDArray::from_slice(&v, &[4]).unwrap();
+        assert_eq!(to_shape(&a).unwrap(), v);
+        let a = NDArray::from_slice(&[-5i32, 9, i32::MIN], &[3]).unwrap();
+        assert_eq!(to_shape(&a).unwrap(), [-5, 9, i32::MIN as i64]);
+        let a = NDArray::from_slice(&[-2i16, i16::MAX], &[2]).unwrap();
+        assert_eq!(to_shape(&a).unwrap(), [-2, i16::MAX as i64]);
+        let a = NDArray::from_slice(&[1i8, 2], &[2]).unwrap();
+        let e = to_shape(&a).unwrap_err();
+        assert_eq!(e.message, "Unknown scalar int type: int8");
+        let dt = DLDataType::new(DL_INT, 32, 2);
+        let a = NDArray::empty(&[2], dt, DLDevice::CPU).unwrap();
+        let e = to_shape(&a).unwrap_err();
+        assert_eq!(
+            e.message,
+            "array of int32x2 (16 bytes) does not match 4 elements of int32"
+        );
+        let a = NDArray::empty(&[2], DLDataType::new(DL_FLOAT, 32, 1), DLDevice::CPU).unwrap();
+        let e = to_shape(&a).unwrap_err();
+        assert!(e.message.contains("1-d integer tensor"), "{}", e.message);
+    }
 }

@@ -10,6 +10,13 @@
 use super::exec::{Executable, FuncKind, MAX_FRAME_REGISTERS, MAX_REGISTERS};
 use crate::packed_func::error::{Error, Result};
 
+/// Appends formatted text (one out-of-line call per site, no intermediate string).
+macro_rules! put {
+    ($os:expr, $($t:tt)*) => {
+        let _ = std::fmt::Write::write_fmt($os, format_args!($($t)*));
+    };
+}
+
 /// First special register.
 pub const BEGIN_SPECIAL_REG: i64 = 1 << 54;
 /// The void register.
@@ -103,7 +110,9 @@ pub enum Instr {
     If(Reg, i64),
 }
 
-fn bad(msg: String) -> Error {
+#[cold]
+#[inline(never)]
+fn bad(msg: std::fmt::Arguments<'_>) -> Error {
     Error::value_fmt(format_args!("invalid Relax VM executable: {msg}"))
 }
 
@@ -113,7 +122,7 @@ fn reg(raw: i64, at: usize) -> Result<Reg> {
         VOID_REG => Ok(Reg::Void),
         VM_REG => Ok(Reg::Vm),
         r if (0..MAX_REGISTERS).contains(&r) => Ok(Reg::R(r as u32)),
-        r => Err(bad(format!("instruction {at}: invalid register {r}"))),
+        r => Err(bad(format_args!("instruction {at}: invalid register {r}"))),
     }
 }
 
@@ -126,7 +135,7 @@ fn decode_arg(w: i64, at: usize, k: usize) -> Result<Arg> {
         1 => Arg::Imm(value),
         kind @ (2 | 3) => {
             let Ok(v) = u32::try_from(value) else {
-                return Err(bad(format!(
+                return Err(bad(format_args!(
                     "instruction {at}: argument {k} index {value} is out of range"
                 )));
             };
@@ -137,7 +146,7 @@ fn decode_arg(w: i64, at: usize, k: usize) -> Result<Arg> {
             }
         }
         k2 => {
-            return Err(bad(format!(
+            return Err(bad(format_args!(
                 "instruction {at}: argument {k} has unknown kind {k2}"
             )))
         }
@@ -208,7 +217,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     // Each argument has a word of its own unless calls overlap, which no compiler writes and
     // which could otherwise make a small executable decode into billions of arguments.
     if nargs_total > data.len() {
-        return Err(bad(format!(
+        return Err(bad(format_args!(
             "the calls have {nargs_total} arguments in all, more than the {} words of the \
              code (instructions overlap)",
             data.len()
@@ -220,7 +229,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     let mut canonical = true;
     for (i, off) in offsets.iter().enumerate() {
         let past_end = || {
-            bad(format!(
+            bad(format_args!(
                 "instruction {i} at word {off} runs past the end of the code ({} words)",
                 data.len()
             ))
@@ -237,12 +246,12 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
                 let func = field(2)?;
                 let nargs = field(3)?;
                 let Ok(func) = u32::try_from(func) else {
-                    return Err(bad(format!(
+                    return Err(bad(format_args!(
                         "instruction {i}: function index {func} is out of range"
                     )));
                 };
                 if nargs < 0 || nargs > data.len() as i64 {
-                    return Err(bad(format!(
+                    return Err(bad(format_args!(
                         "instruction {i}: invalid argument count {nargs}"
                     )));
                 }
@@ -255,7 +264,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
                     args.push(PackedArg::new(decode_arg(field(4 + k)?, i, k)?));
                 }
                 if args.len() > u32::MAX as usize {
-                    return Err(bad("too many call arguments".into()));
+                    return Err(bad(format_args!("too many call arguments")));
                 }
                 let ins = Instr::Call {
                     dst,
@@ -268,7 +277,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
             2 => (Instr::Ret(reg(field(1)?, i)?), 2),
             3 => (Instr::Goto(field(1)?), 2),
             4 => (Instr::If(reg(field(1)?, i)?, field(2)?), 3),
-            op => return Err(bad(format!("instruction {i}: unknown opcode {op}"))),
+            op => return Err(bad(format_args!("instruction {i}: unknown opcode {op}"))),
         };
         canonical &= off == next;
         next = off + len;
@@ -325,15 +334,15 @@ pub fn validate(exec: &Executable) -> Result<()> {
         if f.kind == FuncKind::PackedFunc {
             continue;
         }
-        let ctx = |m: String| bad(format!("function {}: {m}", f.name));
+        let ctx = |m: std::fmt::Arguments<'_>| bad(format_args!("function {}: {m}", f.name));
         if f.num_args < 0 || f.num_args > MAX_FRAME_REGISTERS {
-            return Err(ctx(format!(
+            return Err(ctx(format_args!(
                 "invalid argument count {} (at most {MAX_FRAME_REGISTERS})",
                 f.num_args
             )));
         }
         if f.register_file_size < 0 || f.register_file_size > MAX_FRAME_REGISTERS {
-            return Err(ctx(format!(
+            return Err(ctx(format_args!(
                 "invalid register file size {}: the per-frame register budget is \
                  {MAX_FRAME_REGISTERS}",
                 f.register_file_size
@@ -343,7 +352,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
             continue;
         }
         if !(0 <= f.start_instr && f.start_instr < f.end_instr && f.end_instr <= n_instr) {
-            return Err(ctx(format!(
+            return Err(ctx(format_args!(
                 "instruction range [{}, {}) is outside the {n_instr} instructions",
                 f.start_instr, f.end_instr
             )));
@@ -351,7 +360,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
         let nreg = f.register_file_size.max(f.num_args) as u64;
         let check_reg = |r: Reg, pc: i64| -> Result<()> {
             match r {
-                Reg::R(i) if i as u64 >= nreg => Err(ctx(format!(
+                Reg::R(i) if i as u64 >= nreg => Err(ctx(format_args!(
                     "instruction {pc}: register %{i} is outside the register file of {nreg}"
                 ))),
                 _ => Ok(()),
@@ -364,7 +373,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
                 Instr::Call { dst, func, .. } => {
                     check_reg(dst, pc)?;
                     if func as u64 >= nfunc {
-                        return Err(ctx(format!(
+                        return Err(ctx(format_args!(
                             "instruction {pc}: function index {func} is out of range ({nfunc} functions)"
                         )));
                     }
@@ -372,12 +381,12 @@ pub fn validate(exec: &Executable) -> Result<()> {
                         match arg.get() {
                             Arg::Reg(r) => check_reg(r, pc)?,
                             Arg::Const(c) if c as u64 >= nconst => {
-                                return Err(ctx(format!(
+                                return Err(ctx(format_args!(
                                     "instruction {pc}: constant index {c} is out of range ({nconst} constants)"
                                 )))
                             }
                             Arg::Func(g) if g as u64 >= nfunc => {
-                                return Err(ctx(format!(
+                                return Err(ctx(format_args!(
                                     "instruction {pc}: function index {g} is out of range ({nfunc} functions)"
                                 )))
                             }
@@ -388,7 +397,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
                 Instr::Ret(r) => check_reg(r, pc)?,
                 Instr::Goto(off) => {
                     if off == 0 || !pc.checked_add(off).is_some_and(in_fn) {
-                        return Err(ctx(format!(
+                        return Err(ctx(format_args!(
                             "instruction {pc}: goto {off} jumps outside the function"
                         )));
                     }
@@ -396,7 +405,7 @@ pub fn validate(exec: &Executable) -> Result<()> {
                 Instr::If(c, off) => {
                     check_reg(c, pc)?;
                     if off <= 1 || !pc.checked_add(off).is_some_and(in_fn) || !in_fn(pc + 1) {
-                        return Err(ctx(format!(
+                        return Err(ctx(format_args!(
                             "instruction {pc}: if with false offset {off} jumps outside the function"
                         )));
                     }
@@ -407,11 +416,13 @@ pub fn validate(exec: &Executable) -> Result<()> {
     Ok(())
 }
 
-fn reg_text(r: Reg) -> String {
+fn reg_text(os: &mut String, r: Reg) {
     match r {
-        Reg::R(i) => format!("%{i}"),
-        Reg::Void => "%void".into(),
-        Reg::Vm => "%vm".into(),
+        Reg::R(i) => {
+            put!(os, "%{i}");
+        }
+        Reg::Void => os.push_str("%void"),
+        Reg::Vm => os.push_str("%vm"),
     }
 }
 
@@ -425,53 +436,83 @@ fn reg_raw(r: Reg) -> i64 {
 
 /// `as_text()`: the reference's readable disassembly.
 pub fn as_text(exec: &Executable) -> String {
-    let name = |i: u32| -> String {
-        exec.funcs
-            .get(i as usize)
-            .map(|f| f.name.clone())
-            .unwrap_or_else(|| format!("unknown_func_index({i})"))
+    let name = |os: &mut String, i: u32| match exec.funcs.get(i as usize) {
+        Some(f) => os.push_str(&f.name),
+        None => {
+            put!(os, "unknown_func_index({i})");
+        }
     };
     let mut os = String::new();
+    let mut args = String::new();
+    let mut callee = String::new();
     for f in &exec.funcs {
         match f.kind {
             FuncKind::PackedFunc => {
-                os += &format!("@{} packed_func;\n\n", f.name);
+                put!(&mut os, "@{} packed_func;\n\n", f.name);
                 continue;
             }
             FuncKind::VmTirFunc => {
-                os += &format!("@{} num_inputs={} vm_tir_func;\n\n", f.name, f.num_args);
+                put!(
+                    &mut os,
+                    "@{} num_inputs={} vm_tir_func;\n\n",
+                    f.name,
+                    f.num_args
+                );
                 continue;
             }
             FuncKind::VmFunc => {}
         }
-        os += &format!("@{}:\n", f.name);
+        put!(&mut os, "@{}:\n", f.name);
         for pc in f.start_instr..f.end_instr {
             os += "  ";
             let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
-                    let args: Vec<String> = exec
-                        .args_of(ins)
-                        .iter()
-                        .map(|a| match a.get() {
-                            Arg::Reg(r) => reg_text(r),
-                            Arg::Imm(v) => format!("i{v}"),
-                            Arg::Const(c) => format!("c[{c}]"),
-                            Arg::Func(g) => format!("f[{}]", name(g)),
-                        })
-                        .collect();
-                    os += &format!(
-                        "{:<6}{:<16} in: {:<12} dst: {}\n",
+                    args.clear();
+                    for (k, a) in exec.args_of(ins).iter().enumerate() {
+                        if k > 0 {
+                            args += ", ";
+                        }
+                        match a.get() {
+                            Arg::Reg(r) => reg_text(&mut args, r),
+                            Arg::Imm(v) => {
+                                put!(&mut args, "i{v}");
+                            }
+                            Arg::Const(c) => {
+                                put!(&mut args, "c[{c}]");
+                            }
+                            Arg::Func(g) => {
+                                args += "f[";
+                                name(&mut args, g);
+                                args += "]";
+                            }
+                        }
+                    }
+                    callee.clear();
+                    name(&mut callee, func);
+                    put!(
+                        &mut os,
+                        "{:<6}{:<16} in: {:<12} dst: ",
                         "call",
-                        name(func),
-                        args.join(", "),
-                        reg_text(dst)
+                        callee,
+                        args
                     );
+                    reg_text(&mut os, dst);
                 }
-                Instr::Ret(r) => os += &format!("{:<6}{}\n", "ret ", reg_text(r)),
-                Instr::Goto(off) => os += &format!("{:<6}{off}\n", "goto"),
-                Instr::If(c, off) => os += &format!("{:<6}{}, {off}\n", "If", reg_text(c)),
+                Instr::Ret(r) => {
+                    put!(&mut os, "{:<6}", "ret ");
+                    reg_text(&mut os, r);
+                }
+                Instr::Goto(off) => {
+                    put!(&mut os, "{:<6}{off}", "goto");
+                }
+                Instr::If(c, off) => {
+                    put!(&mut os, "{:<6}", "If");
+                    reg_text(&mut os, c);
+                    put!(&mut os, ", {off}");
+                }
             }
+            os += "\n";
         }
         os += "\n";
     }
@@ -480,47 +521,65 @@ pub fn as_text(exec: &Executable) -> String {
 
 /// `as_python()`: the disassembly as calls of TVM's Python `rx.Builder`.
 pub fn as_python(exec: &Executable) -> String {
-    let name = |i: u32| -> String {
-        exec.funcs
-            .get(i as usize)
-            .map(|f| format!("\"{}\"", f.name))
-            .unwrap_or_else(|| format!("ib.unknown_func_index({i})"))
+    let name = |os: &mut String, i: u32| match exec.funcs.get(i as usize) {
+        Some(f) => {
+            put!(os, "\"{}\"", f.name);
+        }
+        None => {
+            put!(os, "ib.unknown_func_index({i})");
+        }
     };
     let mut os = String::from("ib = rx.Builder()\n");
     for f in exec.funcs.iter().filter(|f| f.kind == FuncKind::VmFunc) {
-        os += &format!(
+        put!(
+            &mut os,
             "with ib.function(\"{}\", num_inputs={}):\n",
-            f.name, f.num_args
+            f.name,
+            f.num_args
         );
         for pc in f.start_instr..f.end_instr {
             let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
-                    let args: Vec<String> = exec
-                        .args_of(ins)
-                        .iter()
-                        .map(|a| match a.get() {
-                            Arg::Reg(Reg::Vm) => "ib.r(vm)".to_string(),
-                            Arg::Reg(r) => format!("ib.r({})", reg_raw(r)),
-                            Arg::Imm(v) => format!("ib.imm({v})"),
-                            Arg::Const(c) => format!("ib.c({c})"),
-                            Arg::Func(g) => format!("ib.f({})", name(g)),
-                        })
-                        .collect();
-                    os += &format!(
-                        "    ib.emit_call({}, args=[{}]",
-                        name(func),
-                        args.join(", ")
-                    );
+                    os += "    ib.emit_call(";
+                    name(&mut os, func);
+                    os += ", args=[";
+                    for (k, a) in exec.args_of(ins).iter().enumerate() {
+                        if k > 0 {
+                            os += ", ";
+                        }
+                        match a.get() {
+                            Arg::Reg(Reg::Vm) => os += "ib.r(vm)",
+                            Arg::Reg(r) => {
+                                put!(&mut os, "ib.r({})", reg_raw(r));
+                            }
+                            Arg::Imm(v) => {
+                                put!(&mut os, "ib.imm({v})");
+                            }
+                            Arg::Const(c) => {
+                                put!(&mut os, "ib.c({c})");
+                            }
+                            Arg::Func(g) => {
+                                os += "ib.f(";
+                                name(&mut os, g);
+                                os += ")";
+                            }
+                        }
+                    }
+                    os += "]";
                     if dst != Reg::Void {
-                        os += &format!(", dst=ib.r({})", reg_raw(dst));
+                        put!(&mut os, ", dst=ib.r({})", reg_raw(dst));
                     }
                     os += ")\n";
                 }
-                Instr::Ret(r) => os += &format!("    ib.emit_ret(ib.r({}))\n", reg_raw(r)),
-                Instr::Goto(off) => os += &format!("    ib.emit_goto({off})\n"),
+                Instr::Ret(r) => {
+                    put!(&mut os, "    ib.emit_ret(ib.r({}))\n", reg_raw(r));
+                }
+                Instr::Goto(off) => {
+                    put!(&mut os, "    ib.emit_goto({off})\n");
+                }
                 Instr::If(c, off) => {
-                    os += &format!("    ib.emit_if(ib.r({}), {off})\n", reg_raw(c))
+                    put!(&mut os, "    ib.emit_if(ib.r({}), {off})\n", reg_raw(c));
                 }
             }
         }
@@ -555,5 +614,177 @@ mod tests {
             assert_eq!(decode_arg(arg_raw(a), 0, 0).unwrap(), a);
         }
         assert_eq!(std::mem::size_of::<PackedArg>(), 8);
+    }
+
+    // The disassemblies as first written (formatting each piece into a string of its own),
+    // the reference for the ones above.
+    fn old_reg_text(r: Reg) -> String {
+        match r {
+            Reg::R(i) => format!("%{i}"),
+            Reg::Void => "%void".into(),
+            Reg::Vm => "%vm".into(),
+        }
+    }
+
+    /// `as_text()`: the reference's readable disassembly.
+    fn old_as_text(exec: &Executable) -> String {
+        let name = |i: u32| -> String {
+            exec.funcs
+                .get(i as usize)
+                .map(|f| f.name.clone())
+                .unwrap_or_else(|| format!("unknown_func_index({i})"))
+        };
+        let mut os = String::new();
+        for f in &exec.funcs {
+            match f.kind {
+                FuncKind::PackedFunc => {
+                    os += &format!("@{} packed_func;\n\n", f.name);
+                    continue;
+                }
+                FuncKind::VmTirFunc => {
+                    os += &format!("@{} num_inputs={} vm_tir_func;\n\n", f.name, f.num_args);
+                    continue;
+                }
+                FuncKind::VmFunc => {}
+            }
+            os += &format!("@{}:\n", f.name);
+            for pc in f.start_instr..f.end_instr {
+                os += "  ";
+                let ins = &exec.code[pc as usize];
+                match *ins {
+                    Instr::Call { dst, func, .. } => {
+                        let args: Vec<String> = exec
+                            .args_of(ins)
+                            .iter()
+                            .map(|a| match a.get() {
+                                Arg::Reg(r) => old_reg_text(r),
+                                Arg::Imm(v) => format!("i{v}"),
+                                Arg::Const(c) => format!("c[{c}]"),
+                                Arg::Func(g) => format!("f[{}]", name(g)),
+                            })
+                            .collect();
+                        os += &format!(
+                            "{:<6}{:<16} in: {:<12} dst: {}\n",
+                            "call",
+                            name(func),
+                            args.join(", "),
+                            old_reg_text(dst)
+                        );
+                    }
+                    Instr::Ret(r) => os += &format!("{:<6}{}\n", "ret ", old_reg_text(r)),
+                    Instr::Goto(off) => os += &format!("{:<6}{off}\n", "goto"),
+                    Instr::If(c, off) => os += &format!("{:<6}{}, {off}\n", "If", old_reg_text(c)),
+                }
+            }
+            os += "\n";
+        }
+        os
+    }
+
+    /// `as_python()`: the disassembly as calls of TVM's Python `rx.Builder`.
+    fn old_as_python(exec: &Executable) -> String {
+        let name = |i: u32| -> String {
+            exec.funcs
+                .get(i as usize)
+                .map(|f| format!("\"{}\"", f.name))
+                .unwrap_or_else(|| format!("ib.unknown_func_index({i})"))
+        };
+        let mut os = String::from("ib = rx.Builder()\n");
+        for f in exec.funcs.iter().filter(|f| f.kind == FuncKind::VmFunc) {
+            os += &format!(
+                "with ib.function(\"{}\", num_inputs={}):\n",
+                f.name, f.num_args
+            );
+            for pc in f.start_instr..f.end_instr {
+                let ins = &exec.code[pc as usize];
+                match *ins {
+                    Instr::Call { dst, func, .. } => {
+                        let args: Vec<String> = exec
+                            .args_of(ins)
+                            .iter()
+                            .map(|a| match a.get() {
+                                Arg::Reg(Reg::Vm) => "ib.r(vm)".to_string(),
+                                Arg::Reg(r) => format!("ib.r({})", reg_raw(r)),
+                                Arg::Imm(v) => format!("ib.imm({v})"),
+                                Arg::Const(c) => format!("ib.c({c})"),
+                                Arg::Func(g) => format!("ib.f({})", name(g)),
+                            })
+                            .collect();
+                        os += &format!(
+                            "    ib.emit_call({}, args=[{}]",
+                            name(func),
+                            args.join(", ")
+                        );
+                        if dst != Reg::Void {
+                            os += &format!(", dst=ib.r({})", reg_raw(dst));
+                        }
+                        os += ")\n";
+                    }
+                    Instr::Ret(r) => os += &format!("    ib.emit_ret(ib.r({}))\n", reg_raw(r)),
+                    Instr::Goto(off) => os += &format!("    ib.emit_goto({off})\n"),
+                    Instr::If(c, off) => {
+                        os += &format!("    ib.emit_if(ib.r({}), {off})\n", reg_raw(c))
+                    }
+                }
+            }
+        }
+        os
+    }
+
+    #[test]
+    fn the_disassemblies_are_those_of_the_reference_implementation() {
+        use crate::relax_vm::exec::{Constant, FuncInfo};
+        let func = |kind, name: &str, start, end| FuncInfo {
+            kind,
+            name: name.into(),
+            start_instr: start,
+            end_instr: end,
+            num_args: 2,
+            register_file_size: 6,
+            param_names: vec!["x".into(), "y".into()],
+        };
+        let funcs = vec![
+            func(FuncKind::PackedFunc, "a.kernel.with.a.long.name", 0, 0),
+            func(FuncKind::VmTirFunc, "tir", 0, 0),
+            func(FuncKind::VmFunc, "main", 0, 6),
+            func(FuncKind::VmFunc, "f", 6, 7),
+        ];
+        let arg = |kind: i64, v: i64| kind << 56 | (v & ((1 << 56) - 1));
+        let data = vec![
+            // %5 = kernel(%0, %void, %vm, -7, c[0], f[main]); %void = f(); ret %1;
+            // if %2 goto +2; goto -1; ret %vm; ret %void.
+            1,
+            5,
+            0,
+            6,
+            arg(0, 0),
+            arg(0, VOID_REG),
+            arg(0, VM_REG),
+            arg(1, -7),
+            arg(2, 0),
+            arg(3, 2),
+            1,
+            VOID_REG,
+            3,
+            0,
+            2,
+            1,
+            4,
+            2,
+            2,
+            3,
+            -1,
+            2,
+            VM_REG,
+            2,
+            VOID_REG,
+        ];
+        let offsets = vec![0, 10, 14, 16, 19, 21, 23];
+        let e = Executable::from_parts(funcs, vec![Constant::Int(3)], offsets, data).unwrap();
+        assert_eq!(as_text(&e), old_as_text(&e));
+        assert_eq!(as_python(&e), old_as_python(&e));
+        assert!(as_text(&e).contains(
+            "call  a.kernel.with.a.long.name in: %0, %void, %vm, i-7, c[0], f[main] dst: %5\n"
+        ));
     }
 }

@@ -120,9 +120,21 @@ struct Reader<'a> {
     /// Where `data` lies in the library file, when it came from one (large constants are
     /// read from it).
     file: Option<FileSpan<'a>>,
+    /// The error that stopped the parse. The reads answer `None` and leave their error here,
+    /// so that each of the many reads of a load passes one word on, not an error.
+    err: Option<Error>,
 }
 
 impl<'a> Reader<'a> {
+    /// Keeps `e` as the parse's error; `None`, to return.
+    #[cold]
+    #[inline(never)]
+    fn fail<T>(&mut self, e: Error) -> Option<T> {
+        self.err = Some(e);
+        None
+    }
+    #[cold]
+    #[inline(never)]
     fn bad(&self, section: &str, what: &str) -> Error {
         Error::value_fmt(format_args!(
             "invalid Relax VM executable: the {section} section is truncated or corrupted \
@@ -131,62 +143,77 @@ impl<'a> Reader<'a> {
             self.data.len()
         ))
     }
-    fn take(&mut self, n: usize, section: &str, what: &str) -> Result<&'a [u8]> {
+    #[inline(never)]
+    fn take(&mut self, n: usize, section: &str, what: &str) -> Option<&'a [u8]> {
         if n > self.data.len() - self.pos {
-            return Err(self.bad(section, what));
+            return self.fail(self.bad(section, what));
         }
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
-        Ok(s)
+        Some(s)
     }
-    fn u64(&mut self, section: &str, what: &str) -> Result<u64> {
-        Ok(u64::from_le_bytes(
+    fn u64(&mut self, section: &str, what: &str) -> Option<u64> {
+        Some(u64::from_le_bytes(
             self.take(8, section, what)?.try_into().expect("8"),
         ))
     }
-    fn i64(&mut self, section: &str, what: &str) -> Result<i64> {
-        Ok(self.u64(section, what)? as i64)
+    fn i64(&mut self, section: &str, what: &str) -> Option<i64> {
+        Some(self.u64(section, what)? as i64)
     }
-    fn i32(&mut self, section: &str, what: &str) -> Result<i32> {
-        Ok(i32::from_le_bytes(
+    fn i32(&mut self, section: &str, what: &str) -> Option<i32> {
+        Some(i32::from_le_bytes(
             self.take(4, section, what)?.try_into().expect("4"),
         ))
     }
-    fn count(&mut self, elem: usize, section: &str, what: &str) -> Result<usize> {
+    #[inline(never)]
+    fn count(&mut self, elem: usize, section: &str, what: &str) -> Option<usize> {
         let n = self.u64(section, what)?;
         if n > ((self.data.len() - self.pos) / elem.max(1)) as u64 {
-            return Err(self.bad(section, what));
+            return self.fail(self.bad(section, what));
         }
-        Ok(n as usize)
+        Some(n as usize)
     }
-    fn bytes(&mut self, section: &str, what: &str) -> Result<&'a [u8]> {
+    fn bytes(&mut self, section: &str, what: &str) -> Option<&'a [u8]> {
         let n = self.count(1, section, what)?;
         self.take(n, section, what)
     }
-    fn string(&mut self, section: &str, what: &str) -> Result<String> {
+    fn string(&mut self, section: &str, what: &str) -> Option<String> {
         let b = self.bytes(section, what)?;
-        String::from_utf8(b.to_vec()).map_err(|_| {
-            Error::value_fmt(format_args!(
+        match std::str::from_utf8(b) {
+            Ok(s) => Some(s.to_string()),
+            Err(_) => self.fail(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
-            ))
-        })
+            ))),
+        }
     }
-    fn i64_vec(&mut self, section: &str, what: &str) -> Result<Vec<i64>> {
-        Ok(self.words(section, what)?.iter().collect())
+    fn i64_vec(&mut self, section: &str, what: &str) -> Option<Vec<i64>> {
+        Some(self.words(section, what)?.iter().collect())
     }
-    fn words(&mut self, section: &str, what: &str) -> Result<Words<'a>> {
+    fn words(&mut self, section: &str, what: &str) -> Option<Words<'a>> {
         let n = self.count(8, section, what)?;
-        Ok(Words::new(self.take(n * 8, section, what)?))
+        Some(Words::new(self.take(n * 8, section, what)?))
+    }
+    /// The error a read left, as a result.
+    fn error<T>(&mut self) -> Result<T> {
+        Err(self
+            .err
+            .take()
+            .unwrap_or_else(|| Error::internal("the executable reader failed without an error")))
     }
 }
 
 impl ByteSource for Reader<'_> {
     fn take(&mut self, n: usize, what: &str) -> Result<&[u8]> {
-        Reader::take(self, n, "constant", what)
+        match Reader::take(self, n, "constant", what) {
+            Some(s) => Ok(s),
+            None => self.error(),
+        }
     }
     unsafe fn take_into(&mut self, n: usize, dst: *mut u8, copy: usize, what: &str) -> Result<()> {
         let at = self.pos;
-        let src = Reader::take(self, n, "constant", what)?;
+        let Some(src) = Reader::take(self, n, "constant", what) else {
+            return self.error();
+        };
         // SAFETY: forwarded contract.
         unsafe { copy_out(self.file, at, &src[..copy.min(n)], dst) };
         Ok(())
@@ -215,10 +242,12 @@ impl Executable {
             data,
             pos: 0,
             file: None,
+            err: None,
         };
-        let body = r.bytes("header", "the executable length")?;
-        let exec = Self::load_body(body)?;
-        Ok(exec)
+        match r.bytes("header", "the executable length") {
+            Some(body) => Self::load_body(body),
+            None => r.error(),
+        }
     }
 
     /// Parses the executable's body (what sits inside the outer string), which must be
@@ -234,16 +263,31 @@ impl Executable {
             data: body,
             pos: 0,
             file,
+            err: None,
         };
+        match Self::parse(&mut r) {
+            Some((funcs, constants, offsets, data)) => {
+                Self::from_words(funcs, constants, offsets, data)
+            }
+            None => r.error(),
+        }
+    }
+
+    /// The sections of an executable's body; `None` with the error left in the reader.
+    #[allow(clippy::type_complexity)]
+    fn parse<'a>(
+        r: &mut Reader<'a>,
+    ) -> Option<(Vec<FuncInfo>, Vec<Constant>, Words<'a>, Words<'a>)> {
+        let body_len = r.data.len();
         let magic = r.u64("header", "the magic number")?;
         if magic != MAGIC {
-            return Err(Error::value_fmt(format_args!(
+            return r.fail(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: bad magic number (expected {MAGIC:#018x})"
             )));
         }
         let version = r.bytes("header", "the version")?;
         if version != VERSION.as_bytes() {
-            return Err(Error::value_fmt(format_args!(
+            return r.fail(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: version \"{}\" is not supported (expected \"{VERSION}\")",
                 String::from_utf8_lossy(&version[..version.len().min(32)])
             )));
@@ -253,20 +297,21 @@ impl Executable {
         let mut funcs = Vec::with_capacity(n);
         for _ in 0..n {
             let kind_raw = r.i32("global", "a function kind")?;
-            let kind = FuncKind::from_i32(kind_raw).ok_or_else(|| {
-                Error::value_fmt(format_args!(
+            let Some(kind) = FuncKind::from_i32(kind_raw) else {
+                return r.fail(Error::value_fmt(format_args!(
                     "invalid Relax VM executable: unknown function kind {kind_raw}"
-                ))
-            })?;
+                )));
+            };
             let name = r.string("global", "a function name")?;
             let start_instr = r.i64("global", "start_instr")?;
             let end_instr = r.i64("global", "end_instr")?;
             let num_args = r.i64("global", "num_args")?;
             let register_file_size = r.i64("global", "register_file_size")?;
             let np = r.count(8, "global", "the number of parameter names")?;
-            let param_names = (0..np)
-                .map(|_| r.string("global", "a parameter name"))
-                .collect::<Result<Vec<_>>>()?;
+            let mut param_names = Vec::with_capacity(np);
+            for _ in 0..np {
+                param_names.push(r.string("global", "a parameter name")?);
+            }
             funcs.push(FuncInfo {
                 kind,
                 name,
@@ -286,11 +331,17 @@ impl Executable {
             let tag = r.i32("constant", "a constant tag")?;
             let c = match tag {
                 0 => {
-                    let pending = skip_ndarray(&mut r)
-                        .map_err(|e| {
-                            e.context(format!("invalid Relax VM executable: constant {i}"))
-                        })?
-                        .ok_or_else(|| Error::internal("the executable reader cannot seek"))?;
+                    let pending = match skip_ndarray(r) {
+                        Ok(Some(p)) => p,
+                        Ok(None) => {
+                            return r.fail(Error::internal("the executable reader cannot seek"))
+                        }
+                        Err(e) => {
+                            return r.fail(e.context(format_args!(
+                                "invalid Relax VM executable: constant {i}"
+                            )))
+                        }
+                    };
                     arrays.push((i, pending));
                     // Replaced by the array below.
                     Constant::Int(0)
@@ -308,7 +359,7 @@ impl Executable {
                 4 => Constant::Int(r.i64("constant", "an integer")?),
                 5 => Constant::Float(f64::from_bits(r.u64("constant", "a float")?)),
                 t => {
-                    return Err(Error::value_fmt(format_args!(
+                    return r.fail(Error::value_fmt(format_args!(
                         "invalid Relax VM executable: constant {i} has unknown type tag {t}"
                     )))
                 }
@@ -316,20 +367,22 @@ impl Executable {
             constants.push(c);
         }
         let (index, pending): (Vec<usize>, Vec<PendingArray>) = arrays.into_iter().unzip();
-        let loaded = read_arrays(&mut r, &pending)
-            .map_err(|e| e.context("invalid Relax VM executable: a constant array"))?;
+        let loaded = match read_arrays(r, &pending) {
+            Ok(l) => l,
+            Err(e) => return r.fail(e.context("invalid Relax VM executable: a constant array")),
+        };
         for (i, a) in index.into_iter().zip(loaded) {
             constants[i] = Constant::NDArray(a);
         }
         let instr_offset = r.words("code", "the instruction offsets")?;
         let instr_data = r.words("code", "the instruction data")?;
-        if r.pos != body.len() {
-            return Err(Error::value_fmt(format_args!(
+        if r.pos != body_len {
+            return r.fail(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {} unexpected bytes after the code section",
-                body.len() - r.pos
+                body_len - r.pos
             )));
         }
-        Self::from_words(funcs, constants, instr_offset, instr_data)
+        Some((funcs, constants, instr_offset, instr_data))
     }
 
     /// Builds and validates an executable from its sections.
@@ -407,58 +460,69 @@ impl Executable {
     }
 
     fn save_body(&self) -> Result<Vec<u8>> {
-        fn s(out: &mut Vec<u8>, b: &[u8]) {
-            out.extend_from_slice(&(b.len() as u64).to_le_bytes());
+        // Out of line: one copy of the vector's append for the many fields.
+        #[inline(never)]
+        fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(b);
         }
+        fn w64(out: &mut Vec<u8>, w: u64) {
+            put(out, &w.to_le_bytes());
+        }
+        fn w32(out: &mut Vec<u8>, w: i32) {
+            put(out, &w.to_le_bytes());
+        }
+        fn s(out: &mut Vec<u8>, b: &[u8]) {
+            w64(out, b.len() as u64);
+            put(out, b);
+        }
         fn v(out: &mut Vec<u8>, words: &[i64]) {
-            out.extend_from_slice(&(words.len() as u64).to_le_bytes());
-            for w in words {
-                out.extend_from_slice(&w.to_le_bytes());
+            w64(out, words.len() as u64);
+            for &w in words {
+                w64(out, w as u64);
             }
         }
         let mut out = Vec::new();
-        out.extend_from_slice(&MAGIC.to_le_bytes());
+        w64(&mut out, MAGIC);
         s(&mut out, VERSION.as_bytes());
-        out.extend_from_slice(&(self.funcs.len() as u64).to_le_bytes());
+        w64(&mut out, self.funcs.len() as u64);
         for f in &self.funcs {
-            out.extend_from_slice(&f.kind.as_i32().to_le_bytes());
+            w32(&mut out, f.kind.as_i32());
             s(&mut out, f.name.as_bytes());
             for w in [f.start_instr, f.end_instr, f.num_args, f.register_file_size] {
-                out.extend_from_slice(&w.to_le_bytes());
+                w64(&mut out, w as u64);
             }
-            out.extend_from_slice(&(f.param_names.len() as u64).to_le_bytes());
+            w64(&mut out, f.param_names.len() as u64);
             for p in &f.param_names {
                 s(&mut out, p.as_bytes());
             }
         }
-        out.extend_from_slice(&(self.constants.len() as u64).to_le_bytes());
+        w64(&mut out, self.constants.len() as u64);
         for c in &self.constants {
             match c {
                 Constant::NDArray(a) => {
-                    out.extend_from_slice(&0i32.to_le_bytes());
+                    w32(&mut out, 0);
                     save_ndarray(&mut out, a)?;
                 }
                 Constant::DataType(t) => {
-                    out.extend_from_slice(&1i32.to_le_bytes());
-                    out.extend_from_slice(&[t.code, t.bits]);
-                    out.extend_from_slice(&t.lanes.to_le_bytes());
+                    w32(&mut out, 1);
+                    put(&mut out, &[t.code, t.bits]);
+                    put(&mut out, &t.lanes.to_le_bytes());
                 }
                 Constant::Shape(d) => {
-                    out.extend_from_slice(&2i32.to_le_bytes());
+                    w32(&mut out, 2);
                     v(&mut out, d);
                 }
                 Constant::Str(b) => {
-                    out.extend_from_slice(&3i32.to_le_bytes());
+                    w32(&mut out, 3);
                     s(&mut out, b);
                 }
                 Constant::Int(i) => {
-                    out.extend_from_slice(&4i32.to_le_bytes());
-                    out.extend_from_slice(&i.to_le_bytes());
+                    w32(&mut out, 4);
+                    w64(&mut out, *i as u64);
                 }
                 Constant::Float(f) => {
-                    out.extend_from_slice(&5i32.to_le_bytes());
-                    out.extend_from_slice(&f.to_bits().to_le_bytes());
+                    w32(&mut out, 5);
+                    w64(&mut out, f.to_bits());
                 }
             }
         }

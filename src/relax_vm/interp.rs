@@ -21,7 +21,6 @@ use crate::packed_func::registry;
 use crate::packed_func::types::{type_code as tc, DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
 use crate::packed_func::value::{object_to_c, Args, RetValue};
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -120,6 +119,31 @@ pub(crate) struct CallRecord {
     pub shapes: Vec<(String, Vec<i64>)>,
 }
 
+/// Values by name (a VM's inputs, outputs and saved closures: a handful, searched in order,
+/// which takes less code than a hash map per value type).
+pub(crate) struct Named<T>(Vec<(String, T)>);
+
+impl<T> Default for Named<T> {
+    fn default() -> Self {
+        Named(Vec::new())
+    }
+}
+
+impl<T> Named<T> {
+    /// The value of `name`.
+    pub(crate) fn get(&self, name: &str) -> Option<&T> {
+        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+    }
+
+    /// Sets the value of `name`, replacing any.
+    pub(crate) fn insert(&mut self, name: String, v: T) {
+        match self.0.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, old)) => *old = v,
+            None => self.0.push((name, v)),
+        }
+    }
+}
+
 /// A virtual machine over one executable.
 pub struct VmCore {
     id: u64,
@@ -128,9 +152,9 @@ pub struct VmCore {
     /// The executable's module (whose imports are the kernel libraries).
     pub exec_module: Module,
     state: RwLock<Option<Arc<VmState>>>,
-    pub(crate) inputs: Mutex<HashMap<String, Vec<RetValue>>>,
-    pub(crate) outputs: Mutex<HashMap<String, RetValue>>,
-    pub(crate) saved: Mutex<HashMap<String, ObjectRef>>,
+    pub(crate) inputs: Mutex<Named<Vec<RetValue>>>,
+    pub(crate) outputs: Mutex<Named<RetValue>>,
+    pub(crate) saved: Mutex<Named<ObjectRef>>,
     instrument: RwLock<Option<Function>>,
     profile: Mutex<Option<Vec<CallRecord>>>,
     step_limit: AtomicU64,
@@ -236,9 +260,9 @@ impl VmCore {
             exec,
             exec_module,
             state: RwLock::new(None),
-            inputs: Mutex::new(HashMap::new()),
-            outputs: Mutex::new(HashMap::new()),
-            saved: Mutex::new(HashMap::new()),
+            inputs: Mutex::new(Named::default()),
+            outputs: Mutex::new(Named::default()),
+            saved: Mutex::new(Named::default()),
             instrument: RwLock::new(None),
             profile: Mutex::new(None),
             step_limit: AtomicU64::new(0),
@@ -375,17 +399,7 @@ impl VmCore {
             }
         }
         if !missing.is_empty() {
-            // A builtin of a feature left out of this build (e.g. `llm`) says so.
-            let cut: String = missing
-                .iter()
-                .filter_map(|n| crate::packed_func::features::built_without(n))
-                .map(|m| format!("; {m}"))
-                .collect();
-            return Err(Error::value_fmt(format_args!(
-                "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's \
-                 global registry{cut}",
-                missing.join(", ")
-            )));
+            return Err(missing_funcs(&missing));
         }
         *self.state.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(VmState {
             devices,
@@ -458,32 +472,28 @@ impl VmCore {
     ) -> Result<RetValue> {
         let _g = ActiveGuard::enter(self);
         let mut rv = RetValue::Null;
-        if let Some(p) = f.downcast_ref::<PackedFuncObj>() {
-            let mut v = values.to_vec();
-            let mut c = codes.to_vec();
-            // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
-            unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
+        let n = values.len().min(codes.len());
+        let mut v = Vec::with_capacity(n + 1);
+        let mut c = Vec::with_capacity(n + 1);
+        // Closures take the VM context pointer first; one call for both kinds.
+        let p = if let Some(p) = f.downcast_ref::<PackedFuncObj>() {
+            p
         } else if let Some(clo) = f.downcast_ref::<ClosureObj>() {
-            let mut v = Vec::with_capacity(values.len() + 1);
-            let mut c = Vec::with_capacity(values.len() + 1);
             v.push(TVMValue {
                 v_handle: self.ctx_ptr(),
             });
             c.push(tc::OPAQUE_HANDLE);
-            v.extend_from_slice(values);
-            c.extend_from_slice(codes);
-            // SAFETY: as above.
-            unsafe {
-                clo.imp
-                    .obj()
-                    .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
-            };
+            clo.imp.obj()
         } else {
             return Err(Error::type_error_fmt(format_args!(
                 "expected a closure or PackedFunc but got {}",
                 f.type_key()
             )));
-        }
+        };
+        v.extend_from_slice(&values[..n]);
+        c.extend_from_slice(&codes[..n]);
+        // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
+        unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
         Ok(norm(rv))
     }
 
@@ -958,6 +968,25 @@ impl VmCore {
             }
         }
     }
+}
+
+/// The error of functions found neither in the kernel libraries nor in the registry.
+#[cold]
+#[inline(never)]
+fn missing_funcs(missing: &[String]) -> Error {
+    // A builtin of a feature left out of this build (e.g. `llm`) says so.
+    let mut cut = String::new();
+    for n in missing {
+        if let Some(m) = crate::packed_func::features::built_without(n) {
+            cut += "; ";
+            cut += &m;
+        }
+    }
+    Error::value_fmt(format_args!(
+        "cannot find PackedFunc {} in the Relax VM kernel library or in the runtime's global \
+         registry{cut}",
+        missing.join(", ")
+    ))
 }
 
 /// Converts an argument for `set_input`/`save_function`: arrays on another device (and raw

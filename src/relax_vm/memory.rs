@@ -8,7 +8,7 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, Mutex};
 
 /// `AllocatorType::kNaive`.
 pub const NAIVE: i64 = 1;
@@ -131,11 +131,13 @@ impl Allocator for PooledAllocator {
         p.free.entry(buf.size).or_default().push(buf);
     }
     fn clear(&self) {
-        let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        let lists: Vec<Vec<Buffer>> = p.free.drain().map(|(_, l)| l).collect();
-        for b in lists.into_iter().flatten() {
-            p.used = p.used.saturating_sub(b.size);
-            raw_free(&b);
+        let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let p = &mut *guard;
+        for (_, list) in p.free.drain() {
+            for b in list {
+                p.used = p.used.saturating_sub(b.size);
+                raw_free(&b);
+            }
         }
     }
     fn used_bytes(&self) -> usize {
@@ -145,8 +147,8 @@ impl Allocator for PooledAllocator {
 
 type AllocKey = (i32, i32, i64);
 
-static MANAGER: LazyLock<Mutex<HashMap<AllocKey, Arc<dyn Allocator>>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The allocators made so far, by device and kind (a handful: searched in order).
+static MANAGER: Mutex<Vec<(AllocKey, Arc<dyn Allocator>)>> = Mutex::new(Vec::new());
 
 /// The process-wide allocator of a device and kind (created on first use).
 pub fn get_or_create_allocator(dev: DLDevice, kind: i64) -> Result<Arc<dyn Allocator>> {
@@ -155,17 +157,18 @@ pub fn get_or_create_allocator(dev: DLDevice, kind: i64) -> Result<Arc<dyn Alloc
             "unknown allocator type {kind} (1 = naive, 2 = pooled)"
         )));
     }
+    let key = (dev.device_type, dev.device_id, kind);
     let mut m = MANAGER.lock().unwrap_or_else(|e| e.into_inner());
-    let a = m
-        .entry((dev.device_type, dev.device_id, kind))
-        .or_insert_with(|| {
-            if kind == NAIVE {
-                Arc::new(NaiveAllocator::default())
-            } else {
-                Arc::new(PooledAllocator::default())
-            }
-        });
-    Ok(a.clone())
+    if let Some((_, a)) = m.iter().find(|(k, _)| *k == key) {
+        return Ok(a.clone());
+    }
+    let a: Arc<dyn Allocator> = if kind == NAIVE {
+        Arc::new(NaiveAllocator::default())
+    } else {
+        Arc::new(PooledAllocator::default())
+    };
+    m.push((key, a.clone()));
+    Ok(a)
 }
 
 /// Empties the pools of every allocator (`vm.builtin.memory_manager.clear`).
@@ -173,8 +176,8 @@ pub fn clear_all() {
     let all: Vec<Arc<dyn Allocator>> = MANAGER
         .lock()
         .unwrap_or_else(|e| e.into_inner())
-        .values()
-        .cloned()
+        .iter()
+        .map(|(_, a)| a.clone())
         .collect();
     for a in all {
         a.clear();

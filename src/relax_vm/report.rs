@@ -7,8 +7,7 @@ use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::RetValue;
-use serde_json::Value;
-use std::collections::BTreeMap;
+use serde_json::{Map, Value};
 
 /// A profiling report, kept as its JSON.
 pub struct ReportObj {
@@ -20,73 +19,119 @@ unsafe impl crate::object::ObjectType for ReportObj {
     crate::object_type!("runtime.profiling.Report", parent 0);
 }
 
+/// Field `key` of an object value.
+#[inline(never)]
+fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.as_object()?.get(key)
+}
+
 /// The printable value of one metric (`{"microseconds": x}`, `{"count": n}`, ...).
+#[inline(never)]
 fn metric_text(v: &Value) -> String {
-    let Some(o) = v.as_object() else {
-        return v.to_string();
-    };
-    if let Some(x) = o.get("microseconds").and_then(Value::as_f64) {
-        return format!("{x:.2}");
+    for unit in ["microseconds", "percent", "ratio"] {
+        if let Some(x) = number(v, unit) {
+            return format!("{x:.2}");
+        }
     }
-    if let Some(x) = o.get("percent").and_then(Value::as_f64) {
-        return format!("{x:.2}");
-    }
-    if let Some(x) = o.get("ratio").and_then(Value::as_f64) {
-        return format!("{x:.2}");
-    }
-    if let Some(x) = o.get("count") {
+    if let Some(x) = field(v, "count") {
         return x.to_string();
     }
-    if let Some(x) = o.get("string").and_then(Value::as_str) {
+    if let Some(x) = field(v, "string").and_then(Value::as_str) {
         return x.to_string();
     }
     v.to_string()
 }
 
+#[inline(never)]
 fn number(v: &Value, key: &str) -> Option<f64> {
-    v.as_object()?.get(key)?.as_f64()
+    field(v, key)?.as_f64()
 }
 
-type Row = BTreeMap<String, Value>;
+/// The units summed by [`sum_rows`], the last one an integer.
+const SUMMED: [&str; 3] = ["microseconds", "percent", "count"];
 
-/// A row from a JSON object (inserted one by one: `collect` into a B-tree sorts first, and
-/// would bring a stable sort's code for this one use).
-fn row_of(m: &serde_json::Map<String, Value>) -> Row {
-    let mut r = Row::new();
-    r.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
-    r
+type Row = Map<String, Value>;
+
+/// `{unit: x}`, a metric.
+#[inline(never)]
+fn metric(unit: &str, x: Value) -> Value {
+    let mut m = Map::new();
+    m.insert(unit.to_string(), x);
+    Value::Object(m)
+}
+
+/// Sets `key` of a row (one out-of-line copy of the map's insertion).
+#[inline(never)]
+fn set(row: &mut Row, key: &str, v: Value) {
+    row.insert(key.to_string(), v);
+}
+
+/// The entries of a row or object, in key order (one out-of-line copy of the map's walk).
+#[inline(never)]
+fn entries(m: &Row) -> Vec<(&String, &Value)> {
+    m.iter().collect()
+}
+
+/// Names a row: its `Name` column becomes the string `name`.
+#[inline(never)]
+fn name_row(r: &mut Row, name: &str) {
+    set(r, "Name", metric("string", Value::from(name)));
+}
+
+/// The text of column `key` of a row (empty where the row has none).
+#[inline(never)]
+fn cell(r: &Row, key: &str) -> String {
+    r.get(key).map(metric_text).unwrap_or_default()
+}
+
+/// Adds `v`'s metric `unit` (if it has one) to column `k` of `out`.
+#[inline(never)]
+fn add_metric(out: &mut Row, k: &str, v: &Value, unit: &str) {
+    if let Some(x) = number(v, unit) {
+        let prev = out.get(k).and_then(|p| number(p, unit)).unwrap_or(0.0);
+        let total = prev + x;
+        let val = if unit == "count" {
+            Value::from(total as i64)
+        } else {
+            Value::from(total)
+        };
+        set(out, k, metric(unit, val));
+    }
 }
 
 /// Sums the numeric metrics of `rows` into one row (durations, counts, percents).
-fn sum_rows<'a>(rows: impl Iterator<Item = &'a Row>) -> Row {
+fn sum_rows(rows: &[&Row]) -> Row {
     let mut out = Row::new();
     for r in rows {
-        for (k, v) in r {
-            for unit in ["microseconds", "percent", "count"] {
-                if let Some(x) = number(v, unit) {
-                    let prev = out.get(k).and_then(|p| number(p, unit)).unwrap_or(0.0);
-                    let total = prev + x;
-                    let val = if unit == "count" {
-                        serde_json::json!({ unit: total as i64 })
-                    } else {
-                        serde_json::json!({ unit: total })
-                    };
-                    out.insert(k.clone(), val);
-                }
+        for (k, v) in entries(r) {
+            for unit in SUMMED {
+                add_metric(&mut out, k, v, unit);
             }
             if !out.contains_key(k) {
-                out.insert(k.clone(), v.clone());
+                set(&mut out, k, v.clone());
             }
         }
     }
     out
 }
 
+/// Pads `s` with spaces to `w` characters, on the right (`left`) or on the left.
+fn pad(out: &mut String, s: &str, w: usize, left: bool) {
+    let fill = w.saturating_sub(s.chars().count());
+    if left {
+        out.push_str(s);
+    }
+    out.extend(std::iter::repeat_n(' ', fill));
+    if !left {
+        out.push_str(s);
+    }
+}
+
 impl ReportObj {
     fn calls(&self) -> Vec<Row> {
         self.json["calls"]
             .as_array()
-            .map(|a| a.iter().filter_map(|c| c.as_object()).map(row_of).collect())
+            .map(|a| a.iter().filter_map(|c| c.as_object()).cloned().collect())
             .unwrap_or_default()
     }
 
@@ -94,122 +139,113 @@ impl ReportObj {
     /// slowest first), their sums, and the per-device totals.
     pub fn table(&self, sort: bool, aggregate: bool, col_sums: bool) -> String {
         let calls = self.calls();
-        let mut rows: Vec<Row> = if aggregate {
-            let mut groups: Vec<(String, Vec<Row>)> = Vec::new();
-            for c in calls {
-                let key = format!(
-                    "{}\u{0}{}",
-                    c.get("Name").map(metric_text).unwrap_or_default(),
-                    c.get("Argument Shapes")
-                        .map(metric_text)
-                        .unwrap_or_default()
-                );
-                match groups.iter_mut().find(|(k, _)| *k == key) {
-                    Some((_, g)) => g.push(c),
-                    None => groups.push((key, vec![c])),
+        let rows: Vec<Row> = if aggregate {
+            let mut keys: Vec<String> = Vec::new();
+            let mut groups: Vec<Vec<&Row>> = Vec::new();
+            for c in &calls {
+                let mut key = cell(c, "Name");
+                key.push('\u{0}');
+                key += &cell(c, "Argument Shapes");
+                match keys.iter().position(|k| *k == key) {
+                    Some(i) => groups[i].push(c),
+                    None => {
+                        keys.push(key);
+                        groups.push(vec![c]);
+                    }
                 }
             }
-            groups
-                .into_iter()
-                .map(|(_, g)| sum_rows(g.iter()))
-                .collect()
+            groups.iter().map(|g| sum_rows(g)).collect()
         } else {
             calls
         };
-        if sort {
-            let d = |r: &Row| {
-                r.get("Duration (us)")
-                    .and_then(|v| number(v, "microseconds"))
-            };
-            crate::packed_func::order::sort_stable_by(&mut rows, |a, b| {
-                d(b).unwrap_or(0.0).total_cmp(&d(a).unwrap_or(0.0))
-            });
-        }
+        // Slowest first, ties in their order.
+        let order = if sort {
+            let d: Vec<f64> = rows
+                .iter()
+                .map(|r| {
+                    r.get("Duration (us)")
+                        .and_then(|v| number(v, "microseconds"))
+                        .unwrap_or(0.0)
+                })
+                .collect();
+            crate::packed_func::order::stable_order(rows.len(), &|a, b| d[b].total_cmp(&d[a]))
+        } else {
+            (0..rows.len()).collect()
+        };
+        let mut tail: Vec<Row> = Vec::new();
+        let mut all: Vec<&Row> = order.iter().map(|&i| &rows[i]).collect();
         if col_sums {
-            let mut s = sum_rows(rows.iter());
-            s.retain(|_, v| {
-                number(v, "microseconds").is_some()
-                    || number(v, "percent").is_some()
-                    || number(v, "count").is_some()
-            });
-            s.insert("Name".into(), serde_json::json!({"string": "Sum"}));
+            let mut s = sum_rows(&all);
+            s.retain(|_, v| SUMMED.iter().any(|u| number(v, u).is_some()));
+            name_row(&mut s, "Sum");
             let mut sep = Row::new();
-            sep.insert("Name".into(), serde_json::json!({"string": "----------"}));
-            rows.push(sep);
-            rows.push(s);
+            name_row(&mut sep, "----------");
+            tail.push(sep);
+            tail.push(s);
         }
         if let Some(devs) = self.json["device_metrics"].as_object() {
-            for m in devs.values() {
+            for (_, m) in entries(devs) {
                 if let Some(m) = m.as_object() {
-                    let mut r = row_of(m);
-                    r.insert("Name".into(), serde_json::json!({"string": "Total"}));
-                    rows.push(r);
+                    let mut r = m.clone();
+                    name_row(&mut r, "Total");
+                    tail.push(r);
                 }
             }
         }
-        let mut headers: Vec<String> = [
+        all.extend(tail.iter());
+        let mut headers: Vec<&str> = vec![
             "Name",
             "Duration (us)",
             "Percent",
             "Device",
             "Count",
             "Argument Shapes",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        // Inserted one by one: collecting into a B-tree would sort (a stable sort's code).
-        let mut extra = std::collections::BTreeSet::new();
-        for r in &rows {
-            extra.extend(r.keys().cloned());
+        ];
+        // The other columns in name order (through the crate's one shared sort).
+        let mut keys: Vec<&str> = Vec::new();
+        for r in &all {
+            keys.extend(entries(r).into_iter().map(|(k, _)| k.as_str()));
         }
-        for h in extra {
-            if !headers.contains(&h) {
-                headers.push(h);
+        for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| keys[a].cmp(keys[b])) {
+            if !headers.contains(&keys[i]) {
+                headers.push(keys[i]);
             }
         }
-        let cells: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                headers
-                    .iter()
-                    .map(|h| r.get(h).map(metric_text).unwrap_or_default())
-                    .collect()
-            })
-            .collect();
-        let widths: Vec<usize> = (0..headers.len())
-            .map(|i| {
-                cells
-                    .iter()
-                    .map(|c| c[i].len())
-                    .chain([headers[i].len()])
-                    .max()
-                    .unwrap_or(0)
-            })
-            .collect();
-        let line = |c: &[String]| -> String {
-            let parts: Vec<String> = c
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    if i == 0 {
-                        format!("{s:<w$}", w = widths[i])
-                    } else {
-                        format!("{s:>w$}", w = widths[i])
-                    }
-                })
-                .collect();
-            parts.join("  ").trim_end().to_string()
+        let n = headers.len();
+        let mut cells: Vec<String> = Vec::with_capacity(all.len() * n);
+        for r in &all {
+            for h in &headers {
+                cells.push(cell(r, h));
+            }
+        }
+        let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+        for (i, c) in cells.iter().enumerate() {
+            widths[i % n] = widths[i % n].max(c.len());
+        }
+        let mut out = String::new();
+        let mut line = |c: &mut dyn Iterator<Item = &str>| {
+            let start = out.len();
+            for (i, s) in c.enumerate() {
+                if i > 0 {
+                    out.push_str("  ");
+                }
+                pad(&mut out, s, widths[i], i == 0);
+            }
+            let kept = out[start..].trim_end().len();
+            out.truncate(start + kept);
+            out.push('\n');
         };
-        let mut out = line(&headers) + "\n";
-        for c in &cells {
-            out += &line(c);
-            out += "\n";
+        line(&mut headers.iter().copied());
+        for c in cells.chunks(n) {
+            line(&mut c.iter().map(String::as_str));
         }
         if let Some(conf) = self.json["configuration"].as_object() {
             out += "\nConfiguration\n-------------\n";
-            for (k, v) in conf {
-                out += &format!("{k}: {}\n", metric_text(v));
+            for (k, v) in entries(conf) {
+                out += k;
+                out += ": ";
+                out += &metric_text(v);
+                out.push('\n');
             }
         }
         out
@@ -218,32 +254,30 @@ impl ReportObj {
     /// One line per call, comma-separated, with a header.
     pub fn csv(&self) -> String {
         let calls = self.calls();
-        let headers: Vec<String> = {
-            let mut h: Vec<String> = Vec::new();
-            for c in &calls {
-                for k in c.keys() {
-                    if !h.contains(k) {
-                        h.push(k.clone());
-                    }
+        let mut headers: Vec<&str> = Vec::new();
+        for c in &calls {
+            for (k, _) in entries(c) {
+                if !headers.contains(&k.as_str()) {
+                    headers.push(k);
                 }
             }
-            h
-        };
+        }
         let mut out = headers.join(",") + "\n";
         for c in &calls {
-            let row: Vec<String> = headers
-                .iter()
-                .map(|h| {
-                    let t = c.get(h).map(metric_text).unwrap_or_default();
-                    if t.contains(',') {
-                        format!("\"{t}\"")
-                    } else {
-                        t
-                    }
-                })
-                .collect();
-            out += &row.join(",");
-            out += "\n";
+            for (i, h) in headers.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                let t = cell(c, h);
+                if t.contains(',') {
+                    out.push('"');
+                    out += &t;
+                    out.push('"');
+                } else {
+                    out += &t;
+                }
+            }
+            out.push('\n');
         }
         out
     }
@@ -280,4 +314,318 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = RetValue::Str(report_arg(&a)?.csv());
         Ok(())
     });
+}
+
+#[cfg(test)]
+mod tests {
+    //! The table and CSV against the implementation they replaced (kept here as the
+    //! reference), on ordinary and odd reports: the output must be the same, byte for byte.
+    use serde_json::Value;
+    use std::collections::BTreeMap;
+
+    /// The printable value of one metric (`{"microseconds": x}`, `{"count": n}`, ...).
+    fn metric_text(v: &Value) -> String {
+        let Some(o) = v.as_object() else {
+            return v.to_string();
+        };
+        if let Some(x) = o.get("microseconds").and_then(Value::as_f64) {
+            return format!("{x:.2}");
+        }
+        if let Some(x) = o.get("percent").and_then(Value::as_f64) {
+            return format!("{x:.2}");
+        }
+        if let Some(x) = o.get("ratio").and_then(Value::as_f64) {
+            return format!("{x:.2}");
+        }
+        if let Some(x) = o.get("count") {
+            return x.to_string();
+        }
+        if let Some(x) = o.get("string").and_then(Value::as_str) {
+            return x.to_string();
+        }
+        v.to_string()
+    }
+
+    fn number(v: &Value, key: &str) -> Option<f64> {
+        v.as_object()?.get(key)?.as_f64()
+    }
+
+    type Row = BTreeMap<String, Value>;
+
+    /// A row from a JSON object (inserted one by one: `collect` into a B-tree sorts first, and
+    /// would bring a stable sort's code for this one use).
+    fn row_of(m: &serde_json::Map<String, Value>) -> Row {
+        let mut r = Row::new();
+        r.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+        r
+    }
+
+    /// Sums the numeric metrics of `rows` into one row (durations, counts, percents).
+    fn sum_rows<'a>(rows: impl Iterator<Item = &'a Row>) -> Row {
+        let mut out = Row::new();
+        for r in rows {
+            for (k, v) in r {
+                for unit in ["microseconds", "percent", "count"] {
+                    if let Some(x) = number(v, unit) {
+                        let prev = out.get(k).and_then(|p| number(p, unit)).unwrap_or(0.0);
+                        let total = prev + x;
+                        let val = if unit == "count" {
+                            serde_json::json!({ unit: total as i64 })
+                        } else {
+                            serde_json::json!({ unit: total })
+                        };
+                        out.insert(k.clone(), val);
+                    }
+                }
+                if !out.contains_key(k) {
+                    out.insert(k.clone(), v.clone());
+                }
+            }
+        }
+        out
+    }
+
+    struct Old<'a>(&'a Value);
+
+    impl Old<'_> {
+        fn calls(&self) -> Vec<Row> {
+            self.0["calls"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|c| c.as_object()).map(row_of).collect())
+                .unwrap_or_default()
+        }
+
+        /// The table `Report.table()` prints: calls (aggregated by name and argument shapes,
+        /// slowest first), their sums, and the per-device totals.
+        fn table(&self, sort: bool, aggregate: bool, col_sums: bool) -> String {
+            let calls = self.calls();
+            let mut rows: Vec<Row> = if aggregate {
+                let mut groups: Vec<(String, Vec<Row>)> = Vec::new();
+                for c in calls {
+                    let key = format!(
+                        "{}\u{0}{}",
+                        c.get("Name").map(metric_text).unwrap_or_default(),
+                        c.get("Argument Shapes")
+                            .map(metric_text)
+                            .unwrap_or_default()
+                    );
+                    match groups.iter_mut().find(|(k, _)| *k == key) {
+                        Some((_, g)) => g.push(c),
+                        None => groups.push((key, vec![c])),
+                    }
+                }
+                groups
+                    .into_iter()
+                    .map(|(_, g)| sum_rows(g.iter()))
+                    .collect()
+            } else {
+                calls
+            };
+            if sort {
+                let d = |r: &Row| {
+                    r.get("Duration (us)")
+                        .and_then(|v| number(v, "microseconds"))
+                };
+                crate::packed_func::order::sort_stable_by(&mut rows, |a, b| {
+                    d(b).unwrap_or(0.0).total_cmp(&d(a).unwrap_or(0.0))
+                });
+            }
+            if col_sums {
+                let mut s = sum_rows(rows.iter());
+                s.retain(|_, v| {
+                    number(v, "microseconds").is_some()
+                        || number(v, "percent").is_some()
+                        || number(v, "count").is_some()
+                });
+                s.insert("Name".into(), serde_json::json!({"string": "Sum"}));
+                let mut sep = Row::new();
+                sep.insert("Name".into(), serde_json::json!({"string": "----------"}));
+                rows.push(sep);
+                rows.push(s);
+            }
+            if let Some(devs) = self.0["device_metrics"].as_object() {
+                for m in devs.values() {
+                    if let Some(m) = m.as_object() {
+                        let mut r = row_of(m);
+                        r.insert("Name".into(), serde_json::json!({"string": "Total"}));
+                        rows.push(r);
+                    }
+                }
+            }
+            let mut headers: Vec<String> = [
+                "Name",
+                "Duration (us)",
+                "Percent",
+                "Device",
+                "Count",
+                "Argument Shapes",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            // Inserted one by one: collecting into a B-tree would sort (a stable sort's code).
+            let mut extra = std::collections::BTreeSet::new();
+            for r in &rows {
+                extra.extend(r.keys().cloned());
+            }
+            for h in extra {
+                if !headers.contains(&h) {
+                    headers.push(h);
+                }
+            }
+            let cells: Vec<Vec<String>> = rows
+                .iter()
+                .map(|r| {
+                    headers
+                        .iter()
+                        .map(|h| r.get(h).map(metric_text).unwrap_or_default())
+                        .collect()
+                })
+                .collect();
+            let widths: Vec<usize> = (0..headers.len())
+                .map(|i| {
+                    cells
+                        .iter()
+                        .map(|c| c[i].len())
+                        .chain([headers[i].len()])
+                        .max()
+                        .unwrap_or(0)
+                })
+                .collect();
+            let line = |c: &[String]| -> String {
+                let parts: Vec<String> = c
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| {
+                        if i == 0 {
+                            format!("{s:<w$}", w = widths[i])
+                        } else {
+                            format!("{s:>w$}", w = widths[i])
+                        }
+                    })
+                    .collect();
+                parts.join("  ").trim_end().to_string()
+            };
+            let mut out = line(&headers) + "\n";
+            for c in &cells {
+                out += &line(c);
+                out += "\n";
+            }
+            if let Some(conf) = self.0["configuration"].as_object() {
+                out += "\nConfiguration\n-------------\n";
+                for (k, v) in conf {
+                    out += &format!("{k}: {}\n", metric_text(v));
+                }
+            }
+            out
+        }
+
+        /// One line per call, comma-separated, with a header.
+        fn csv(&self) -> String {
+            let calls = self.calls();
+            let headers: Vec<String> = {
+                let mut h: Vec<String> = Vec::new();
+                for c in &calls {
+                    for k in c.keys() {
+                        if !h.contains(k) {
+                            h.push(k.clone());
+                        }
+                    }
+                }
+                h
+            };
+            let mut out = headers.join(",") + "\n";
+            for c in &calls {
+                let row: Vec<String> = headers
+                    .iter()
+                    .map(|h| {
+                        let t = c.get(h).map(metric_text).unwrap_or_default();
+                        if t.contains(',') {
+                            format!("\"{t}\"")
+                        } else {
+                            t
+                        }
+                    })
+                    .collect();
+                out += &row.join(",");
+                out += "\n";
+            }
+            out
+        }
+    }
+
+    fn reports() -> Vec<Value> {
+        let call = |name: &str, us: f64, shapes: &str, pct: f64| {
+            serde_json::json!({
+                "Duration (us)": {"microseconds": us},
+                "Count": {"count": 1},
+                "Name": {"string": name},
+                "Device": {"string": "cpu0"},
+                "Argument Shapes": {"string": shapes},
+                "Percent": {"percent": pct},
+            })
+        };
+        let ordinary = serde_json::json!({
+            "calls": [
+                call("fused_add", 12.5, "float32[2, 3]", 10.0),
+                call("matmul", 100.25, "float32[2, 3], float32[3, 4]", 80.0),
+                call("fused_add", 7.125, "float32[2, 3]", 5.0),
+                call("fused_add", 7.125, "float32[4]", 5.0),
+                call("relu", 0.0, "", 0.0),
+            ],
+            "device_metrics": {
+                "cpu0": {
+                    "Duration (us)": {"microseconds": 127.0},
+                    "Count": {"count": 1},
+                    "Name": {"string": "Total"},
+                    "Device": {"string": "cpu0"},
+                },
+            },
+            "configuration": {
+                "Number of threads": {"count": 4},
+                "Executor": {"string": "VM"},
+            },
+        });
+        let odd = serde_json::json!({
+            "calls": [
+                {"Name": {"string": "ünïcødé ✓"}, "Duration (us)": {"microseconds": 1e308},
+                 "Extra": 5, "Zeta": [1, 2], "Alpha": {"ratio": 0.333}},
+                {"Name": {"string": "a,b "}, "Duration (us)": {"microseconds": 1e308},
+                 "Count": {"count": 2.5}, "Both": {"microseconds": 1.0, "count": 3}},
+                {"Name": {"string": "ünïcødé ✓"}, "Duration (us)": {"microseconds": -3.5},
+                 "Count": {"count": "x"}, "Percent": {"percent": 1e-9}},
+                {"Name": "plain", "Argument Shapes": {"other": true}, "Both": {"count": 4}},
+                {"Name": {"string": "a\u{0}b"}, "Argument Shapes": {"string": "c"}},
+                {"Name": {"string": "a"}, "Argument Shapes": {"string": "b\u{0}c"}},
+                {"Duration (us)": {"microseconds": 2}, "Device": null, "Empty": {}},
+                "not an object",
+                {"Name": {"string": "tab\t "}, "Percent": {"percent": 50}},
+            ],
+            "device_metrics": {"b": {"Count": {"count": 7}}, "a": 3, "c": {}},
+            "configuration": {"z": [1], "a": {"microseconds": 2.555}},
+        });
+        vec![
+            ordinary,
+            odd,
+            serde_json::json!({"calls": []}),
+            serde_json::json!({"calls": [{}], "device_metrics": [], "configuration": 1}),
+        ]
+    }
+
+    #[test]
+    fn the_table_and_csv_are_those_of_the_reference_implementation() {
+        for json in reports() {
+            let old = Old(&json);
+            let new = super::ReportObj { json: json.clone() };
+            for flags in 0..8 {
+                let (sort, aggregate, col_sums) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
+                assert_eq!(
+                    new.table(sort, aggregate, col_sums),
+                    old.table(sort, aggregate, col_sums),
+                    "{json} {flags}"
+                );
+            }
+            assert_eq!(new.csv(), old.csv(), "{json}");
+        }
+    }
 }

@@ -9,7 +9,6 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::types::{DLDataType, DLTensor, DL_CPU, DL_FLOAT, DL_INT, DL_UINT};
 use crate::packed_func::value::{ArgValue, Args};
-use std::cmp::Ordering;
 
 /// A CPU tensor argument, checked compact, with its element count.
 fn tensor<'a>(a: &Args<'a>, i: usize, what: &str) -> Result<&'a DLTensor> {
@@ -53,13 +52,21 @@ enum Num {
 }
 
 impl Num {
-    fn cmp(&self, o: &Num) -> Ordering {
-        match (self, o) {
-            // Zeros of either sign are equal, as with `<`; NaNs get a fixed place.
-            (Num::F(a), Num::F(b)) => (a + 0.0).total_cmp(&(b + 0.0)),
-            (Num::I(a), Num::I(b)) => a.cmp(b),
-            (Num::U(a), Num::U(b)) => a.cmp(b),
-            _ => Ordering::Equal,
+    /// A key whose unsigned order is the numbers' order: floats compare as with `<` (zeros of
+    /// either sign equal) with NaNs at their IEEE total-order places, signed integers
+    /// with the sign bit flipped.
+    fn key(self) -> u64 {
+        match self {
+            Num::F(a) => {
+                let b = (a + 0.0).to_bits();
+                if b >> 63 == 1 {
+                    !b
+                } else {
+                    b | 1 << 63
+                }
+            }
+            Num::I(a) => (a as u64) ^ (1 << 63),
+            Num::U(a) => a,
         }
     }
 }
@@ -143,6 +150,23 @@ fn copy_elem(src: &DLTensor, si: usize, dst: &DLTensor, di: usize) {
     unsafe { std::ptr::copy_nonoverlapping(base(src).add(si * n), base(dst).add(di * n), n) }
 }
 
+/// Writes the positions `ord` as indices into `out` at `dst0`, `dst0 + step`, ... (one loop
+/// for every caller).
+#[inline(never)]
+fn write_order(out: &DLTensor, dst0: usize, step: usize, ord: &[usize]) {
+    for (k, &src) in ord.iter().enumerate() {
+        write_index(out, dst0 + k * step, src as i64);
+    }
+}
+
+/// Copies the elements of `x` at `src0 + ord[k] * step` to `dst` at `dst0 + k * step`.
+#[inline(never)]
+fn copy_order(x: &DLTensor, src0: usize, step: usize, ord: &[usize], dst: &DLTensor, dst0: usize) {
+    for (k, &src) in ord.iter().enumerate() {
+        copy_elem(x, src0 + src * step, dst, dst0 + k * step);
+    }
+}
+
 /// Splits `shape` around `axis`: (before, length, after).
 fn around(shape: &[i64], axis: i64, what: &str) -> Result<(usize, usize, usize, usize)> {
     let nd = shape.len() as i64;
@@ -163,19 +187,59 @@ fn around(shape: &[i64], axis: i64, what: &str) -> Result<(usize, usize, usize, 
 }
 
 /// The stable order of positions `0..n` along the axis at (i, j), only the first `count`
-/// sorted (the rest keep their place).
+/// sorted (the rest keep their place). Ties keep the lower position first in both
+/// directions.
 fn order(t: &DLTensor, start: usize, step: usize, n: usize, count: usize, asc: bool) -> Vec<usize> {
-    let mut v: Vec<(usize, Num)> = (0..count.min(n))
-        .map(|k| (k, read(t, start + k * step)))
+    let m = count.min(n);
+    // Descending is ascending on complemented keys; equal keys stay in position order.
+    let flip = if asc { 0 } else { u64::MAX };
+    let mut v: Vec<(u64, usize)> = (0..m)
+        .map(|k| (read(t, start + k * step).key() ^ flip, k))
         .collect();
-    // Ties by position: the stable order, without a stable sort's code size.
-    v.sort_unstable_by(|a, b| {
-        let o = a.1.cmp(&b.1);
-        if asc { o } else { o.reverse() }.then(a.0.cmp(&b.0))
-    });
-    let mut out: Vec<usize> = v.into_iter().map(|(k, _)| k).collect();
-    out.extend(count.min(n)..n);
+    sort_keys(&mut v);
+    let mut out: Vec<usize> = Vec::with_capacity(n);
+    out.extend(v.iter().map(|&(_, k)| k));
+    out.extend(m..n);
     out
+}
+
+/// Sorts by key, stably: insertion for short runs, else a least-significant-digit radix sort
+/// (a byte per pass; passes where every key has the same byte are skipped). Linear in the
+/// length and a few hundred bytes of code, where the standard sort is ten kilobytes.
+fn sort_keys(v: &mut Vec<(u64, usize)>) {
+    if v.len() <= 32 {
+        for i in 1..v.len() {
+            let mut j = i;
+            while j > 0 && v[j - 1].0 > v[j].0 {
+                v.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+        return;
+    }
+    let mut tmp = vec![(0u64, 0usize); v.len()];
+    for shift in (0..64).step_by(8) {
+        let digit = |k: u64| ((k >> shift) & 0xff) as usize;
+        let mut at = [0usize; 256];
+        for &(k, _) in v.iter() {
+            at[digit(k)] += 1;
+        }
+        if at.contains(&v.len()) {
+            continue;
+        }
+        let mut sum = 0;
+        for c in at.iter_mut() {
+            let here = *c;
+            *c = sum;
+            sum += here;
+        }
+        for &e in v.iter() {
+            let d = digit(e.0);
+            tmp[at[d]] = e;
+            at[d] += 1;
+        }
+        std::mem::swap(v, &mut tmp);
+    }
 }
 
 fn same_shape(a: &DLTensor, b: &DLTensor, what: &str) -> Result<()> {
@@ -217,21 +281,22 @@ pub(crate) fn register(r: &mut Registrar) {
         let mut firsts: Vec<usize> = Vec::new();
         for &k in &ord {
             match firsts.last() {
-                Some(&p) if read(x, p).cmp(&read(x, k)) == Ordering::Equal => {}
+                Some(&p) if read(x, p).key() == read(x, k).key() => {}
                 _ => firsts.push(k),
             }
         }
         let picks: Vec<usize> = if sorted {
             firsts
         } else {
-            let mut v = firsts;
-            v.sort_unstable_by(|p, q| q.cmp(p));
-            v
+            // The first occurrences, latest first (distinct positions: no sort needed).
+            let mut first = vec![false; n];
+            for &k in &firsts {
+                first[k] = true;
+            }
+            (0..n).rev().filter(|&k| first[k]).collect()
         };
         let out = new_tensor(&[picks.len() as i64], x.dtype)?;
-        for (d, &src) in picks.iter().enumerate() {
-            copy_elem(x, src, out.dltensor(), d);
-        }
+        copy_order(x, 0, 1, &picks, out.dltensor(), 0);
         *rv = crate::packed_func::value::RetValue::Object(out.into_object());
         Ok(())
     });
@@ -288,9 +353,7 @@ pub(crate) fn register(r: &mut Registrar) {
         for i in 0..before {
             for j in 0..after {
                 let start = i * n * after + j;
-                for (k, src) in order(x, start, after, n, n, asc).into_iter().enumerate() {
-                    write_index(out, start + k * after, src as i64);
-                }
+                write_order(out, start, after, &order(x, start, after, n, n, asc));
             }
         }
         Ok(())
@@ -310,9 +373,14 @@ pub(crate) fn register(r: &mut Registrar) {
         for i in 0..before {
             for j in 0..after {
                 let start = i * n * after + j;
-                for (k, src) in order(x, start, after, n, n, asc).into_iter().enumerate() {
-                    copy_elem(x, start + src * after, out, start + k * after);
-                }
+                copy_order(
+                    x,
+                    start,
+                    after,
+                    &order(x, start, after, n, n, asc),
+                    out,
+                    start,
+                );
             }
         }
         Ok(())
@@ -343,12 +411,7 @@ pub(crate) fn register(r: &mut Registrar) {
                     _ => 0,
                 };
                 let start = i * n * after + j;
-                for (k, src) in order(x, start, after, n, count, asc)
-                    .into_iter()
-                    .enumerate()
-                {
-                    write_index(out, start + k * after, src as i64);
-                }
+                write_order(out, start, after, &order(x, start, after, n, count, asc));
             }
         }
         Ok(())
@@ -404,16 +467,104 @@ pub(crate) fn register(r: &mut Registrar) {
                 let src0 = i * n * after + j;
                 let dst0 = i * k * after + j;
                 let ord = order(x, src0, after, n, n, asc);
-                for (kk, &src) in ord.iter().take(k).enumerate() {
-                    if let Some(ix) = indices {
-                        write_index(ix, dst0 + kk * after, src as i64);
-                    }
-                    if let Some(v) = values {
-                        copy_elem(x, src0 + src * after, v, dst0 + kk * after);
-                    }
+                if let Some(ix) = indices {
+                    write_order(ix, dst0, after, &ord[..k]);
+                }
+                if let Some(v) = values {
+                    copy_order(x, src0, after, &ord[..k], v, dst0);
                 }
             }
         }
         Ok(())
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ndarray::NDArray;
+    use std::cmp::Ordering;
+
+    /// The order by a comparison sort: numbers as with `<` (NaNs by total order), ties by
+    /// position.
+    fn by_comparison(t: &DLTensor, n: usize, count: usize, asc: bool) -> Vec<usize> {
+        let cmp = |a: Num, b: Num| match (a, b) {
+            (Num::F(a), Num::F(b)) => (a + 0.0).total_cmp(&(b + 0.0)),
+            (Num::I(a), Num::I(b)) => a.cmp(&b),
+            (Num::U(a), Num::U(b)) => a.cmp(&b),
+            _ => Ordering::Equal,
+        };
+        let m = count.min(n);
+        let mut v: Vec<usize> = (0..m).collect();
+        v.sort_by(|&a, &b| {
+            let o = cmp(read(t, a), read(t, b));
+            if asc { o } else { o.reverse() }.then(a.cmp(&b))
+        });
+        v.extend(m..n);
+        v
+    }
+
+    fn check(a: &NDArray, n: usize) {
+        check_t(a.dltensor(), n)
+    }
+
+    fn check_t(t: &DLTensor, n: usize) {
+        for asc in [true, false] {
+            for count in [n, n / 2, 0] {
+                assert_eq!(
+                    order(t, 0, 1, n, count, asc),
+                    by_comparison(t, n, count, asc),
+                    "{:?} n={n} count={count} asc={asc}",
+                    t.dtype
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_radix_and_insertion_orders_are_the_comparison_order() {
+        // A fixed pseudo-random sequence with many ties, and the special floats.
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            s
+        };
+        for n in [0usize, 1, 7, 32, 33, 300, 5000] {
+            let raw: Vec<u64> = (0..n).map(|_| next()).collect();
+            let small = |r: u64| (r % 23) as i64 - 11;
+            let mut f: Vec<f32> = raw.iter().map(|&r| small(r) as f32 * 0.5).collect();
+            let specials = [
+                f32::NAN,
+                -f32::NAN,
+                0.0,
+                -0.0,
+                f32::INFINITY,
+                f32::NEG_INFINITY,
+                f32::MIN_POSITIVE,
+                -1e30,
+            ];
+            for (i, x) in f.iter_mut().enumerate().filter(|(i, _)| i % 5 == 0) {
+                *x = specials[i % specials.len()];
+            }
+            let d: Vec<f64> = raw.iter().map(|&r| f64::from_bits(r)).collect();
+            let i8s: Vec<i8> = raw.iter().map(|&r| small(r) as i8).collect();
+            let i64s: Vec<i64> = raw.iter().map(|&r| r as i64).collect();
+            let u16s: Vec<u16> = raw.iter().map(|&r| r as u16).collect();
+            let u64s: Vec<u64> = raw.iter().map(|&r| r % 1000).collect();
+            let sh = [n as i64];
+            check(&NDArray::from_slice(&f, &sh).unwrap(), n);
+            check(&NDArray::from_slice(&d, &sh).unwrap(), n);
+            check(&NDArray::from_slice(&i8s, &sh).unwrap(), n);
+            check(&NDArray::from_slice(&i64s, &sh).unwrap(), n);
+            check(&NDArray::from_slice(&u16s, &sh).unwrap(), n);
+            check(&NDArray::from_slice(&u64s, &sh).unwrap(), n);
+            // float16: the same bits, read as halves (NaNs and both zeros among them).
+            let h = NDArray::from_slice(&u16s, &sh).unwrap();
+            let mut t = *h.dltensor();
+            t.dtype = DLDataType::new(DL_FLOAT, 16, 1);
+            check_t(&t, n);
+        }
+    }
 }

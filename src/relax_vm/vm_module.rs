@@ -187,6 +187,16 @@ fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> 
     Ok(cur)
 }
 
+/// The arguments from `from` on as register values, arrays copied to `dev` ([`to_device`]).
+#[inline(never)]
+fn regs_on(args: &Args<'_>, from: usize, dev: DLDevice) -> Result<Vec<RetValue>> {
+    let mut regs = regs_of(args, from)?;
+    for r in regs.iter_mut() {
+        *r = to_device(std::mem::take(r), dev)?;
+    }
+    Ok(regs)
+}
+
 fn is_array(v: &RetValue) -> Option<usize> {
     match v {
         RetValue::Object(o) => o.downcast_ref::<ArrayObj>().map(|a| a.items.len()),
@@ -260,10 +270,7 @@ impl VmNode {
                     return Err(Error::value("No input is provided"));
                 }
                 let st = core.state()?;
-                regs_of(args, 1)?
-                    .into_iter()
-                    .map(|r| to_device(r, st.devices[0]))
-                    .collect::<Result<Vec<_>>>()?
+                regs_on(args, 1, st.devices[0])?
             }
         };
         let st = core.state()?;
@@ -373,12 +380,7 @@ impl ModuleNode for VmNode {
                 let include_return = a.i64(2)? != 0;
                 let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
                 let st = core.state()?;
-                let bound = super::interp::SharedValues(
-                    regs_of(&a, 3)?
-                        .into_iter()
-                        .map(|r| to_device(r, st.devices[0]))
-                        .collect::<Result<Vec<_>>>()?,
-                );
+                let bound = super::interp::SharedValues(regs_on(&a, 3, st.devices[0])?);
                 let inner = clo
                     .downcast_ref::<super::interp::ClosureObj>()
                     .map(|c| c.imp.clone())
