@@ -5,9 +5,9 @@
 
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::json::{self, Map, Value};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::RetValue;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A profiling report, kept as its JSON.
@@ -51,7 +51,7 @@ type Row = BTreeMap<String, Value>;
 
 /// A row from a JSON object (inserted one by one: `collect` into a B-tree sorts first, and
 /// would bring a stable sort's code for this one use).
-fn row_of(m: &serde_json::Map<String, Value>) -> Row {
+fn row_of(m: &Map) -> Row {
     let mut r = Row::new();
     r.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
     r
@@ -67,9 +67,9 @@ fn sum_rows<'a>(rows: impl Iterator<Item = &'a Row>) -> Row {
                     let prev = out.get(k).and_then(|p| number(p, unit)).unwrap_or(0.0);
                     let total = prev + x;
                     let val = if unit == "count" {
-                        serde_json::json!({ unit: total as i64 })
+                        json::object(vec![(unit, Value::from(total as i64))])
                     } else {
-                        serde_json::json!({ unit: total })
+                        json::object(vec![(unit, Value::from(total))])
                     };
                     out.insert(k.clone(), val);
                 }
@@ -132,9 +132,12 @@ impl ReportObj {
                     || number(v, "percent").is_some()
                     || number(v, "count").is_some()
             });
-            s.insert("Name".into(), serde_json::json!({"string": "Sum"}));
+            s.insert("Name".into(), json::object(vec![("string", "Sum".into())]));
             let mut sep = Row::new();
-            sep.insert("Name".into(), serde_json::json!({"string": "----------"}));
+            sep.insert(
+                "Name".into(),
+                json::object(vec![("string", "----------".into())]),
+            );
             rows.push(sep);
             rows.push(s);
         }
@@ -142,7 +145,10 @@ impl ReportObj {
             for m in devs.values() {
                 if let Some(m) = m.as_object() {
                     let mut r = row_of(m);
-                    r.insert("Name".into(), serde_json::json!({"string": "Total"}));
+                    r.insert(
+                        "Name".into(),
+                        json::object(vec![("string", "Total".into())]),
+                    );
                     rows.push(r);
                 }
             }
@@ -256,7 +262,7 @@ fn report_arg<'a>(a: &crate::packed_func::value::Args<'a>) -> Result<&'a ReportO
 /// Registers `runtime.profiling.{FromJSON,AsJSON,AsTable,AsCSV}`.
 pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.profiling.FromJSON", |a, rv| {
-        let json: Value = serde_json::from_str(a.str(0)?)
+        let json = json::parse(a.str(0)?)
             .map_err(|e| Error::value_fmt(format_args!("runtime.profiling.FromJSON: {e}")))?;
         if !json.is_object() || !json["calls"].is_array() {
             return Err(Error::value(
