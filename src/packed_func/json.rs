@@ -499,7 +499,7 @@ fn is_even_tie_below(v: f64, digits: &[u8], k: i32) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ParseError {
     /// What is wrong.
-    pub what: String,
+    pub what: &'static str,
     /// The byte offset it was found at.
     pub offset: usize,
     /// The line (from 1).
@@ -559,27 +559,22 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
-    fn error_at(&self, offset: usize, what: &str) -> ParseError {
+    fn error_at(&self, offset: usize, what: &'static str) -> ParseError {
         let before = &self.b[..offset.min(self.b.len())];
         let line_start = before
             .iter()
             .rposition(|&c| c == b'\n')
             .map_or(0, |i| i + 1);
         ParseError {
-            what: what.to_string(),
+            what,
             offset,
             line: 1 + before.iter().filter(|&&c| c == b'\n').count(),
             column: offset - line_start + 1,
         }
     }
 
-    fn error(&self, what: &str) -> ParseError {
+    fn error(&self, what: &'static str) -> ParseError {
         self.error_at(self.pos, what)
-    }
-
-    /// The input ended inside `inside`.
-    fn eof(&self, inside: &str) -> ParseError {
-        self.error(&format!("unexpected end of input in {inside}"))
     }
 
     fn peek(&self) -> Option<u8> {
@@ -599,18 +594,10 @@ impl Reader<'_> {
         loop {
             // A value starts here.
             let mut v = match self.peek_token() {
-                None => {
-                    return Err(self.eof(if stack.is_empty() {
-                        "a document (expected a value)"
-                    } else {
-                        "a value"
-                    }))
-                }
+                None => return Err(self.error("unexpected end of input (expected a value)")),
                 Some(open @ (b'[' | b'{')) => {
                     if stack.len() >= MAX_DEPTH {
-                        return Err(
-                            self.error(&format!("containers nested deeper than {MAX_DEPTH}"))
-                        );
+                        return Err(self.error("containers nested deeper than 127"));
                     }
                     self.pos += 1;
                     match (open, self.peek_token()) {
@@ -648,21 +635,37 @@ impl Reader<'_> {
                         Some(_) => Err(self.error("trailing characters after the document")),
                     };
                 };
-                let (close, inside) = match &mut frame {
+                // The closing bracket, and the errors: trailing comma, neither comma nor
+                // bracket, end of input.
+                let (close, [comma, neither, end]) = match &mut frame {
                     Frame::List(items) => {
                         items.push(v);
-                        (b']', "a list")
+                        (
+                            b']',
+                            [
+                                "trailing comma in a list",
+                                "expected ',' or ']' in a list",
+                                "unexpected end of input in a list",
+                            ],
+                        )
                     }
                     Frame::Object(m, key) => {
                         m.insert(std::mem::take(key), v);
-                        (b'}', "an object")
+                        (
+                            b'}',
+                            [
+                                "trailing comma in an object",
+                                "expected ',' or '}' in an object",
+                                "unexpected end of input in an object",
+                            ],
+                        )
                     }
                 };
                 match self.peek_token() {
                     Some(b',') => {
                         self.pos += 1;
                         if self.peek_token() == Some(close) {
-                            return Err(self.error(&format!("trailing comma in {inside}")));
+                            return Err(self.error(comma));
                         }
                         if let Frame::Object(_, key) = &mut frame {
                             *key = self.key()?;
@@ -677,12 +680,8 @@ impl Reader<'_> {
                             Frame::Object(m, _) => Value::Object(m),
                         };
                     }
-                    Some(_) => {
-                        return Err(
-                            self.error(&format!("expected ',' or '{}' in {inside}", close as char))
-                        )
-                    }
-                    None => return Err(self.eof(inside)),
+                    Some(_) => return Err(self.error(neither)),
+                    None => return Err(self.error(end)),
                 }
             }
         }
@@ -693,7 +692,7 @@ impl Reader<'_> {
         match self.peek_token() {
             Some(b'"') => {}
             Some(_) => return Err(self.error("expected a string key in an object")),
-            None => return Err(self.eof("an object")),
+            None => return Err(self.error("unexpected end of input in an object")),
         }
         let k = self.string()?;
         match self.peek_token() {
@@ -702,7 +701,7 @@ impl Reader<'_> {
                 Ok(k)
             }
             Some(_) => Err(self.error("expected ':' after an object key")),
-            None => Err(self.eof("an object")),
+            None => Err(self.error("unexpected end of input in an object")),
         }
     }
 
@@ -710,8 +709,8 @@ impl Reader<'_> {
         for &w in word.as_bytes() {
             match self.peek() {
                 Some(c) if c == w => self.pos += 1,
-                Some(_) => return Err(self.error(&format!("invalid literal (expected {word})"))),
-                None => return Err(self.eof(word)),
+                Some(_) => return Err(self.error("invalid literal (expected true, false or null)")),
+                None => return Err(self.error("unexpected end of input in a literal")),
             }
         }
         Ok(v)
@@ -724,7 +723,7 @@ impl Reader<'_> {
         let mut run = self.pos;
         loop {
             let Some(c) = self.peek() else {
-                return Err(self.eof("a string"));
+                return Err(self.error("unexpected end of input in a string"));
             };
             match c {
                 b'"' | b'\\' => {
@@ -738,9 +737,9 @@ impl Reader<'_> {
                     run = self.pos;
                 }
                 0..=0x1f => {
-                    return Err(self.error(&format!(
-                        "control character U+{c:04X} in a string (it must be escaped)"
-                    )))
+                    return Err(self.error(
+                        "control character (U+0000 to U+001F) in a string: it must be escaped",
+                    ))
                 }
                 _ => self.pos += 1,
             }
@@ -750,7 +749,7 @@ impl Reader<'_> {
     /// An escape, after its backslash.
     fn escape(&mut self, out: &mut String) -> Result<(), ParseError> {
         let Some(c) = self.peek() else {
-            return Err(self.eof("a string escape"));
+            return Err(self.error("unexpected end of input in a string escape"));
         };
         let ch = match c {
             b'"' => '"',
@@ -767,19 +766,13 @@ impl Reader<'_> {
                 let hi = self.hex4()?;
                 let code = match hi {
                     0xdc00..=0xdfff => {
-                        return Err(self.error_at(
-                            start,
-                            &format!("unpaired low surrogate \\u{hi:04x} in a string"),
-                        ))
+                        return Err(self.error_at(start, "unpaired low surrogate in a \\u escape"))
                     }
                     0xd800..=0xdbff => {
                         if self.b.get(self.pos..self.pos + 2) != Some(b"\\u") {
                             return Err(self.error_at(
                                 start,
-                                &format!(
-                                    "high surrogate \\u{hi:04x} not followed by a \\u low \
-                                     surrogate in a string"
-                                ),
+                                "high surrogate \\u escape not followed by a \\u low surrogate",
                             ));
                         }
                         self.pos += 2;
@@ -787,10 +780,8 @@ impl Reader<'_> {
                         if !(0xdc00..=0xdfff).contains(&lo) {
                             return Err(self.error_at(
                                 start,
-                                &format!(
-                                    "high surrogate \\u{hi:04x} followed by \\u{lo:04x}, \
-                                     not a low surrogate, in a string"
-                                ),
+                                "high surrogate \\u escape followed by a \\u escape that is not a \
+                                 low surrogate",
                             ));
                         }
                         0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00)
@@ -803,24 +794,14 @@ impl Reader<'_> {
                 }
                 return Ok(());
             }
-            _ => {
-                return Err(self.error_at(
-                    self.pos - 1,
-                    &format!("invalid escape '\\{}' in a string", self.escape_char()),
-                ))
-            }
+            _ => return Err(self.error_at(
+                self.pos - 1,
+                "invalid escape in a string (expected \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\u)",
+            )),
         };
         self.pos += 1;
         out.push(ch);
         Ok(())
-    }
-
-    /// The character after a backslash, for an error message.
-    fn escape_char(&self) -> char {
-        self.s
-            .get(self.pos..)
-            .and_then(|t| t.chars().next())
-            .unwrap_or('?')
     }
 
     /// Four hex digits of a `\u` escape.
@@ -828,7 +809,7 @@ impl Reader<'_> {
         let mut n = 0;
         for _ in 0..4 {
             let d = match self.peek() {
-                None => return Err(self.eof("a \\u escape")),
+                None => return Err(self.error("unexpected end of input in a \\u escape")),
                 Some(c @ b'0'..=b'9') => c - b'0',
                 Some(c @ b'a'..=b'f') => c - b'a' + 10,
                 Some(c @ b'A'..=b'F') => c - b'A' + 10,
@@ -840,10 +821,10 @@ impl Reader<'_> {
         Ok(n)
     }
 
-    fn digits_error(&self, after: &str) -> ParseError {
+    fn digits_error(&self, what: &'static str) -> ParseError {
         match self.peek() {
-            None => self.eof("a number"),
-            Some(_) => self.error(&format!("invalid number: expected a digit {after}")),
+            None => self.error("unexpected end of input in a number"),
+            Some(_) => self.error(what),
         }
     }
 
@@ -883,7 +864,7 @@ impl Reader<'_> {
                     }
                 }
             }
-            _ => return Err(self.digits_error("after '-'")),
+            _ => return Err(self.digits_error("invalid number: expected a digit after '-'")),
         }
         if self.peek() == Some(b'.') {
             self.pos += 1;
@@ -907,7 +888,7 @@ impl Reader<'_> {
                 }
             }
             if self.pos == frac_start {
-                return Err(self.digits_error("after '.'"));
+                return Err(self.digits_error("invalid number: expected a digit after '.'"));
             }
             float = true;
         }
@@ -926,7 +907,11 @@ impl Reader<'_> {
             };
             let mut e: i32 = match self.peek() {
                 Some(c @ b'0'..=b'9') => i32::from(c - b'0'),
-                _ => return Err(self.digits_error("in the exponent")),
+                _ => {
+                    return Err(
+                        self.digits_error("invalid number: expected a digit in the exponent")
+                    )
+                }
             };
             self.pos += 1;
             while let Some(c @ b'0'..=b'9') = self.peek() {
@@ -1377,7 +1362,7 @@ mod tests {
         // Cut inside a multi-byte character: bytes, not text.
         let bytes = "\"é\"".as_bytes();
         let e = parse_bytes(&bytes[..2]).unwrap_err();
-        assert_eq!((e.what.as_str(), e.offset), ("invalid UTF-8", 1));
+        assert_eq!((e.what, e.offset), ("invalid UTF-8", 1));
         assert_eq!(parse_bytes(bytes).unwrap(), Value::from("é"));
     }
 
@@ -1390,12 +1375,13 @@ mod tests {
         );
         assert_eq!(
             e("\"a\\qb\""),
-            "invalid escape '\\q' in a string at line 1 column 3 (byte 2)"
+            "invalid escape in a string (expected \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\u) \
+             at line 1 column 3 (byte 2)"
         );
-        assert!(e("\"\\ud800\"").contains("high surrogate \\ud800"));
+        assert!(e("\"\\ud800\"").contains("high surrogate \\u escape not followed"));
         assert!(e("\"\\udc00\"").contains("unpaired low surrogate"));
         assert!(e("\"\\u00zz\"").contains("four hex digits"));
-        assert!(e("\"a\u{1}\"").contains("control character U+0001"));
+        assert!(e("\"a\u{1}\"").contains("control character (U+0000 to U+001F)"));
         assert!(e("[1,]").contains("trailing comma in a list"));
         assert!(e("[1 2]").contains("expected ',' or ']' in a list"));
         assert!(e("{\"a\":1 \"b\"}").contains("expected ',' or '}' in an object"));
@@ -1408,7 +1394,7 @@ mod tests {
         assert!(e("1.x").contains("expected a digit after '.'"));
         assert!(e("1ex").contains("expected a digit in the exponent"));
         assert!(e("-").contains("unexpected end of input in a number"));
-        assert!(e("nulx").contains("invalid literal (expected null)"));
+        assert!(e("nulx").contains("invalid literal (expected true, false or null)"));
         assert!(e("{} x").contains("trailing characters"));
     }
 
