@@ -2,10 +2,11 @@
 //! and `ndarray-cache.json` metadata, RPC tracker messages.
 //!
 //! One value type, a reader and a writer, written for small code (no generics, no serde, no
-//! tables) and for hostile input: a graph JSON comes from a file or a socket. Reading never
-//! panics and never recurses: containers are built on an explicit stack, nested at most
-//! [`MAX_DEPTH`] deep, and every error says what is wrong and where (line, column and byte
-//! offset).
+//! tables in the file: float digits come from core's formatting, the powers of ten are
+//! computed on first use) and for hostile input: a graph JSON comes from a file or a socket.
+//! Reading never panics and never recurses: containers are built on an explicit stack, nested
+//! at most [`MAX_DEPTH`] deep, and every error says what is wrong and where (line, column and
+//! byte offset).
 //!
 //! Output is byte for byte what serde_json 1.x (which this module replaces) wrote: compact,
 //! object keys sorted (a [`Map`] is a B-tree), integers as integers, floats in the shortest
@@ -13,7 +14,10 @@
 //! -5 to 15), non-finite floats as `null`. Numbers are read the way serde_json read them
 //! (without its `float_roundtrip` feature): integers exactly in the `u64`/`i64` range, wider
 //! ones and fractions as `f64` from the first 19-20 significant digits and one scaling by a
-//! power of ten. Documents the runtime reads and writes back are therefore unchanged.
+//! power of ten. That reading is not always correctly rounded (a float with 16 or 17
+//! significant digits may come back one unit in the last place off, as it did before);
+//! it is kept so that a document the runtime reads and writes back (a profiling report through
+//! `FromJSON` and `AsJSON`) stays byte for byte what it was.
 
 use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
@@ -982,9 +986,10 @@ impl Reader<'_> {
 /// 10^0 to 10^308, each the float nearest to it (what the literal `1eN` is), computed once
 /// from exact powers of five.
 fn pow10() -> &'static [f64; 309] {
-    static TABLE: OnceLock<[f64; 309]> = OnceLock::new();
+    // On the heap: a static array would be 2.5 KB of the library's file.
+    static TABLE: OnceLock<Box<[f64; 309]>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut t = [0.0; 309];
+        let mut t = Box::new([0.0; 309]);
         // 5^n, little-endian 32-bit limbs (5^308 has 716 bits).
         let mut five = [0u32; 23];
         five[0] = 1;
