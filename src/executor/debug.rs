@@ -73,7 +73,7 @@ pub fn device_string(d: DLDevice) -> String {
 }
 
 fn json_str(s: &str) -> String {
-    serde_json::Value::String(s.to_string()).to_string()
+    crate::packed_func::json::Value::from(s).to_string()
 }
 
 impl ProfileReport {

@@ -10,8 +10,8 @@
 
 use crate::packed_func::dtype::dtype_from_string;
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::json::{Map, Value};
 use crate::packed_func::types::DLDataType;
-use serde_json::Value;
 use std::collections::BTreeMap;
 
 /// A reference to one output of a node.
@@ -211,11 +211,7 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
 }
 
 /// Reads one graph attribute `["<type>", <list>]`, checking the type tag.
-fn typed_list<'a>(
-    attrs: &'a serde_json::Map<String, Value>,
-    key: &str,
-    tag: &str,
-) -> Result<Option<&'a Vec<Value>>> {
+fn typed_list<'a>(attrs: &'a Map, key: &str, tag: &str) -> Result<Option<&'a Vec<Value>>> {
     let Some(v) = attrs.get(key) else {
         return Ok(None);
     };
@@ -235,7 +231,7 @@ fn typed_list<'a>(
 impl Graph {
     /// Parses and validates a graph.
     pub fn parse(json: &str) -> Result<Graph> {
-        let root: Value = serde_json::from_str(json)
+        let root = crate::packed_func::json::parse(json)
             .map_err(|e| Error::tvm_fmt(format_args!("cannot parse graph JSON: {e}")))?;
         let obj = root
             .as_object()

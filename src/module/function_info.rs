@@ -11,6 +11,7 @@
 use super::blob::BlobReader;
 use crate::packed_func::dtype::{dtype_from_string, dtype_to_string};
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::json::{self, Map, Value};
 use crate::packed_func::types::{DLDataType, TVMValue};
 use std::collections::HashMap;
 
@@ -94,7 +95,7 @@ impl FunctionInfo {
 
     /// Reads one record from its JSON object (`name`, `arg_types` as type strings, and
     /// `launch_param_tags`, or the older `thread_axis_tags`).
-    pub fn from_json(v: &serde_json::Value) -> Result<FunctionInfo> {
+    pub fn from_json(v: &Value) -> Result<FunctionInfo> {
         let obj = v
             .as_object()
             .ok_or_else(|| Error::value("function info: expected a JSON object"))?;
@@ -106,7 +107,7 @@ impl FunctionInfo {
         let strings = |key: &str| -> Result<Option<Vec<String>>> {
             match obj.get(key) {
                 None => Ok(None),
-                Some(serde_json::Value::Array(items)) => items
+                Some(Value::Array(items)) => items
                     .iter()
                     .map(|i| {
                         i.as_str().map(str::to_string).ok_or_else(|| {
@@ -143,12 +144,16 @@ impl FunctionInfo {
     }
 
     /// The record as a JSON object.
-    pub fn to_json(&self) -> serde_json::Value {
-        serde_json::json!({
-            "name": self.name,
-            "arg_types": self.arg_types.iter().map(|t| dtype_to_string(*t)).collect::<Vec<_>>(),
-            "launch_param_tags": self.launch_param_tags,
-        })
+    pub fn to_json(&self) -> Value {
+        let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::from).collect());
+        json::object(vec![
+            ("name", self.name.as_str().into()),
+            (
+                "arg_types",
+                strings(self.arg_types.iter().map(|t| dtype_to_string(*t)).collect()),
+            ),
+            ("launch_param_tags", strings(self.launch_param_tags.clone())),
+        ])
     }
 }
 
@@ -195,7 +200,7 @@ pub fn write_map(out: &mut Vec<u8>, m: &FunctionInfoMap) {
 
 /// Parses a `.tvm_meta.json` document (`{"tvm_version": ..., "func_info": {...}}`).
 pub fn map_from_json(text: &str, context: &str) -> Result<FunctionInfoMap> {
-    let v: serde_json::Value = serde_json::from_str(text)
+    let v = json::parse(text)
         .map_err(|e| Error::value_fmt(format_args!("{context}: invalid JSON: {e}")))?;
     let fi = v
         .get("func_info")
@@ -215,9 +220,15 @@ pub fn map_from_json(text: &str, context: &str) -> Result<FunctionInfoMap> {
 
 /// A function-info map as a `.tvm_meta.json` document.
 pub fn map_to_json(m: &FunctionInfoMap) -> String {
-    let fi: serde_json::Map<String, serde_json::Value> =
-        m.iter().map(|(k, v)| (k.clone(), v.to_json())).collect();
-    serde_json::json!({"tvm_version": "0.20.0", "func_info": fi}).to_string()
+    let mut fi = Map::new();
+    for (k, v) in m {
+        fi.insert(k.clone(), v.to_json());
+    }
+    json::object(vec![
+        ("tvm_version", "0.20.0".into()),
+        ("func_info", fi.into()),
+    ])
+    .to_string()
 }
 
 /// The metadata file next to a kernel file: the extension replaced by `.tvm_meta.json`.

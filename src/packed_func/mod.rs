@@ -6,6 +6,7 @@ pub mod env_capi;
 pub mod error;
 pub mod features;
 pub mod function;
+pub mod json;
 pub mod order;
 pub mod registry;
 pub mod tensor;

@@ -812,9 +812,9 @@ mod tests {
     use crate::ndarray::NDArray;
     use crate::object::containers::ShapeTupleObj;
     use crate::packed_func::types::{DLDataType, DLDevice, DL_FLOAT, DL_INT};
-    use crate::Function;
+    use crate::packed_func::Function;
 
-    fn to_shape(a: &NDArray) -> crate::Result<Vec<i64>> {
+    fn to_shape(a: &NDArray) -> crate::packed_func::error::Result<Vec<i64>> {
         let f = Function::get_global("vm.builtin.tensor_to_shape").unwrap();
         let r = f.call(&[a.into()])?.into_object()?;
         Ok(r.downcast_ref::<ShapeTupleObj>().unwrap().dims().to_vec())

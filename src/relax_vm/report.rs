@@ -5,9 +5,9 @@
 
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::json::{self, Map, Value};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::RetValue;
-use serde_json::{Map, Value};
 
 /// A profiling report, kept as its JSON.
 pub struct ReportObj {
@@ -50,7 +50,7 @@ fn number(v: &Value, key: &str) -> Option<f64> {
 /// The units summed by [`sum_rows`], the last one an integer.
 const SUMMED: [&str; 3] = ["microseconds", "percent", "count"];
 
-type Row = Map<String, Value>;
+type Row = Map;
 
 /// `{unit: x}`, a metric.
 #[inline(never)]
@@ -290,7 +290,7 @@ fn report_arg<'a>(a: &crate::packed_func::value::Args<'a>) -> Result<&'a ReportO
 /// Registers `runtime.profiling.{FromJSON,AsJSON,AsTable,AsCSV}`.
 pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.profiling.FromJSON", |a, rv| {
-        let json: Value = serde_json::from_str(a.str(0)?)
+        let json = json::parse(a.str(0)?)
             .map_err(|e| Error::value_fmt(format_args!("runtime.profiling.FromJSON: {e}")))?;
         if !json.is_object() || !json["calls"].is_array() {
             return Err(Error::value(
@@ -616,7 +616,9 @@ mod tests {
     fn the_table_and_csv_are_those_of_the_reference_implementation() {
         for json in reports() {
             let old = Old(&json);
-            let new = super::ReportObj { json: json.clone() };
+            let new = super::ReportObj {
+                json: crate::packed_func::json::parse(&json.to_string()).unwrap(),
+            };
             for flags in 0..8 {
                 let (sort, aggregate, col_sums) = (flags & 1 != 0, flags & 2 != 0, flags & 4 != 0);
                 assert_eq!(

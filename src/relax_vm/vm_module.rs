@@ -292,7 +292,8 @@ impl VmNode {
 }
 
 fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DLDevice]) -> String {
-    use serde_json::{json, Map, Value};
+    use crate::packed_func::json::{object, Map, Value};
+    let string = |s: String| object(vec![("string", s.into())]);
     let mut out_calls = Vec::new();
     for c in calls {
         let shapes: Vec<String> = c
@@ -308,36 +309,48 @@ fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DL
         } else {
             0.0
         };
-        out_calls.push(json!({
-            "Duration (us)": {"microseconds": c.micros},
-            "Count": {"count": 1},
-            "Name": {"string": c.name},
-            "Device": {"string": device_string(c.device)},
-            "Argument Shapes": {"string": shapes.join(", ")},
-            "Percent": {"percent": pct},
-        }));
+        out_calls.push(object(vec![
+            (
+                "Duration (us)",
+                object(vec![("microseconds", c.micros.into())]),
+            ),
+            ("Count", object(vec![("count", 1u64.into())])),
+            ("Name", string(c.name.clone())),
+            ("Device", string(device_string(c.device))),
+            ("Argument Shapes", string(shapes.join(", "))),
+            ("Percent", object(vec![("percent", pct.into())])),
+        ]));
     }
     let mut dm = Map::new();
     for d in devices {
         let name = device_string(*d);
         dm.insert(
             name.clone(),
-            json!({
-                "Duration (us)": {"microseconds": total_us},
-                "Count": {"count": 1},
-                "Name": {"string": "Total"},
-                "Device": {"string": name},
-            }),
+            object(vec![
+                (
+                    "Duration (us)",
+                    object(vec![("microseconds", total_us.into())]),
+                ),
+                ("Count", object(vec![("count", 1u64.into())])),
+                ("Name", string("Total".into())),
+                ("Device", string(name)),
+            ]),
         );
     }
-    json!({
-        "calls": out_calls,
-        "device_metrics": Value::Object(dm),
-        "configuration": {
-            "Number of threads": {"count": crate::threading::num_threads()},
-            "Executor": {"string": "VM"},
-        },
-    })
+    object(vec![
+        ("calls", Value::Array(out_calls)),
+        ("device_metrics", Value::Object(dm)),
+        (
+            "configuration",
+            object(vec![
+                (
+                    "Number of threads",
+                    object(vec![("count", crate::threading::num_threads().into())]),
+                ),
+                ("Executor", string("VM".into())),
+            ]),
+        ),
+    ])
     .to_string()
 }
 

@@ -301,19 +301,23 @@ struct ChildSettings {
 
 impl ChildSettings {
     fn to_arg(&self) -> String {
-        serde_json::json!({
-            "dir": self.dir.to_string_lossy(),
-            "max_packet": self.max_packet,
-            "idle_ms": self.idle_timeout.map_or(0, |d| d.as_millis() as u64),
-            "silent": self.silent,
-            "id": self.id,
-        })
+        use crate::packed_func::json::{object, Value};
+        object(vec![
+            ("dir", Value::from(self.dir.to_string_lossy().into_owned())),
+            ("max_packet", self.max_packet.into()),
+            (
+                "idle_ms",
+                self.idle_timeout.map_or(0, |d| d.as_millis() as u64).into(),
+            ),
+            ("silent", self.silent.into()),
+            ("id", self.id.into()),
+        ])
         .to_string()
     }
 
     fn parse(s: &str) -> Result<Self> {
         let bad = || Error::value_fmt(format_args!("RPC session child: bad settings '{s}'"));
-        let v: serde_json::Value = serde_json::from_str(s).map_err(|_| bad())?;
+        let v = crate::packed_func::json::parse(s).map_err(|_| bad())?;
         let idle = v["idle_ms"].as_u64().ok_or_else(bad)?;
         Ok(ChildSettings {
             dir: PathBuf::from(v["dir"].as_str().ok_or_else(bad)?),

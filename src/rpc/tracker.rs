@@ -2,7 +2,7 @@
 //! so that clients can request it by key. Messages are `i32 len` + JSON after a magic exchange.
 
 use crate::packed_func::error::{Error, Result};
-use serde_json::{json, Value};
+use crate::packed_func::json::{self, object, Value};
 use std::io::{Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
@@ -76,7 +76,7 @@ impl TrackerConn {
 
     /// Sends one message and reads its reply.
     pub fn call(&mut self, msg: &Value) -> Result<Value> {
-        let data = serde_json::to_vec(msg).map_err(|e| Error::value(e.to_string()))?;
+        let data = msg.to_string().into_bytes();
         let mut out = (data.len() as i32).to_le_bytes().to_vec();
         out.extend_from_slice(&data);
         self.stream.write_all(&out).map_err(io("send"))?;
@@ -90,7 +90,7 @@ impl TrackerConn {
         }
         let mut buf = vec![0u8; n as usize];
         self.stream.read_exact(&mut buf).map_err(io("receive"))?;
-        serde_json::from_slice(&buf)
+        json::parse_bytes(&buf)
             .map_err(|e| Error::value_fmt(format_args!("tracker: bad JSON: {e}")))
     }
 
@@ -146,6 +146,11 @@ impl Registration {
         Ok(r)
     }
 
+    /// The address the server is reachable at, `null` for the one the tracker sees.
+    fn custom_addr_value(&self) -> Value {
+        self.custom_addr.as_deref().map_or(Value::Null, Value::from)
+    }
+
     /// The match key a client must present now.
     pub fn matchkey(&self) -> &str {
         &self.matchkey
@@ -153,10 +158,15 @@ impl Registration {
 
     fn connect(&mut self, patience: Duration) -> Result<()> {
         let mut c = TrackerConn::connect(&self.addr, patience)?;
-        c.expect_success(&json!([
-            code::UPDATE_INFO,
-            {"key": format!("server:{}", self.key),
-             "addr": [self.custom_addr, self.port]}
+        c.expect_success(&Value::Array(vec![
+            code::UPDATE_INFO.into(),
+            object(vec![
+                ("key", format!("server:{}", self.key).into()),
+                (
+                    "addr",
+                    Value::Array(vec![self.custom_addr_value(), self.port.into()]),
+                ),
+            ]),
         ]))?;
         self.conn = Some(c);
         Ok(())
@@ -177,11 +187,11 @@ impl Registration {
     pub fn put(&mut self) -> Result<()> {
         self.matchkey = format!("{}:{}", self.key, random_suffix());
         self.missing_since = None;
-        let msg = json!([
-            code::PUT,
-            self.key,
-            [self.port, self.matchkey],
-            self.custom_addr
+        let msg = Value::Array(vec![
+            code::PUT.into(),
+            self.key.as_str().into(),
+            Value::Array(vec![self.port.into(), self.matchkey.as_str().into()]),
+            self.custom_addr_value(),
         ]);
         let r = self.with_conn(|c| c.expect_success(&msg));
         if r.is_err() {
@@ -196,7 +206,8 @@ impl Registration {
     /// Called while idle: if the tracker handed our key to a client that never came, offer
     /// the server again after a grace period.
     pub fn check_pending(&mut self) -> Result<()> {
-        let pending = self.with_conn(|c| c.call(&json!([code::GET_PENDING_MATCHKEYS])))?;
+        let pending =
+            self.with_conn(|c| c.call(&Value::Array(vec![code::GET_PENDING_MATCHKEYS.into()])))?;
         let listed = pending
             .as_array()
             .is_some_and(|a| a.iter().any(|k| k.as_str() == Some(self.matchkey.as_str())));

@@ -565,38 +565,69 @@ pub fn target_property(device_id: i32, name: &str) -> Result<RetValue> {
 pub fn target_json(device_id: i32) -> Result<String> {
     let d = instance::device(device_id)?;
     let p = &d.props;
-    let v = serde_json::json!({
-        "kind": "vulkan",
-        "max_num_threads": p.max_num_threads,
-        "thread_warp_size": 1,
-        "max_block_size_x": p.max_block_size[0],
-        "max_block_size_y": p.max_block_size[1],
-        "max_block_size_z": p.max_block_size[2],
-        "max_push_constants_size": p.max_push_constants_size,
-        "max_uniform_buffer_range": p.max_uniform_buffer_range,
-        "max_storage_buffer_range": p.max_storage_buffer_range,
-        "max_per_stage_descriptor_storage_buffer": p.max_per_stage_descriptor_storage_buffer,
-        "max_shared_memory_per_block": p.max_shared_memory_per_block,
-        "supports_float16": p.supports_float16,
-        "supports_float32": true,
-        "supports_float64": p.supports_float64,
-        "supports_int8": p.supports_int8,
-        "supports_int16": p.supports_int16,
-        "supports_int32": true,
-        "supports_int64": p.supports_int64,
-        "supports_8bit_buffer": p.supports_8bit_buffer,
-        "supports_16bit_buffer": p.supports_16bit_buffer,
-        "supports_storage_buffer_storage_class": p.supports_storage_buffer_storage_class,
-        "supports_push_descriptor": p.supports_push_descriptor,
-        "supports_dedicated_allocation": p.supports_dedicated_allocation,
-        "supported_subgroup_operations": p.subgroup_operations,
-        "device_type": p.device_type,
-        "device_name": p.device_name,
-        "driver_name": p.driver_name,
-        "driver_version": p.driver_version,
-        "vulkan_api_version": p.api_version,
-        "max_spirv_version": p.max_spirv_version,
-    });
+    use crate::packed_func::json::{object, Value};
+    let v = object(vec![
+        ("kind", Value::from("vulkan")),
+        ("max_num_threads", Value::from(p.max_num_threads)),
+        ("thread_warp_size", Value::from(1u64)),
+        ("max_block_size_x", Value::from(p.max_block_size[0])),
+        ("max_block_size_y", Value::from(p.max_block_size[1])),
+        ("max_block_size_z", Value::from(p.max_block_size[2])),
+        (
+            "max_push_constants_size",
+            Value::from(p.max_push_constants_size),
+        ),
+        (
+            "max_uniform_buffer_range",
+            Value::from(p.max_uniform_buffer_range),
+        ),
+        (
+            "max_storage_buffer_range",
+            Value::from(p.max_storage_buffer_range),
+        ),
+        (
+            "max_per_stage_descriptor_storage_buffer",
+            Value::from(p.max_per_stage_descriptor_storage_buffer),
+        ),
+        (
+            "max_shared_memory_per_block",
+            Value::from(p.max_shared_memory_per_block),
+        ),
+        ("supports_float16", Value::from(p.supports_float16)),
+        ("supports_float32", Value::from(true)),
+        ("supports_float64", Value::from(p.supports_float64)),
+        ("supports_int8", Value::from(p.supports_int8)),
+        ("supports_int16", Value::from(p.supports_int16)),
+        ("supports_int32", Value::from(true)),
+        ("supports_int64", Value::from(p.supports_int64)),
+        ("supports_8bit_buffer", Value::from(p.supports_8bit_buffer)),
+        (
+            "supports_16bit_buffer",
+            Value::from(p.supports_16bit_buffer),
+        ),
+        (
+            "supports_storage_buffer_storage_class",
+            Value::from(p.supports_storage_buffer_storage_class),
+        ),
+        (
+            "supports_push_descriptor",
+            Value::from(p.supports_push_descriptor),
+        ),
+        (
+            "supports_dedicated_allocation",
+            Value::from(p.supports_dedicated_allocation),
+        ),
+        (
+            "supported_subgroup_operations",
+            Value::from(p.subgroup_operations),
+        ),
+        ("device_type", Value::from(p.device_type.as_str())),
+        ("device_name", Value::from(p.device_name.as_str())),
+        ("driver_name", Value::from(p.driver_name.as_str())),
+        ("driver_version", Value::from(p.driver_version)),
+        ("vulkan_api_version", Value::from(p.api_version)),
+        ("max_spirv_version", Value::from(p.max_spirv_version)),
+    ]);
     Ok(v.to_string())
 }
 

@@ -653,7 +653,7 @@ impl VulkanModule {
                 "cannot read the metadata {meta_path} of vulkan module {path}: {e}"
             ))
         })?;
-        let meta: serde_json::Value = serde_json::from_str(&meta)
+        let meta = crate::packed_func::json::parse(&meta)
             .map_err(|e| Error::value_fmt(format_args!("{meta_path}: invalid JSON: {e}")))?;
         let finfo = meta
             .get("func_info")
@@ -736,12 +736,15 @@ impl ModuleNode for VulkanModule {
     }
 
     fn save_to_file(&self, path: &str, _format: &str) -> Result<()> {
-        let meta = serde_json::json!({
-            "tvm_version": "0.1.0",
-            "func_info": self.inner.fmap.iter()
-                .map(|(k, f)| (k.clone(), f.to_json()))
-                .collect::<serde_json::Map<_, _>>(),
-        });
+        use crate::packed_func::json::{object, Map};
+        let mut func_info = Map::new();
+        for (k, f) in &self.inner.fmap {
+            func_info.insert(k.clone(), f.to_json());
+        }
+        let meta = object(vec![
+            ("tvm_version", "0.1.0".into()),
+            ("func_info", func_info.into()),
+        ]);
         let meta_path = meta_file_path(path);
         std::fs::write(&meta_path, meta.to_string())
             .map_err(|e| Error::value_fmt(format_args!("cannot write {meta_path}: {e}")))?;

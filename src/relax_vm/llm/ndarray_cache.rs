@@ -37,6 +37,7 @@ use crate::object::ObjectRef;
 use crate::packed_func::dtype::{dtype_from_string, dtype_to_string};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
+use crate::packed_func::json::Value;
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU, DL_FLOAT};
 use crate::packed_func::value::{ArgValue, Args, RetValue};
@@ -71,19 +72,19 @@ pub struct FileRecord {
     pub records: Vec<ParamRecord>,
 }
 
-fn field<'a>(o: &'a serde_json::Value, key: &str, at: &str) -> Result<&'a serde_json::Value> {
+fn field<'a>(o: &'a Value, key: &str, at: &str) -> Result<&'a Value> {
     o.get(key)
         .ok_or_else(|| Error::value(format!("ndarray-cache.json: {at} has no \"{key}\"")))
 }
 
-fn str_field(o: &serde_json::Value, key: &str, at: &str) -> Result<String> {
+fn str_field(o: &Value, key: &str, at: &str) -> Result<String> {
     field(o, key, at)?
         .as_str()
         .map(str::to_string)
         .ok_or_else(|| Error::value(format!("ndarray-cache.json: {at}.{key} is not a string")))
 }
 
-fn u64_field(o: &serde_json::Value, key: &str, at: &str) -> Result<u64> {
+fn u64_field(o: &Value, key: &str, at: &str) -> Result<u64> {
     field(o, key, at)?.as_u64().ok_or_else(|| {
         Error::value(format!(
             "ndarray-cache.json: {at}.{key} is not a non-negative integer"
@@ -91,11 +92,7 @@ fn u64_field(o: &serde_json::Value, key: &str, at: &str) -> Result<u64> {
     })
 }
 
-fn array_field<'a>(
-    o: &'a serde_json::Value,
-    key: &str,
-    at: &str,
-) -> Result<&'a Vec<serde_json::Value>> {
+fn array_field<'a>(o: &'a Value, key: &str, at: &str) -> Result<&'a Vec<Value>> {
     field(o, key, at)?
         .as_array()
         .ok_or_else(|| Error::value(format!("ndarray-cache.json: {at}.{key} is not a list")))
@@ -103,7 +100,7 @@ fn array_field<'a>(
 
 /// Parses and checks the metadata (`ndarray-cache.json`'s text).
 pub fn parse_metadata(text: &str) -> Result<Vec<FileRecord>> {
-    let json: serde_json::Value = serde_json::from_str(text)
+    let json = crate::packed_func::json::parse(text)
         .map_err(|e| Error::value(format!("ndarray-cache.json is not valid JSON: {e}")))?;
     if !json.is_object() {
         return Err(Error::value("ndarray-cache.json is not a JSON object"));
