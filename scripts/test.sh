@@ -70,7 +70,7 @@ fi
 step "fmt"
 cargo fmt --all -- --check
 step "rustdoc (no broken or private links in the public docs)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib -p tvm-runtime
 
 step "fixtures incl. resnet18 and mobilenet (cached)"
 "$TVMRT_PYTHON" scripts/build_fixtures.py --models
