@@ -316,14 +316,9 @@ fn a_kernel_runs_with_launch_dims_from_the_tags() {
     assert!(got.iter().zip(&x).all(|(g, v)| *g == 2.0 * v));
 }
 
-/// Every buffer is followed by ZERO_TAIL zeroed bytes (src/device/opencl/api.rs): a kernel
-/// that reads a little past a buffer's end, as some compiled kernels do, reads zeros, also
-/// where freed memory held NaN, on a fresh buffer and on a workspace page.
-#[test]
-fn reads_past_a_buffers_end_see_zeros() {
-    if !have_opencl() {
-        return;
-    }
+/// A kernel that copies `A[n + i]` to `C[i]` (64 threads a block): it reads past the end of a
+/// buffer of `n` floats. The module is returned with the function.
+fn peek_kernel() -> (Module, tvm_runtime::Function) {
     const PEEK: &str = "__kernel void peek_kernel(__global float* restrict A, \
         __global float* restrict C, int n) {\n  int i = get_group_id(0) * 64 + get_local_id(0);\n  \
         C[i] = A[n + i];\n}";
@@ -335,6 +330,18 @@ fn reads_past_a_buffers_end_see_zeros() {
     )])
     .unwrap();
     let f = m.function("peek_kernel").unwrap();
+    (m, f)
+}
+
+/// Every buffer is followed by ZERO_TAIL zeroed bytes (src/device/opencl/api.rs): a kernel
+/// that reads a little past a buffer's end, as some compiled kernels do, reads zeros, also
+/// where freed memory held NaN, on a fresh buffer and on a workspace page.
+#[test]
+fn reads_past_a_buffers_end_see_zeros() {
+    if !have_opencl() {
+        return;
+    }
+    let (_m, f) = peek_kernel();
     let tail = opencl::api::ZERO_TAIL / 4;
     let c = NDArray::empty(&[tail as i64], F32, CL0).unwrap();
     let api = device::api(CL0).unwrap();
@@ -384,17 +391,7 @@ fn the_zeroed_tail_does_not_wait_for_the_allocating_stream() {
     if !have_opencl() {
         return;
     }
-    const PEEK: &str = "__kernel void peek_kernel(__global float* restrict A, \
-        __global float* restrict C, int n) {\n  int i = get_group_id(0) * 64 + get_local_id(0);\n  \
-        C[i] = A[n + i];\n}";
-    let m = module(&[(
-        "peek_kernel",
-        vec![t(3, 64), t(3, 64), t(0, 32)],
-        &["blockIdx.x", "threadIdx.x"],
-        PEEK,
-    )])
-    .unwrap();
-    let f = m.function("peek_kernel").unwrap();
+    let (_m, f) = peek_kernel();
     let cl = cl3::load_library().as_ref().unwrap();
     let api = device::api(CL0).unwrap();
     let held = device::streams::create_stream(CL0).unwrap();
