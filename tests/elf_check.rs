@@ -28,7 +28,7 @@ fn refused(path: &Path) -> String {
     let p = path.to_str().unwrap();
     let e = match Module::load(p) {
         Ok(_) => panic!("{p} was loaded"),
-        Err(e) => e.message,
+        Err(e) => e.into_message(),
     };
     assert!(e.contains(p), "the error does not name {p}: {e}");
     let c = CString::new(p).unwrap();

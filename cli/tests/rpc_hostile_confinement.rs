@@ -97,9 +97,9 @@ fn call(
     name: &str,
     args: &[WireValue],
 ) -> Result<Vec<WireValue>, String> {
-    let h = sess.get_global(name).map_err(|e| e.message)?;
+    let h = sess.get_global(name).map_err(|e| e.into_message())?;
     assert_ne!(h, 0, "the server has no {name}");
-    sess.call_func(h, args).map_err(|e| e.message)
+    sess.call_func(h, args).map_err(|e| e.into_message())
 }
 
 fn call_err(sess: &Arc<ClientSession>, name: &str, args: &[WireValue]) -> String {
@@ -152,7 +152,7 @@ fn forged_opaque_handles_are_refused_and_the_server_survives() {
         let e = sess
             .call_func(h, &[WireValue::Handle(0x4141_4141)])
             .unwrap_err()
-            .message;
+            .into_message();
         assert!(
             e.contains("0x41414141") && e.contains("not handed out"),
             "{name}: {e}"

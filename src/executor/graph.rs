@@ -320,7 +320,7 @@ impl Graph {
 
         let dltype = dltype_names
             .iter()
-            .map(|s| dtype_from_string(s).map_err(|e| bad(e.message)))
+            .map(|s| dtype_from_string(s).map_err(|e| bad(e.into_message())))
             .collect::<Result<Vec<_>>>()?;
 
         let g = Graph {

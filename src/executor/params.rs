@@ -339,7 +339,7 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     // The file holds one lane per element but the array takes all its lanes in memory: a
     // vector type would make a small file ask for up to 65535 times its bytes.
     let in_memory = crate::packed_func::tensor::checked_nbytes(&shape, dtype)
-        .map_err(|e| invalid(e.message))? as u64;
+        .map_err(|e| invalid(e.into_message()))? as u64;
     if in_memory > size.saturating_add(MAX_UNSTORED_BYTES) {
         return Err(invalid(format!(
             "shape {shape:?} of {} takes {in_memory} bytes in memory for {size} bytes of data",

@@ -469,7 +469,7 @@ mod tests {
             let addr = h as usize;
             let other = std::thread::spawn(move || {
                 with_lent_reader(addr as *mut c_void, "t", |r| r.read_u64("x"))
-                    .map_err(|e| e.message)
+                    .map_err(|e| e.into_message())
             })
             .join()
             .unwrap();
@@ -477,7 +477,10 @@ mod tests {
             *rv = RetValue::Int(with_lent_reader(h, "t", |r| {
                 // A second loader on the same reader while this one reads it: refused.
                 let nested = with_lent_reader(h, "t", |r| r.read_u64("y"));
-                CHECKS.lock().unwrap().push(nested.unwrap_err().message);
+                CHECKS
+                    .lock()
+                    .unwrap()
+                    .push(nested.unwrap_err().into_message());
                 r.read_u64("x")
             })? as i64);
             Ok(())

@@ -47,9 +47,16 @@ impl ErrorKind {
     }
 }
 
-/// A runtime error: a kind and a message.
+/// A runtime error: a kind and a message, behind one pointer, so that a `Result` of the
+/// runtime is a word wider than its value at most (and `Result<()>` a single word) and the
+/// many `?` sites move one pointer, not the whole error. Reads and writes its fields through
+/// [`ErrorInner`] (`err.kind`, `err.message`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Error(Box<ErrorInner>);
+
+/// The fields of an [`Error`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Error {
+pub struct ErrorInner {
     /// What kind of error.
     pub kind: ErrorKind,
     /// The message, without the kind prefix.
@@ -58,47 +65,91 @@ pub struct Error {
     /// runtime calls the host's `Py_IncRef` on it, so safe code must not forge one.
     ///
     /// ```compile_fail,E0451
-    /// let e = tvm_runtime::Error { kind: tvm_runtime::ErrorKind::Python, message: String::new(), python_object: 8 };
+    /// let e = tvm_runtime::packed_func::error::ErrorInner { kind: tvm_runtime::ErrorKind::Python, message: String::new(), python_object: 8 };
     /// ```
     python_object: usize,
 }
 
+impl std::ops::Deref for Error {
+    type Target = ErrorInner;
+    fn deref(&self) -> &ErrorInner {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Error {
+    fn deref_mut(&mut self) -> &mut ErrorInner {
+        &mut self.0
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
 impl Error {
     /// Builds an error of a kind.
+    #[cold]
+    #[inline(never)]
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {
-        Error {
+        Self::from_string(kind, message.into())
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn from_string(kind: ErrorKind, message: String) -> Self {
+        Error(Box::new(ErrorInner {
             kind,
-            message: message.into(),
+            message,
             python_object: 0,
-        }
+        }))
+    }
+
+    /// The message, taken out of the error.
+    pub fn into_message(self) -> String {
+        self.0.message
     }
 
     /// A `TVMError`.
+    #[cold]
+    #[inline(never)]
     pub fn tvm(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::TVMError, message)
     }
 
     /// A `ValueError`.
+    #[cold]
+    #[inline(never)]
     pub fn value(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::ValueError, message)
     }
 
     /// A `TypeError`.
+    #[cold]
+    #[inline(never)]
     pub fn type_error(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::TypeError, message)
     }
 
     /// An `IndexError`.
+    #[cold]
+    #[inline(never)]
     pub fn index(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::IndexError, message)
     }
 
     /// An `AttributeError`.
+    #[cold]
+    #[inline(never)]
     pub fn attribute(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::AttributeError, message)
     }
 
     /// An `InternalError`.
+    #[cold]
+    #[inline(never)]
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::InternalError, message)
     }
@@ -108,7 +159,7 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn with_args(kind: ErrorKind, args: fmt::Arguments<'_>) -> Self {
-        Self::new(kind, fmt::format(args))
+        Self::from_string(kind, fmt::format(args))
     }
 
     /// [`Error::tvm`] from `format_args!`.

@@ -786,7 +786,7 @@ fn describe(a: &Args<'_>, i: usize) -> String {
             }
         }
         Ok(v) => v.kind_name().into(),
-        Err(e) => e.message,
+        Err(e) => e.into_message(),
     }
 }
 

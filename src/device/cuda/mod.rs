@@ -206,7 +206,7 @@ pub fn driver_version() -> Option<i32> {
 
 /// Why the driver is unusable, or `None` when it works.
 pub fn driver_error() -> Option<String> {
-    driver().err().map(|e| e.message)
+    driver().err().map(|e| e.into_message())
 }
 
 /// The driver's name for an error code (`CUDA_ERROR_...`).

@@ -192,7 +192,7 @@ fn load() -> std::result::Result<Platforms, String> {
         Ok(p) => p,
         // The ICD loader's answer when no driver is installed.
         Err(-1001) => Vec::new(),
-        Err(code) => return Err(cl_error(code, "clGetPlatformIDs").message),
+        Err(code) => return Err(cl_error(code, "clGetPlatformIDs").into_message()),
     };
     let find = |p: cl_platform_id, ty| -> Vec<cl_device_id> {
         cl3::device::get_device_ids(p, ty)
@@ -233,7 +233,7 @@ fn load() -> std::result::Result<Platforms, String> {
             std::ptr::null_mut(),
         ) {
             Ok(c) => c,
-            Err(code) => return Err(cl_error(code, "clCreateContext").message),
+            Err(code) => return Err(cl_error(code, "clCreateContext").into_message()),
         };
         let pname = cl3::platform::get_platform_data(p, cl3::platform::CL_PLATFORM_NAME)
             .map(|b| {
@@ -245,8 +245,8 @@ fn load() -> std::result::Result<Platforms, String> {
         out.contexts.push(ctx);
         out.platform_names.push(pname);
         for d in ids {
-            let queue = create_queue(cl, ctx, d).map_err(|e| e.message)?;
-            let fill_queue = create_queue(cl, ctx, d).map_err(|e| e.message)?;
+            let queue = create_queue(cl, ctx, d).map_err(|e| e.into_message())?;
+            let fill_queue = create_queue(cl, ctx, d).map_err(|e| e.into_message())?;
             out.devices.push(Device {
                 id: d,
                 context: ci,
@@ -305,7 +305,7 @@ pub fn device_count() -> usize {
 
 /// Why OpenCL is unusable, or `None` when a platform was found (it may have no devices).
 pub fn platform_error() -> Option<String> {
-    platforms().err().map(|e| e.message)
+    platforms().err().map(|e| e.into_message())
 }
 
 /// The platform name of device `id` (`None` for a bad id or without OpenCL).
