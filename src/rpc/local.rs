@@ -134,6 +134,23 @@ struct ArgStore {
     shapes: Vec<Vec<i64>>,
 }
 
+/// A syscall argument of the wrong kind (out of line: the checks stay small).
+#[cold]
+#[inline(never)]
+fn bad_arg(name: &str, i: usize, what: &str, v: Option<&WireValue>) -> Error {
+    Error::type_error_fmt(format_args!(
+        "RPC: {name}: argument {i} must be {what}, got {}",
+        v.map_or("nothing", |v| v.kind())
+    ))
+}
+
+/// A syscall with the wrong number of arguments.
+#[cold]
+#[inline(never)]
+fn bad_count(name: &str, n: usize, got: usize) -> Error {
+    Error::value_fmt(format_args!("RPC: {name} expects {n} arguments, got {got}"))
+}
+
 impl LocalSession {
     /// An empty table.
     pub fn new() -> Self {
@@ -596,49 +613,34 @@ impl LocalSession {
         let name = code::name(c);
         let want = |n: usize| -> Result<()> {
             if a.len() != n {
-                return Err(Error::value_fmt(format_args!(
-                    "RPC: {name} expects {n} arguments, got {}",
-                    a.len()
-                )));
+                return Err(bad_count(name, n, a.len()));
             }
             Ok(())
         };
         let dev = |i: usize| -> Result<DLDevice> {
             match a.get(i) {
                 Some(WireValue::Device(d)) => Ok(*d),
-                v => Err(Error::type_error_fmt(format_args!(
-                    "RPC: {name}: argument {i} must be a device, got {}",
-                    v.map_or("nothing", |v| v.kind())
-                ))),
+                v => Err(bad_arg(name, i, "a device", v)),
             }
         };
         let int = |i: usize| -> Result<i64> {
             match a.get(i) {
                 Some(WireValue::Int(v)) => Ok(*v),
                 Some(WireValue::Bool(b)) => Ok(*b as i64),
-                v => Err(Error::type_error_fmt(format_args!(
-                    "RPC: {name}: argument {i} must be an int, got {}",
-                    v.map_or("nothing", |v| v.kind())
-                ))),
+                v => Err(bad_arg(name, i, "an int", v)),
             }
         };
         let hdl = |i: usize| -> Result<u64> {
             match a.get(i) {
                 Some(WireValue::Handle(h)) => Ok(*h),
                 Some(WireValue::Null) => Ok(0),
-                v => Err(Error::type_error_fmt(format_args!(
-                    "RPC: {name}: argument {i} must be a handle, got {}",
-                    v.map_or("nothing", |v| v.kind())
-                ))),
+                v => Err(bad_arg(name, i, "a handle", v)),
             }
         };
         let tensor = |i: usize| -> Result<&WireTensor> {
             match a.get(i) {
                 Some(WireValue::Tensor(t)) => Ok(t),
-                v => Err(Error::type_error_fmt(format_args!(
-                    "RPC: {name}: argument {i} must be a tensor, got {}",
-                    v.map_or("nothing", |v| v.kind())
-                ))),
+                v => Err(bad_arg(name, i, "a tensor", v)),
             }
         };
         match c {
