@@ -36,8 +36,8 @@ static REGISTRY: LazyLock<RwLock<Map>> = LazyLock::new(|| RwLock::new(Map::defau
 
 /// Names registered as defaults that a frontend may replace without asking to override (the
 /// reference registers them from Python; we provide them natively).
-static WEAK: LazyLock<Mutex<std::collections::HashSet<String>>> =
-    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+/// A few names: a list, not a set (one hash table type less in the library).
+static WEAK: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 crate::sync::sync_static! {
     /// Set once every room's registration has run.
@@ -75,9 +75,11 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        WEAK.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string());
+        let mut weak = WEAK.lock().unwrap_or_else(|e| e.into_inner());
+        if !weak.iter().any(|n| n == name) {
+            weak.push(name.to_string());
+        }
+        drop(weak);
         self.add(name, f);
     }
 
@@ -199,7 +201,11 @@ fn run_once<R>(
 pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
     ensure_ready();
     {
-        let weak = WEAK.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        let weak = {
+            let mut w = WEAK.lock().unwrap_or_else(|e| e.into_inner());
+            let at = w.iter().position(|n| n == name);
+            at.map(|i| w.swap_remove(i)).is_some()
+        };
         let mut r = write();
         if !override_existing && !weak && r.contains_key(name) {
             return Err(Error::internal_fmt(format_args!(
