@@ -191,7 +191,10 @@ impl Drop for ContextBinding {
     fn drop(&mut self) {
         if let ContextBinding::Owner { slot, id, .. } = *self {
             let mut owners = CONTEXT_OWNERS.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(at) = owners.iter().position(|&(s, owner, _)| s == slot && owner == id) {
+            if let Some(at) = owners
+                .iter()
+                .position(|&(s, owner, _)| s == slot && owner == id)
+            {
                 owners.swap_remove(at);
                 // SAFETY: a writable pointer variable of the library, which `_lib` keeps mapped.
                 unsafe { *(slot as *mut *mut c_void) = std::ptr::null_mut() };

@@ -73,7 +73,11 @@ mod tests {
                 .collect();
             let mut want: Vec<usize> = (0..n).collect();
             want.sort_by_key(|&i| keys[i]);
-            assert_eq!(stable_order(n, &|a, b| keys[a].cmp(&keys[b])), want, "n = {n}");
+            assert_eq!(
+                stable_order(n, &|a, b| keys[a].cmp(&keys[b])),
+                want,
+                "n = {n}"
+            );
         }
     }
 }
