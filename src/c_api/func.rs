@@ -974,11 +974,17 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(
         check_out(out_array, "TVMFuncListGlobalNames: out_array")?;
         NAMES.with(|n| {
             let mut n = n.borrow_mut();
-            n.names = registry::list_names()
-                .into_iter()
-                .filter_map(|s| CString::new(s).ok())
-                .collect();
-            n.ptrs = n.names.iter().map(|s| s.as_ptr()).collect();
+            let n = &mut *n;
+            n.names.clear();
+            for s in registry::list_names() {
+                if let Ok(c) = CString::new(s) {
+                    n.names.push(c);
+                }
+            }
+            n.ptrs.clear();
+            for c in &n.names {
+                n.ptrs.push(c.as_ptr());
+            }
             // SAFETY: checked non-null; the arrays live in thread-local storage.
             unsafe {
                 *out_size = n.ptrs.len() as c_int;

@@ -138,10 +138,12 @@ pub fn dump(min_children: i64) -> String {
                     .as_ref()
                     .map(|p| p.name.as_str())
                     .unwrap_or("?");
-                out.push_str(&format!(
-                    "[{i}] {}\tparent={parent}\tnum_children={}\n",
+                use std::fmt::Write;
+                let _ = writeln!(
+                    out,
+                    "[{i}] {}\tparent={parent}\tnum_children={}",
                     info.name, children[i]
-                ));
+                );
             }
         }
     }
