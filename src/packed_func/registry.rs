@@ -64,9 +64,18 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        // Both halves are out of line, so each registration costs two calls, not a copy; a
-        // closure that captures nothing becomes a plain function pointer (`from_rust`).
-        self.add_function(name, Function::from_rust(f));
+        // Out of line, so each registration costs one call (name and function pointer), not
+        // a copy; a closure that captures nothing becomes a plain function pointer.
+        match Function::plain_or_closure(f) {
+            Ok(p) => self.add_plain(name, p),
+            Err(f) => self.add_function(name, Function::from_boxed(Box::new(f))),
+        }
+    }
+
+    /// Registers a plain Rust function under `name` (replacing an earlier one of that name).
+    #[inline(never)]
+    pub fn add_plain(&mut self, name: &str, f: super::function::PlainFunc) {
+        self.add_function(name, Function::from_plain(f));
     }
 
     /// Registers a default that a later `register` of the same name replaces even without
