@@ -460,36 +460,8 @@ pub fn to_dlpack(obj: &ObjectRef) -> Result<*mut DLManagedTensor> {
 /// # Safety
 /// `t` must describe valid memory and `data` hold `nbytes` bytes.
 pub unsafe fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) -> Result<()> {
-    let n = tensor_nbytes(t)?;
-    if n != nbytes {
-        return Err(Error::value_fmt(format_args!(
-            "TVMArrayCopyFromBytes: size mismatch: the array holds {n} bytes but {nbytes} were given"
-        )));
-    }
-    if !is_contiguous(t) {
-        return Err(Error::value(
-            "TVMArrayCopyFromBytes: the array is not contiguous",
-        ));
-    }
-    if n == 0 {
-        return Ok(());
-    }
-    let api = device::api(t.device)?;
-    // SAFETY: `data` holds nbytes (C contract); the array holds n == nbytes bytes.
-    unsafe {
-        api.copy_data(
-            data,
-            0,
-            t.data,
-            t.byte_offset,
-            n,
-            DLDevice::CPU,
-            t.device,
-            t.dtype,
-            std::ptr::null_mut(),
-        )?;
-    }
-    api.sync(t.device)
+    // SAFETY: forwarded contract; a copy into the array only reads `data`.
+    unsafe { copy_bytes(t, data as *mut c_void, nbytes, false) }
 }
 
 /// Copies an array out to host bytes (sizes must match).
@@ -497,31 +469,56 @@ pub unsafe fn copy_from_bytes(t: &DLTensor, data: *const c_void, nbytes: usize) 
 /// # Safety
 /// `t` must describe valid memory and `data` hold `nbytes` bytes.
 pub unsafe fn copy_to_bytes(t: &DLTensor, data: *mut c_void, nbytes: usize) -> Result<()> {
+    // SAFETY: forwarded contract.
+    unsafe { copy_bytes(t, data, nbytes, true) }
+}
+
+/// [`copy_from_bytes`] (`out` false) and [`copy_to_bytes`] (`out` true), one body for both.
+///
+/// # Safety
+/// As those: `t` describes valid memory, `data` holds `nbytes` bytes (written when `out`).
+#[inline(never)]
+pub(crate) unsafe fn copy_bytes(
+    t: &DLTensor,
+    data: *mut c_void,
+    nbytes: usize,
+    out: bool,
+) -> Result<()> {
+    let what = if out {
+        "TVMArrayCopyToBytes"
+    } else {
+        "TVMArrayCopyFromBytes"
+    };
     let n = tensor_nbytes(t)?;
     if n != nbytes {
         return Err(Error::value_fmt(format_args!(
-            "TVMArrayCopyToBytes: size mismatch: the array holds {n} bytes but {nbytes} were given"
+            "{what}: size mismatch: the array holds {n} bytes but {nbytes} were given"
         )));
     }
     if !is_contiguous(t) {
-        return Err(Error::value(
-            "TVMArrayCopyToBytes: the array is not contiguous",
-        ));
+        return Err(Error::value_fmt(format_args!(
+            "{what}: the array is not contiguous"
+        )));
     }
     if n == 0 {
         return Ok(());
     }
     let api = device::api(t.device)?;
+    let (src, src_off, src_dev, dst, dst_off, dst_dev) = if out {
+        (t.data, t.byte_offset, t.device, data, 0, DLDevice::CPU)
+    } else {
+        (data, 0, DLDevice::CPU, t.data, t.byte_offset, t.device)
+    };
     // SAFETY: `data` holds nbytes (C contract); the array holds n == nbytes bytes.
     unsafe {
         api.copy_data(
-            t.data,
-            t.byte_offset,
-            data,
-            0,
+            src,
+            src_off,
+            dst,
+            dst_off,
             n,
-            t.device,
-            DLDevice::CPU,
+            src_dev,
+            dst_dev,
             t.dtype,
             std::ptr::null_mut(),
         )?;

@@ -3,7 +3,7 @@
 //! panic is recorded as this thread's last error (`TVMGetLastError`); and what the entry hands
 //! back to C on success and on failure is chosen by its return type ([`CReturn`]).
 
-use crate::packed_func::error::{panic_to_error, set_last_error, Result};
+use crate::packed_func::error::{panic_to_error, set_last_error, Error, Result};
 use std::ffi::c_int;
 
 /// A return type a C entry can have, and what it returns on success and on failure.
@@ -71,18 +71,33 @@ pub fn run<R: CReturn>(body: impl FnOnce() -> Result<R::Ok>) -> R {
     match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
         Ok(Ok(v)) => R::success(v),
         Ok(Err(e)) => {
-            set_last_error(&e);
+            record_error(e);
             R::failure()
         }
         Err(payload) => {
-            // Formatting the payload may itself panic (a `Display` impl of the payload's
-            // message cannot, but be safe): nothing escapes either way.
-            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-                set_last_error(&panic_to_error(payload))
-            }));
+            record_panic(payload);
             R::failure()
         }
     }
+}
+
+/// The error arm of [`run`], shared by every entry (out of line: one copy of the recording
+/// and of the error's drop, not one per entry).
+#[cold]
+#[inline(never)]
+fn record_error(e: Error) {
+    set_last_error(&e);
+}
+
+/// The panic arm of [`run`], shared by every entry.
+#[cold]
+#[inline(never)]
+fn record_panic(payload: Box<dyn std::any::Any + Send>) {
+    // Formatting the payload may itself panic (a `Display` impl of the payload's message
+    // cannot, but be safe): nothing escapes either way.
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        set_last_error(&panic_to_error(payload))
+    }));
 }
 
 /// [`run`] kept out of line (`#[cold]`): for entries whose fast path runs first, so that the
@@ -129,7 +144,7 @@ macro_rules! c_boundary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packed_func::error::{last_error_string, Error};
+    use crate::packed_func::error::last_error_string;
 
     #[test]
     fn status_entries_return_zero_or_minus_one() {

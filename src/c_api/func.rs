@@ -143,11 +143,16 @@ static ARMS: [Arm; fast_kind::COUNT as usize] = {
     let mut t: [Arm; fast_kind::COUNT as usize] = [call_general; fast_kind::COUNT as usize];
     t[fast_kind::C as usize] = call_c;
     t[fast_kind::BACKEND as usize] = call_backend;
-    t[fast_kind::TVM_FFI as usize] = call_ffi_kernel;
-    let mut n = 0;
-    while n <= fast_kind::TVM_FFI_MAX_LEARNED {
-        t[fast_kind::tvm_ffi_args(n) as usize] = FFI_ARMS[n];
-        n += 1;
+    // tvm-ffi kernels come only from the loaders of `dso` and `ffi-syslib`: without them, a
+    // kernel made through the Rust API takes the general path (its trampoline).
+    #[cfg(any(feature = "dso", feature = "ffi-syslib"))]
+    {
+        t[fast_kind::TVM_FFI as usize] = call_ffi_kernel;
+        let mut n = 0;
+        while n <= fast_kind::TVM_FFI_MAX_LEARNED {
+            t[fast_kind::tvm_ffi_args(n) as usize] = FFI_ARMS[n];
+            n += 1;
+        }
     }
     t
 };
@@ -334,7 +339,10 @@ fn failed() -> c_int {
 /// A compiled function's status and out slots passed on to `TVMFuncCall`'s caller, as
 /// [`call_backend`] does: a failure keeps the callee's error, a plain value is copied, an
 /// owning one moves out.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 fn backend_done(
     r: c_int,
     out: TVMValue,
@@ -367,7 +375,10 @@ fn backend_done(
 /// # Safety
 /// As `TVMFuncCall`, with non-null out slots; `obj` is the address of a live PackedFunc
 /// object whose [`FastCall`] is a tvm-ffi kernel's.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[inline(never)]
 unsafe extern "C" fn call_ffi_kernel(
     obj: usize,
@@ -406,7 +417,10 @@ unsafe extern "C" fn call_ffi_kernel(
 }
 
 /// [`call_ffi_kernel`]'s arms for zero to four arguments, indexed by the count.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 static FFI_ARMS: [Arm; 5] = [
     ffi_kernel_n::<0>,
     ffi_kernel_n::<1>,
@@ -424,7 +438,10 @@ static FFI_ARMS: [Arm; 5] = [
 ///
 /// # Safety
 /// As [`call_ffi_kernel`], with `N` arguments.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[inline(never)]
 unsafe extern "C" fn ffi_kernel_n<const N: usize>(
     obj: usize,
@@ -501,7 +518,10 @@ unsafe extern "C" fn ffi_kernel_n<const N: usize>(
 
 /// The locals of [`ffi_kernel_n`], in one place whose address the kernel sees (through its
 /// arguments), so that the caller's slots are read back from memory after the call.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[repr(C)]
 struct FfiFrame<const N: usize> {
     result: crate::module::tvm_ffi::abi::TVMFFIAny,
@@ -515,7 +535,10 @@ struct FfiFrame<const N: usize> {
 ///
 /// # Safety
 /// As [`call_ffi_kernel`], with `N` arguments.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[inline(never)]
 unsafe fn ffi_kernel_mixed<const N: usize>(
     obj: usize,
@@ -554,7 +577,10 @@ unsafe fn ffi_kernel_mixed<const N: usize>(
 ///
 /// # Safety
 /// As [`call_ffi_kernel`].
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[inline(never)]
 unsafe extern "C" fn ffi_kernel_many(
     obj: usize,
@@ -588,7 +614,10 @@ unsafe extern "C" fn ffi_kernel_many(
 
 /// A tvm-ffi kernel's status and result passed on to `TVMFuncCall`'s caller: None is written
 /// here, anything else (and a failure) goes through [`ffi_kernel_finish`].
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[inline(always)]
 fn ffi_kernel_done(
     rc: c_int,
@@ -610,7 +639,10 @@ fn ffi_kernel_done(
 
 /// [`call_ffi_kernel`] after a failure or a result other than None: the trampoline's result
 /// conversion, then the caller's slots as for any compiled function.
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[cold]
 #[inline(never)]
 fn ffi_kernel_finish(
@@ -630,7 +662,10 @@ fn ffi_kernel_finish(
 ///
 /// # Safety
 /// As [`call_ffi_kernel`].
-#[cfg(not(feature = "bench-no-fast-paths"))]
+#[cfg(all(
+    not(feature = "bench-no-fast-paths"),
+    any(feature = "dso", feature = "ffi-syslib")
+))]
 #[cold]
 #[inline(never)]
 unsafe fn ffi_kernel_general(
@@ -939,11 +974,17 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(
         check_out(out_array, "TVMFuncListGlobalNames: out_array")?;
         NAMES.with(|n| {
             let mut n = n.borrow_mut();
-            n.names = registry::list_names()
-                .into_iter()
-                .filter_map(|s| CString::new(s).ok())
-                .collect();
-            n.ptrs = n.names.iter().map(|s| s.as_ptr()).collect();
+            let n = &mut *n;
+            n.names.clear();
+            for s in registry::list_names() {
+                if let Ok(c) = CString::new(s) {
+                    n.names.push(c);
+                }
+            }
+            n.ptrs.clear();
+            for c in &n.names {
+                n.ptrs.push(c.as_ptr());
+            }
             // SAFETY: checked non-null; the arrays live in thread-local storage.
             unsafe {
                 *out_size = n.ptrs.len() as c_int;

@@ -93,14 +93,8 @@ pub unsafe extern "C" fn TVMArrayCopyFromBytes(
     data: *mut c_void,
     nbytes: usize,
 ) -> c_int {
-    crate::c_boundary! {
-        check_handle(handle, "TVMArrayCopyFromBytes")?;
-        if data.is_null() && nbytes > 0 {
-            return Err(Error::value("TVMArrayCopyFromBytes: data is NULL"));
-        }
-        // SAFETY: checked non-null; caller contract.
-        unsafe { ndarray::copy_from_bytes(&*handle, data, nbytes) }
-    }
+    // SAFETY: forwarded contract.
+    unsafe { array_bytes(handle, data, nbytes, false) }
 }
 
 /// Copies an array out to host bytes (`TVMArrayCopyToBytes`); sizes must match.
@@ -113,13 +107,33 @@ pub unsafe extern "C" fn TVMArrayCopyToBytes(
     data: *mut c_void,
     nbytes: usize,
 ) -> c_int {
+    // SAFETY: forwarded contract.
+    unsafe { array_bytes(handle, data, nbytes, true) }
+}
+
+/// `TVMArrayCopyFromBytes` (`out` false) and `TVMArrayCopyToBytes` (`out` true), one body.
+///
+/// # Safety
+/// As those entries.
+#[inline(never)]
+unsafe fn array_bytes(
+    handle: TVMArrayHandle,
+    data: *mut c_void,
+    nbytes: usize,
+    out: bool,
+) -> c_int {
     crate::c_boundary! {
-        check_handle(handle, "TVMArrayCopyToBytes")?;
+        let what = if out {
+            "TVMArrayCopyToBytes"
+        } else {
+            "TVMArrayCopyFromBytes"
+        };
+        check_handle(handle, what)?;
         if data.is_null() && nbytes > 0 {
-            return Err(Error::value("TVMArrayCopyToBytes: data is NULL"));
+            return Err(Error::value_fmt(format_args!("{what}: data is NULL")));
         }
         // SAFETY: checked non-null; caller contract.
-        unsafe { ndarray::copy_to_bytes(&*handle, data, nbytes) }
+        unsafe { ndarray::copy_bytes(&*handle, data, nbytes, out) }
     }
 }
 

@@ -258,7 +258,8 @@ pub fn available_loaders() -> Vec<String> {
         .into_iter()
         .filter_map(|n| n.strip_prefix(prefix).map(str::to_string))
         .collect();
-    v.sort_unstable();
+    // The crate's one shared sort (equal names are equal strings: any order is this one).
+    crate::packed_func::order::sort_stable_by(&mut v, |a, b| a.cmp(b));
     v
 }
 

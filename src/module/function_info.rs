@@ -191,7 +191,7 @@ pub fn read_map(r: &mut BlobReader<'_>) -> Result<FunctionInfoMap> {
 pub fn write_map(out: &mut Vec<u8>, m: &FunctionInfoMap) {
     out.extend_from_slice(&(m.len() as u64).to_le_bytes());
     let mut keys: Vec<&String> = m.keys().collect();
-    keys.sort_unstable();
+    crate::packed_func::order::sort_stable_by(&mut keys, |a, b| a.cmp(b));
     for k in keys {
         write_string(out, k);
         m[k].write(out);

@@ -167,7 +167,8 @@ pub fn create_module_from_library(lib: Arc<dyn Library>) -> Result<Module> {
 /// Which module each library's context slot points at: the slot's address → the binding's id
 /// and the module object. Loading one library twice gives the same slot (the loader maps a
 /// library once), so every load after the first shares the module the slot already names.
-static CONTEXT_OWNERS: Mutex<Option<HashMap<usize, (u64, usize)>>> = Mutex::new(None);
+/// A list of (slot, id, module) (a process loads few libraries).
+static CONTEXT_OWNERS: Mutex<Vec<(usize, u64, usize)>> = Mutex::new(Vec::new());
 
 /// Ids of the owning bindings (a slot's entry is removed only by the binding that made it).
 static NEXT_BINDING: AtomicU64 = AtomicU64::new(1);
@@ -190,9 +191,11 @@ impl Drop for ContextBinding {
     fn drop(&mut self) {
         if let ContextBinding::Owner { slot, id, .. } = *self {
             let mut owners = CONTEXT_OWNERS.lock().unwrap_or_else(|e| e.into_inner());
-            let map = owners.get_or_insert_with(HashMap::new);
-            if map.get(&slot).is_some_and(|&(owner, _)| owner == id) {
-                map.remove(&slot);
+            if let Some(at) = owners
+                .iter()
+                .position(|&(s, owner, _)| s == slot && owner == id)
+            {
+                owners.swap_remove(at);
                 // SAFETY: a writable pointer variable of the library, which `_lib` keeps mapped.
                 unsafe { *(slot as *mut *mut c_void) = std::ptr::null_mut() };
             }
@@ -208,9 +211,9 @@ pub(crate) fn bind_context(slot: *mut *mut c_void, ctx: &Module, lib: &Arc<dyn L
         return;
     }
     let mut owners = CONTEXT_OWNERS.lock().unwrap_or_else(|e| e.into_inner());
-    let map = owners.get_or_insert_with(HashMap::new);
     let key = slot as usize;
-    if let Some(&(_, obj)) = map.get(&key) {
+    let at = owners.iter().position(|&(s, _, _)| s == key);
+    if let Some((_, _, obj)) = at.map(|i| owners[i]) {
         // SAFETY: an entry's module is allocated until its owning binding's drop has removed
         // the entry, which takes the lock held here.
         let live =
@@ -224,7 +227,11 @@ pub(crate) fn bind_context(slot: *mut *mut c_void, ctx: &Module, lib: &Arc<dyn L
     }
     let id = NEXT_BINDING.fetch_add(1, Ordering::Relaxed);
     let ptr = ctx.as_object().as_ptr();
-    map.insert(key, (id, ptr as usize));
+    // A dead module's entry is replaced (its binding's drop then finds another id).
+    match at {
+        Some(i) => owners[i] = (key, id, ptr as usize),
+        None => owners.push((key, id, ptr as usize)),
+    }
     ctx.add_context_binding(ContextBinding::Owner {
         slot: key,
         id,

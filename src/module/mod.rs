@@ -94,7 +94,8 @@ pub struct ModuleObj {
     context: Mutex<Vec<library::ContextBinding>>,
     node: Box<dyn ModuleNode>,
     imports: RwLock<Vec<ObjectRef>>,
-    env_cache: RwLock<HashMap<String, Function>>,
+    /// Hashed like the registry's map (the same table code serves both).
+    env_cache: RwLock<HashMap<String, Function, rustc_hash::FxBuildHasher>>,
 }
 
 // SAFETY: TYPE_MODULE is a static index of the type table that no other payload type uses.
@@ -113,7 +114,7 @@ impl Module {
             context: Mutex::new(Vec::new()),
             node,
             imports: RwLock::new(Vec::new()),
-            env_cache: RwLock::new(HashMap::new()),
+            env_cache: RwLock::new(HashMap::default()),
         }))
     }
 
@@ -296,7 +297,7 @@ impl Module {
     pub fn get_func_from_env_raw(&self, name: &str) -> Result<*mut crate::object::Object> {
         let f = self.get_func_from_env(name)?;
         let p = f.as_object().as_ptr();
-        keep_alive(name, f);
+        keep_alive(f);
         Ok(p)
     }
 }
@@ -311,20 +312,21 @@ pub fn global_env_func_raw(name: &str) -> Result<*mut crate::object::Object> {
         ))
     })?;
     let p = f.as_object().as_ptr();
-    keep_alive(name, f);
+    keep_alive(f);
     Ok(p)
 }
 
 /// Keeps functions handed out as borrowed pointers alive for the process, so that a registry
 /// entry replaced later cannot invalidate a pointer compiled code cached.
-fn keep_alive(name: &str, f: Function) {
-    use std::sync::{LazyLock, Mutex};
-    static KEEP: LazyLock<Mutex<HashMap<String, Vec<Function>>>> =
-        LazyLock::new(|| Mutex::new(HashMap::new()));
+///
+/// One list of every function handed out (each once): what keeps them alive does not depend
+/// on the name they were looked up by.
+fn keep_alive(f: Function) {
+    use std::sync::Mutex;
+    static KEEP: Mutex<Vec<Function>> = Mutex::new(Vec::new());
     let mut keep = KEEP.lock().unwrap_or_else(|e| e.into_inner());
-    let list = keep.entry(name.to_string()).or_default();
-    if !list.iter().any(|g| g.as_object().same_as(f.as_object())) {
-        list.push(f);
+    if !keep.iter().any(|g| g.as_object().same_as(f.as_object())) {
+        keep.push(f);
     }
 }
 

@@ -10,8 +10,8 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
 static SYMBOLS: LazyLock<RwLock<HashMap<String, usize>>> =
     LazyLock::new(|| RwLock::new(HashMap::new()));
-static MODULES: LazyLock<Mutex<HashMap<String, Module>>> =
-    LazyLock::new(|| Mutex::new(HashMap::new()));
+/// The modules by prefix (a list: a program has one or a few).
+static MODULES: Mutex<Vec<(String, Module)>> = Mutex::new(Vec::new());
 
 /// Registers a symbol (a later registration of the same name replaces it).
 ///
@@ -56,7 +56,7 @@ impl Library for SystemLibrary {
 /// The system library module for a symbol prefix (one per prefix, created on first use).
 pub fn system_lib(prefix: &str) -> Result<Module> {
     let mut mods = MODULES.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(m) = mods.get(prefix) {
+    if let Some((_, m)) = mods.iter().find(|(p, _)| p == prefix) {
         return Ok(m.clone());
     }
     let lib = Arc::new(SystemLibrary {
@@ -71,6 +71,6 @@ pub fn system_lib(prefix: &str) -> Result<Module> {
     };
     #[cfg(not(feature = "ffi-syslib"))]
     let m = create_module_from_library(lib)?;
-    mods.insert(prefix.to_string(), m.clone());
+    mods.push((prefix.to_string(), m.clone()));
     Ok(m)
 }

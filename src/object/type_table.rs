@@ -1,7 +1,6 @@
 //! The type table: type keys to indices with parents, static entries as in the reference.
 
 use crate::packed_func::error::{Error, Result};
-use std::collections::HashMap;
 use std::sync::{LazyLock, RwLock};
 
 /// `runtime.Object`.
@@ -30,7 +29,19 @@ struct TypeInfo {
 
 struct Table {
     infos: Vec<Option<TypeInfo>>,
-    by_key: HashMap<String, u32>,
+}
+
+impl Table {
+    /// The index of a key, searched in registration order (a program registers tens of
+    /// types, so a scan costs less code than a hash table and not more time). Index 0 has a
+    /// name but, as in the reference, no key lookup.
+    fn find(&self, key: &str) -> Option<u32> {
+        self.infos
+            .iter()
+            .skip(1)
+            .position(|i| i.as_ref().is_some_and(|i| i.name == key))
+            .map(|i| i as u32 + 1)
+    }
 }
 
 static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
@@ -46,19 +57,12 @@ static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
         "runtime.disco.DRef",
         "runtime.RPCObjectRef",
     ];
-    let mut t = Table {
-        infos: Vec::new(),
-        by_key: HashMap::new(),
-    };
-    for (i, name) in statics.iter().enumerate() {
+    let mut t = Table { infos: Vec::new() };
+    for name in statics {
         t.infos.push(Some(TypeInfo {
             name: name.to_string(),
             parent: 0,
         }));
-        // Index 0 has a name but, as in the reference, no key lookup.
-        if i != 0 {
-            t.by_key.insert(name.to_string(), i as u32);
-        }
     }
     RwLock::new(t)
 });
@@ -66,7 +70,7 @@ static TABLE: LazyLock<RwLock<Table>> = LazyLock::new(|| {
 /// Registers a type key under a parent index (or returns its index if known).
 pub fn register_dynamic(key: &str, parent: u32) -> u32 {
     let mut t = TABLE.write().unwrap_or_else(|e| e.into_inner());
-    if let Some(&i) = t.by_key.get(key) {
+    if let Some(i) = t.find(key) {
         return i;
     }
     let index = t.infos.len() as u32;
@@ -74,14 +78,13 @@ pub fn register_dynamic(key: &str, parent: u32) -> u32 {
         name: key.to_string(),
         parent,
     }));
-    t.by_key.insert(key.to_string(), index);
     index
 }
 
 /// The index of a type key.
 pub fn type_key_to_index(key: &str) -> Result<u32> {
     let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
-    t.by_key.get(key).copied().ok_or_else(|| {
+    t.find(key).ok_or_else(|| {
         Error::value_fmt(format_args!(
             "Cannot find type {key}: no object type with this key is registered"
         ))
@@ -135,10 +138,12 @@ pub fn dump(min_children: i64) -> String {
                     .as_ref()
                     .map(|p| p.name.as_str())
                     .unwrap_or("?");
-                out.push_str(&format!(
-                    "[{i}] {}\tparent={parent}\tnum_children={}\n",
+                use std::fmt::Write;
+                let _ = writeln!(
+                    out,
+                    "[{i}] {}\tparent={parent}\tnum_children={}",
                     info.name, children[i]
-                ));
+                );
             }
         }
     }

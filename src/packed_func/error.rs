@@ -90,7 +90,9 @@ impl fmt::Debug for Error {
 }
 
 impl Error {
-    /// Builds an error of a kind.
+    /// Builds an error of a kind. Out of line and cold, like [`Error::with_args`]: an error
+    /// site passes its message (one copy per message type, not an allocation and a copy per
+    /// site).
     #[cold]
     #[inline(never)]
     pub fn new(kind: ErrorKind, message: impl Into<String>) -> Self {

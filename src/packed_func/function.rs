@@ -283,13 +283,26 @@ impl Function {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
+        match Function::plain_or_closure(f) {
+            Ok(p) => Function::from_plain(p),
+            Err(f) => Function::from_boxed(Box::new(f)),
+        }
+    }
+
+    /// What [`Function::from_rust`] makes of a closure: its plain function when it captures
+    /// nothing (`Ok`), else the closure back (`Err`), decided at compile time.
+    #[inline(always)]
+    pub(crate) fn plain_or_closure<F>(f: F) -> std::result::Result<PlainFunc, F>
+    where
+        F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
+    {
         if std::mem::size_of::<F>() == 0 && !std::mem::needs_drop::<F>() {
             // Leaked for good: a zero-sized value with nothing to drop, which
             // `call_stateless::<F>` reaches again (see there).
             std::mem::forget(f);
-            Function::from_plain(call_stateless::<F>)
+            Ok(call_stateless::<F>)
         } else {
-            Function::from_boxed(Box::new(f))
+            Err(f)
         }
     }
 

@@ -36,8 +36,8 @@ static REGISTRY: LazyLock<RwLock<Map>> = LazyLock::new(|| RwLock::new(Map::defau
 
 /// Names registered as defaults that a frontend may replace without asking to override (the
 /// reference registers them from Python; we provide them natively).
-static WEAK: LazyLock<Mutex<std::collections::HashSet<String>>> =
-    LazyLock::new(|| Mutex::new(std::collections::HashSet::new()));
+/// A few names: a list, not a set (one hash table type less in the library).
+static WEAK: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 crate::sync::sync_static! {
     /// Set once every room's registration has run.
@@ -64,9 +64,18 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        // Both halves are out of line, so each registration costs two calls, not a copy; a
-        // closure that captures nothing becomes a plain function pointer (`from_rust`).
-        self.add_function(name, Function::from_rust(f));
+        // Out of line, so each registration costs one call (name and function pointer), not
+        // a copy; a closure that captures nothing becomes a plain function pointer.
+        match Function::plain_or_closure(f) {
+            Ok(p) => self.add_plain(name, p),
+            Err(f) => self.add_function(name, Function::from_boxed(Box::new(f))),
+        }
+    }
+
+    /// Registers a plain Rust function under `name` (replacing an earlier one of that name).
+    #[inline(never)]
+    pub fn add_plain(&mut self, name: &str, f: super::function::PlainFunc) {
+        self.add_function(name, Function::from_plain(f));
     }
 
     /// Registers a default that a later `register` of the same name replaces even without
@@ -75,9 +84,11 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        WEAK.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string());
+        let mut weak = WEAK.lock().unwrap_or_else(|e| e.into_inner());
+        if !weak.iter().any(|n| n == name) {
+            weak.push(name.to_string());
+        }
+        drop(weak);
         self.add(name, f);
     }
 
@@ -199,7 +210,11 @@ fn run_once<R>(
 pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> {
     ensure_ready();
     {
-        let weak = WEAK.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+        let weak = {
+            let mut w = WEAK.lock().unwrap_or_else(|e| e.into_inner());
+            let at = w.iter().position(|n| n == name);
+            at.map(|i| w.swap_remove(i)).is_some()
+        };
         let mut r = write();
         if !override_existing && !weak && r.contains_key(name) {
             return Err(Error::internal_fmt(format_args!(

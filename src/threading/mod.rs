@@ -36,7 +36,7 @@ mod pool;
 pub use pool::{config_threadpool, num_threads, parallel_barrier, parallel_launch};
 
 use crate::object::containers::{ArrayObj, StringObj};
-use crate::packed_func::error::{Error, Result};
+use crate::packed_func::error::Error;
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::RetValue;
 use std::ffi::{c_int, c_void};
@@ -70,6 +70,12 @@ impl PoolConfig {
     /// `OMP_NUM_THREADS`, else the available cores; `TVM_BIND_THREADS`;
     /// `TVM_THREAD_POOL_SPIN_COUNT`).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>, cores: usize) -> PoolConfig {
+        Self::from_lookup_dyn(&get, cores)
+    }
+
+    /// [`PoolConfig::from_lookup`]'s body, once for every kind of lookup.
+    #[inline(never)]
+    fn from_lookup_dyn(get: &dyn Fn(&str) -> Option<String>, cores: usize) -> PoolConfig {
         let parse = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
         let threads = parse("TVM_NUM_THREADS")
             .or_else(|| parse("OMP_NUM_THREADS"))
@@ -112,19 +118,23 @@ pub fn physical_cores() -> usize {
         // SAFETY: pid 0 is this thread; the size matches the set.
         let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0;
         if ok {
-            let read = |cpu: usize, what: &str| {
-                std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
-                    .ok()
-                    .map(|s| s.trim().to_string())
-            };
-            let mut cores = std::collections::HashSet::new();
+            // The distinct (package, core) pairs, in a list (a few hundred at most: less code
+            // than a hash set).
+            let mut cores: Vec<(String, String)> = Vec::new();
             for cpu in 0..libc::CPU_SETSIZE as usize {
                 // SAFETY: `cpu` is below CPU_SETSIZE.
                 if !unsafe { libc::CPU_ISSET(cpu, &set) } {
                     continue;
                 }
-                match (read(cpu, "physical_package_id"), read(cpu, "core_id")) {
-                    (Some(p), Some(c)) => cores.insert((p, c)),
+                match (
+                    read_topology(cpu, "physical_package_id"),
+                    read_topology(cpu, "core_id"),
+                ) {
+                    (Some(p), Some(c)) => {
+                        if !cores.iter().any(|(q, d)| *q == p && *d == c) {
+                            cores.push((p, c));
+                        }
+                    }
                     _ => return logical,
                 };
             }
@@ -134,6 +144,15 @@ pub fn physical_cores() -> usize {
         }
     }
     logical
+}
+
+/// A value of a CPU's sysfs topology, trimmed; `None` when it cannot be read.
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn read_topology(cpu: usize, what: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+        .ok()
+        .map(|s| s.trim().to_string())
 }
 
 /// Registers the thread-pool functions (`runtime.NumThreads`, `runtime.config_threadpool`).
@@ -154,7 +173,11 @@ pub(crate) fn register(r: &mut Registrar) {
                 "runtime.config_threadpool: mode {mode} is out of range"
             ))
         })?;
-        let cpus = if a.len() >= 3 && a.downcast::<ArrayObj>(2).is_ok() {
+        let mut cpus = Vec::new();
+        if let Some(list) = (a.len() >= 3)
+            .then(|| a.downcast::<ArrayObj>(2).ok())
+            .flatten()
+        {
             // TVM's form: the CPU ids as an array of strings, then the maximum concurrency
             // (accepted and unused: the pool's size is `nthreads`).
             if a.len() > 4 {
@@ -163,29 +186,30 @@ pub(crate) fn register(r: &mut Registrar) {
             if a.len() == 4 {
                 a.i64(3)?;
             }
-            a.downcast::<ArrayObj>(2)?
-                .items
-                .iter()
-                .map(|item| {
-                    let text = item
-                        .as_ref()
-                        .and_then(|o| o.downcast_ref::<StringObj>())
-                        .map(|s| s.as_str())
-                        .ok_or_else(|| {
-                            Error::type_error(
-                                "runtime.config_threadpool: the CPU list must hold strings",
-                            )
-                        })?;
-                    text.trim().parse::<i64>().map_err(|_| {
-                        Error::value_fmt(format_args!(
+            for item in &list.items {
+                let Some(text) = item
+                    .as_ref()
+                    .and_then(|o| o.downcast_ref::<StringObj>())
+                    .map(|s| s.as_str())
+                else {
+                    return Err(Error::type_error(
+                        "runtime.config_threadpool: the CPU list must hold strings",
+                    ));
+                };
+                match text.trim().parse::<i64>() {
+                    Ok(id) => cpus.push(id),
+                    Err(_) => {
+                        return Err(Error::value_fmt(format_args!(
                             "runtime.config_threadpool: CPU id '{text}' is not a number"
-                        ))
-                    })
-                })
-                .collect::<Result<Vec<_>>>()?
+                        )))
+                    }
+                }
+            }
         } else {
-            (2..a.len()).map(|i| a.i64(i)).collect::<Result<Vec<_>>>()?
-        };
+            for i in 2..a.len() {
+                cpus.push(a.i64(i)?);
+            }
+        }
         config_threadpool(mode, a.i64(1)?, &cpus)
     });
 }

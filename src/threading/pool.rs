@@ -525,6 +525,44 @@ fn bind_to_core(core: usize) -> std::result::Result<(), String> {
 /// How a worker's start went: the worker's number and, when it did not start, why.
 type StartReport = (usize, std::result::Result<(), String>);
 
+/// Where the workers of a start report to the starting thread: what a channel would do, with
+/// a fraction of a channel's code. `state` holds the reports in arrival order and how many
+/// [`Reporter`]s are alive; the starter waits on `cv`.
+struct Reports {
+    state: std::sync::Mutex<(Vec<StartReport>, usize)>,
+    cv: std::sync::Condvar,
+}
+
+impl Reports {
+    fn state(&self) -> std::sync::MutexGuard<'_, (Vec<StartReport>, usize)> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new reporter (counted alive until it drops).
+    fn reporter(self: &std::sync::Arc<Self>) -> Reporter {
+        self.state().1 += 1;
+        Reporter(self.clone())
+    }
+}
+
+/// A worker's end of [`Reports`]: reports once, and is counted gone when dropped (also when
+/// its thread was never created), like a channel's sender.
+struct Reporter(std::sync::Arc<Reports>);
+
+impl Reporter {
+    fn send(&self, report: StartReport) {
+        self.0.state().0.push(report);
+        self.0.cv.notify_all();
+    }
+}
+
+impl Drop for Reporter {
+    fn drop(&mut self) {
+        self.0.state().1 -= 1;
+        self.0.cv.notify_all();
+    }
+}
+
 impl Pool {
     /// Starts a pool; `cpus`, when given, lists the cores workers are pinned to. A worker
     /// that cannot be started (its thread not created, or not pinned where it was asked to
@@ -550,7 +588,10 @@ impl Pool {
         } else {
             Vec::new()
         };
-        let (tx, rx) = std::sync::mpsc::channel::<StartReport>();
+        let reports = std::sync::Arc::new(Reports {
+            state: std::sync::Mutex::new((Vec::new(), 0)),
+            cv: std::sync::Condvar::new(),
+        });
         let mut errors = Vec::new();
         let mut spawned = 0;
         for w in 1..wanted {
@@ -561,7 +602,7 @@ impl Pool {
             } else {
                 None
             };
-            let tx = tx.clone();
+            let tx = reports.reporter();
             let r = std::thread::Builder::new()
                 .name(format!("tvm-worker-{w}"))
                 .spawn(move || {
@@ -571,7 +612,7 @@ impl Pool {
                             Err(crate::packed_func::error::panic_to_error(p).to_string())
                         });
                     let ok = r.is_ok();
-                    let _ = tx.send((w, r));
+                    tx.send((w, r));
                     drop(tx);
                     if ok {
                         pool.worker_loop(&acks[w - 1]);
@@ -585,15 +626,25 @@ impl Pool {
                 }
             }
         }
-        drop(tx);
-        // Every spawned worker reports once; the loop also ends when no sender is left.
+        // Every spawned worker reports once; the wait also ends when no reporter is left.
         let mut started = 0;
-        for (w, r) in rx.iter().take(spawned) {
-            match r {
-                Ok(()) => started += 1,
-                Err(e) => errors.push(format!("worker {w}: {e}")),
+        let mut seen = 0;
+        let mut state = reports.state();
+        while seen < spawned {
+            if let Some(report) = state.0.get_mut(seen) {
+                let (w, r) = std::mem::replace(report, (0, Ok(())));
+                seen += 1;
+                match r {
+                    Ok(()) => started += 1,
+                    Err(e) => errors.push(format!("worker {w}: {e}")),
+                }
+            } else if state.1 == 0 {
+                break;
+            } else {
+                state = reports.cv.wait(state).unwrap_or_else(|e| e.into_inner());
             }
         }
+        drop(state);
         pool.threads.store(started + 1, Ordering::Release);
         (pool, errors)
     }

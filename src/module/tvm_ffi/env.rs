@@ -10,7 +10,6 @@ use crate::module::Module;
 use crate::object::Object;
 use crate::packed_func::error::{Error, Result};
 use std::cell::RefCell;
-use std::collections::HashSet;
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -126,7 +125,7 @@ pub(crate) unsafe fn join_parts(parts: *const *const c_char, n: i32) -> String {
 
 /// Base addresses of the tvm-ffi libraries this runtime loaded: calls of the shim's symbol
 /// from them are ours.
-static OUR_LIBRARIES: Mutex<Option<HashSet<usize>>> = Mutex::new(None);
+static OUR_LIBRARIES: Mutex<Vec<usize>> = Mutex::new(Vec::new());
 
 fn base_of(addr: *const c_void) -> Option<usize> {
     // SAFETY: `Dl_info` is plain data; dladdr fills it for addresses in loaded objects.
@@ -167,8 +166,7 @@ unsafe fn take_our_error(
         OUR_LIBRARIES
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_some_and(|s| s.contains(&b))
+            .contains(&b)
     });
     if !ours {
         return 0;
@@ -404,11 +402,10 @@ pub fn init_context(lib: &dyn Library, probe: *mut c_void) -> Result<()> {
     // The workspace and parallel entries are the classic ones, filled the classic way.
     crate::module::library::init_context_functions(lib)?;
     if let Some(base) = (!probe.is_null()).then(|| base_of(probe)).flatten() {
-        OUR_LIBRARIES
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert_with(HashSet::new)
-            .insert(base);
+        let mut ours = OUR_LIBRARIES.lock().unwrap_or_else(|e| e.into_inner());
+        if !ours.contains(&base) {
+            ours.push(base);
+        }
     }
     Ok(())
 }
