@@ -28,14 +28,19 @@ pub struct NodeProfile {
 impl NodeProfile {
     /// Argument shapes as the reference prints them: `float32[1, 4], float32[4]`.
     pub fn shape_string(&self) -> String {
-        self.arg_shapes
-            .iter()
-            .map(|(t, s)| {
-                let dims: Vec<String> = s.iter().map(i64::to_string).collect();
-                format!("{t}[{}]", dims.join(", "))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        let mut out = String::new();
+        for (k, (t, s)) in self.arg_shapes.iter().enumerate() {
+            if k > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(t);
+            out.push('[');
+            for (j, d) in s.iter().enumerate() {
+                let _ = write!(out, "{}{d}", if j > 0 { ", " } else { "" });
+            }
+            out.push(']');
+        }
+        out
     }
 }
 
@@ -85,15 +90,13 @@ impl ProfileReport {
         devices: Vec<DLDevice>,
     ) -> Self {
         let mut by_op: Vec<OpProfile> = Vec::new();
-        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
         for n in &nodes {
-            match index.get(n.op.as_str()) {
-                Some(&i) => {
-                    by_op[i].time_us += n.time_us;
-                    by_op[i].calls += 1;
+            match by_op.iter_mut().find(|o| o.name == n.op) {
+                Some(o) => {
+                    o.time_us += n.time_us;
+                    o.calls += 1;
                 }
                 None => {
-                    index.insert(&n.op, by_op.len());
                     by_op.push(OpProfile {
                         name: n.op.clone(),
                         time_us: n.time_us,
@@ -215,59 +218,71 @@ impl ProfileReport {
     /// count, name, device, argument shapes, percentage, hash and layouts; the total per
     /// device; the configuration.
     pub fn to_json(&self) -> String {
-        let dur = |us: f64| format!("{{\"microseconds\":{us:.17}}}");
-        let count = |c: usize| format!("{{\"count\":{c}}}");
-        let string = |s: &str| format!("{{\"string\":{}}}", json_str(s));
-        let mut calls = Vec::new();
-        for n in &self.nodes {
-            let mut kv: Vec<(String, String)> = vec![
-                ("Duration (us)".into(), dur(n.time_us)),
-                ("Count".into(), count(1)),
-                ("Name".into(), string(&n.op)),
-                ("Device".into(), string(&device_string(n.device))),
-                ("Argument Shapes".into(), string(&n.shape_string())),
-                (
-                    "Percent".into(),
-                    format!("{{\"percent\":{:.17}}}", self.node_percent(n)),
-                ),
-            ];
+        let mut s = String::from("{\"calls\":[");
+        for (k, n) in self.nodes.iter().enumerate() {
+            if k > 0 {
+                s.push(',');
+            }
+            s.push_str("{\"Duration (us)\":");
+            push_dur(&mut s, n.time_us);
+            s.push_str(",\"Count\":{\"count\":1},\"Name\":");
+            push_string(&mut s, &n.op);
+            s.push_str(",\"Device\":");
+            push_string(&mut s, &device_string(n.device));
+            s.push_str(",\"Argument Shapes\":");
+            push_string(&mut s, &n.shape_string());
+            let _ = write!(
+                s,
+                ",\"Percent\":{{\"percent\":{:.17}}}",
+                self.node_percent(n)
+            );
             for (k, v) in &n.attrs {
                 if k == "hash" {
-                    kv.push(("Hash".into(), string(v)));
+                    s.push_str(",\"Hash\":");
                 } else if k.contains("layout") {
-                    kv.push((k.clone(), string(v)));
+                    s.push(',');
+                    s.push_str(&json_str(k));
+                    s.push(':');
+                } else {
+                    continue;
                 }
+                push_string(&mut s, v);
             }
-            let body: Vec<String> = kv
-                .iter()
-                .map(|(k, v)| format!("{}:{v}", json_str(k)))
-                .collect();
-            calls.push(format!("{{{}}}", body.join(",")));
+            s.push('}');
         }
-        let devs: Vec<String> = self
-            .devices
-            .iter()
-            .map(|d| {
-                let name = device_string(*d);
-                format!(
-                    "{}:{{\"Duration (us)\":{},\"Count\":{},\"Name\":{},\"Device\":{}}}",
-                    json_str(&name),
-                    dur(self.total_us),
-                    count(1),
-                    string("Total"),
-                    string(&name)
-                )
-            })
-            .collect();
-        format!(
-            "{{\"calls\":[{}],\"device_metrics\":{{{}}},\"configuration\":{{\"Number of \
-             threads\":{},\"Executor\":{}}}}}",
-            calls.join(","),
-            devs.join(","),
-            count(crate::threading::num_threads()),
-            string("Graph")
-        )
+        s.push_str("],\"device_metrics\":{");
+        for (k, d) in self.devices.iter().enumerate() {
+            if k > 0 {
+                s.push(',');
+            }
+            let name = device_string(*d);
+            s.push_str(&json_str(&name));
+            s.push_str(":{\"Duration (us)\":");
+            push_dur(&mut s, self.total_us);
+            s.push_str(",\"Count\":{\"count\":1},\"Name\":{\"string\":\"Total\"},\"Device\":");
+            push_string(&mut s, &name);
+            s.push('}');
+        }
+        let _ = write!(
+            s,
+            "}},\"configuration\":{{\"Number of threads\":{{\"count\":{}}},\"Executor\":\
+             {{\"string\":\"Graph\"}}}}}}",
+            crate::threading::num_threads()
+        );
+        s
     }
+}
+
+/// Appends `{"microseconds":<us>}`.
+fn push_dur(s: &mut String, us: f64) {
+    let _ = write!(s, "{{\"microseconds\":{us:.17}}}");
+}
+
+/// Appends `{"string":<v as a JSON string>}`.
+fn push_string(s: &mut String, v: &str) {
+    s.push_str("{\"string\":");
+    s.push_str(&json_str(v));
+    s.push('}');
 }
 
 /// Packs `run_individual` results as the reference does: the node count (`i64`), then each

@@ -6,6 +6,7 @@
 //! count, the parameter names (vector of strings), that many arrays (`NDArray::Save` format),
 //! then the module name (string).
 
+use super::ctx;
 use super::graph_executor::{make_module, Executor, LinkedParamLookup};
 use super::params::{self, ByteSource};
 use crate::module::blob::with_lent_reader;
@@ -81,7 +82,8 @@ impl FactoryNode {
         let mut pending = Vec::with_capacity(names.len());
         let mut p = Vec::with_capacity(names.len());
         for name in &names {
-            let context = |e: Error| e.context(format!("GraphExecutorFactory: parameter '{name}'"));
+            let context =
+                |e: Error| ctx(e, format_args!("GraphExecutorFactory: parameter '{name}'"));
             match params::skip_ndarray(r).map_err(context)? {
                 Some(a) => pending.push(a),
                 None => p.push((name.clone(), params::load_ndarray(r).map_err(context)?)),
@@ -89,7 +91,7 @@ impl FactoryNode {
         }
         if !pending.is_empty() {
             let arrays = params::read_arrays(r, &pending)
-                .map_err(|e| e.context("GraphExecutorFactory: the parameters"))?;
+                .map_err(|e| ctx(e, format_args!("GraphExecutorFactory: the parameters")))?;
             p = names.into_iter().zip(arrays).collect();
         }
         let module_name = params::read_string(r, "the module name")?;
@@ -180,7 +182,7 @@ pub fn params_from_map(o: ObjectRef) -> Result<Vec<(String, NDArray)>> {
             .clone()
             .ok_or_else(|| Error::value_fmt(format_args!("parameter '{name}' is NULL")))
             .and_then(NDArray::from_object)
-            .map_err(|e| e.context(format!("parameter '{name}'")))?;
+            .map_err(|e| ctx(e, format_args!("parameter '{name}'")))?;
         out.push((name, arr));
     }
     Ok(out)
@@ -291,7 +293,7 @@ pub fn load_binary(args: Args<'_>) -> Result<Module> {
     let node = with_lent_reader(
         args.handle(0)?,
         "runtime.module.loadbinary_GraphExecutorFactory",
-        |r| FactoryNode::load(r).map_err(|e| e.context("loading GraphExecutorFactory")),
+        |r| FactoryNode::load(r).map_err(|e| ctx(e, format_args!("loading GraphExecutorFactory"))),
     )?;
     Ok(Module::new(Box::new(node)))
 }
@@ -308,7 +310,9 @@ pub fn create(args: Args<'_>) -> Result<Module> {
     }
     let json = args.str(0)?.to_string();
     let lib = match args.get(1)? {
-        ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?,
+        ArgValue::Object(o) => {
+            Module::from_object(o.to_ref()).map_err(|e| ctx(e, format_args!("{NAME}")))?
+        }
         v => {
             return Err(Error::type_error_fmt(format_args!(
                 "{NAME}: argument 1 must be a Module, got {}",
@@ -322,7 +326,7 @@ pub fn create(args: Args<'_>) -> Result<Module> {
         let name = args.str(i)?.to_string();
         let arr = match args.get(i + 1)? {
             ArgValue::Object(o) => NDArray::from_object(o.to_ref())
-                .map_err(|e| e.context(format!("{NAME}: parameter '{name}'")))?,
+                .map_err(|e| ctx(e, format_args!("{NAME}: parameter '{name}'")))?,
             v => {
                 return Err(Error::type_error_fmt(format_args!(
                     "{NAME}: parameter '{name}' must be an NDArray, got {}",

@@ -486,7 +486,8 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     write_strings(&mut out, &names);
     out.extend_from_slice(&(params.len() as u64).to_le_bytes());
     for (name, a) in params {
-        save_ndarray(&mut out, a).map_err(|e| e.context(format!("saving parameter '{name}'")))?;
+        save_ndarray(&mut out, a)
+            .map_err(|e| super::ctx(e, format_args!("saving parameter '{name}'")))?;
     }
     Ok(out)
 }
@@ -520,8 +521,8 @@ pub fn load_params(bytes: &[u8]) -> Result<Vec<(String, NDArray)>> {
     let names = read_params_header(&mut r)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let a =
-            load_ndarray(&mut r).map_err(|e| e.context(format!("loading parameter '{name}'")))?;
+        let a = load_ndarray(&mut r)
+            .map_err(|e| super::ctx(e, format_args!("loading parameter '{name}'")))?;
         out.push((name, a));
     }
     Ok(out)

@@ -220,7 +220,9 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     }
     let module = match args.object(0)? {
         None => None,
-        Some(o) => Some(Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?),
+        Some(o) => Some(
+            Module::from_object(o.to_ref()).map_err(|e| super::ctx(e, format_args!("{NAME}")))?,
+        ),
     };
     let name = args.str(1)?;
     let dev = DLDevice::new(args.i64(2)? as i32, args.i64(3)? as i32);
@@ -240,7 +242,8 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
         repeats_to_cooldown: args.i64(9)?,
         cache_flush_bytes: if args.len() > 10 { args.i64(10)? } else { 0 },
     };
-    cfg.validate().map_err(|e| e.context(NAME))?;
+    cfg.validate()
+        .map_err(|e| super::ctx(e, format_args!("{NAME}")))?;
     let preproc_name = if args.len() > 11 {
         match args.get(11)? {
             crate::packed_func::value::ArgValue::Null => "",
@@ -272,7 +275,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
             ))
         })?,
     };
-    device::api(dev).map_err(|e| e.context(NAME))?;
+    device::api(dev).map_err(|e| super::ctx(e, format_args!("{NAME}")))?;
     Ok(wrap_time_evaluator(pf, dev, cfg, f_preproc))
 }
 

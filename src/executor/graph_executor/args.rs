@@ -8,7 +8,6 @@ use crate::module::Module;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{FuncImpl, Function};
 use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
-use std::collections::HashMap;
 use std::ffi::c_void;
 
 /// Prepares every node's argument list and function.
@@ -19,7 +18,8 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     }
     let mut slots: Vec<Slot> = Vec::new();
     let mut ops = Vec::with_capacity(g.nodes.len());
-    let mut funcs: HashMap<&str, Function> = HashMap::new();
+    // Functions looked up so far (a graph calls each a few times).
+    let mut funcs: Vec<(&str, Function)> = Vec::new();
     for (nid, node) in g.nodes.iter().enumerate() {
         let start = slots.len();
         if node.op_type == OpType::Null {
@@ -48,8 +48,8 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
             "__nop" => OpKind::Nop,
             "__copy" => OpKind::Copy,
             _ => {
-                let f = match funcs.get(name) {
-                    Some(f) => f.clone(),
+                let f = match funcs.iter().find(|(n, _)| *n == name) {
+                    Some((_, f)) => f.clone(),
                     None => {
                         let f = lib.get_function(name, true)?.ok_or_else(|| {
                             Error::attribute_fmt(format_args!(
@@ -59,7 +59,7 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
                                 lib.type_key()
                             ))
                         })?;
-                        funcs.insert(name, f.clone());
+                        funcs.push((name, f.clone()));
                         f
                     }
                 };

@@ -31,7 +31,6 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, TVMValue};
 use args::setup_ops;
 use ops::Op;
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use storage::{check_kernels_can_reach, setup_storage};
@@ -53,8 +52,8 @@ struct State {
     _storage_pool: Vec<Option<NDArray>>,
     /// One array per node entry (a view of the pool, or an external array after zero-copy).
     data_entry: Vec<NDArray>,
-    /// Names loaded through `load_params` (left out of the input info).
-    param_names: HashSet<String>,
+    /// Inputs named by a loaded parameter (left out of the input info), by input index.
+    is_param: Vec<bool>,
     /// Entries that use a factory's parameter array instead of their own storage; writing
     /// one through `set_input` first gives it storage of its own (copy on write).
     borrowed: Vec<bool>,
@@ -148,8 +147,8 @@ pub(crate) struct Executor {
     pub(crate) graph: Graph,
     lib: Module,
     devices: Vec<DLDevice>,
-    input_map: HashMap<String, usize>,
-    output_map: HashMap<String, usize>,
+    /// Input indices sorted by name (equal names in input order), for lookups by name.
+    inputs_by_name: Box<[u32]>,
     state: ExecLock<State>,
 }
 
@@ -167,23 +166,23 @@ impl Executor {
             ));
         }
         for &d in devices {
-            device::api(d).map_err(|e| e.context("graph executor"))?;
+            device::api(d).map_err(|e| crate::executor::ctx(e, format_args!("graph executor")))?;
         }
         let graph = Graph::parse(graph_json)?;
-        let mut input_map = HashMap::new();
-        for (i, &nid) in graph.input_nodes.iter().enumerate() {
-            input_map.insert(graph.nodes[nid as usize].name.clone(), i);
-        }
-        let mut output_map = HashMap::new();
-        for (i, e) in graph.outputs.iter().enumerate() {
-            output_map.insert(format!("{}:{i}", graph.nodes[e.node_id as usize].name), i);
-        }
+        let name = |i: usize| graph.nodes[graph.input_nodes[i] as usize].name.as_str();
+        let inputs_by_name: Box<[u32]> =
+            crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
+                name(a).cmp(name(b))
+            })
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
         let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
         check_kernels_can_reach(&graph, &lib, &data_entry)?;
         let mut state = State {
             _storage_pool: storage_pool,
             data_entry,
-            param_names: HashSet::new(),
+            is_param: vec![false; graph.input_nodes.len()],
             borrowed: vec![false; graph.num_entries()],
             ops: Vec::new(),
             tensors: Box::new([]),
@@ -198,8 +197,7 @@ impl Executor {
             graph,
             lib,
             devices: devices.to_vec(),
-            input_map,
-            output_map,
+            inputs_by_name,
             state: ExecLock::new(state),
         })
     }
@@ -222,14 +220,39 @@ impl Executor {
         self.graph.outputs.len()
     }
 
-    pub(crate) fn input_index(&self, name: &str) -> Option<usize> {
-        self.input_map.get(name).copied()
+    /// The name of input `i`.
+    fn input_name(&self, i: usize) -> &str {
+        &self.graph.nodes[self.graph.input_nodes[i] as usize].name
     }
 
-    /// Index of an output by `"name:i"` key, or by node name.
+    /// The inputs named `name`, in input order (usually one).
+    fn inputs_named(&self, name: &str) -> &[u32] {
+        let v = &self.inputs_by_name;
+        let lo = v.partition_point(|&i| self.input_name(i as usize) < name);
+        let hi = lo + v[lo..].partition_point(|&i| self.input_name(i as usize) == name);
+        &v[lo..hi]
+    }
+
+    /// The input named `name` (the last one, when several share it).
+    pub(crate) fn input_index(&self, name: &str) -> Option<usize> {
+        self.inputs_named(name).last().map(|&i| i as usize)
+    }
+
+    /// Index of an output by `"name:i"` key (output `i`, whose node is `name`), or by node
+    /// name.
     pub(crate) fn output_index(&self, name: &str) -> Option<usize> {
-        if let Some(&i) = self.output_map.get(name) {
-            return Some(i);
+        if let Some((node, i)) = name.rsplit_once(':') {
+            // `i` as `{i}` prints it: decimal digits, no sign, no leading zero.
+            let canonical = !i.is_empty()
+                && i.bytes().all(|b| b.is_ascii_digit())
+                && (i == "0" || !i.starts_with('0'));
+            if let Some(i) = i.parse::<usize>().ok().filter(|_| canonical) {
+                if i < self.graph.outputs.len()
+                    && self.graph.nodes[self.graph.outputs[i].node_id as usize].name == node
+                {
+                    return Some(i);
+                }
+            }
         }
         self.graph
             .outputs
@@ -259,21 +282,27 @@ impl Executor {
 
     /// Resolves an input name, with an error naming it and the known inputs.
     pub(crate) fn input_index_or_err(&self, name: &str) -> Result<usize> {
-        self.input_index(name).ok_or_else(|| {
-            let mut names: Vec<&str> = self
-                .graph
-                .input_nodes
-                .iter()
-                .map(|&n| self.graph.nodes[n as usize].name.as_str())
-                .collect();
-            let more = names.len() > 20;
-            names.truncate(20);
-            Error::value_fmt(format_args!(
-                "graph has no input named '{name}'; inputs are: {}{}",
-                names.join(", "),
-                if more { ", ..." } else { "" }
-            ))
-        })
+        match self.input_index(name) {
+            Some(i) => Ok(i),
+            None => Err(self.no_input(name)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn no_input(&self, name: &str) -> Error {
+        let n = self.num_inputs();
+        let mut list = String::new();
+        for i in 0..n.min(20) {
+            if i > 0 {
+                list.push_str(", ");
+            }
+            list.push_str(self.input_name(i));
+        }
+        Error::value_fmt(format_args!(
+            "graph has no input named '{name}'; inputs are: {list}{}",
+            if n > 20 { ", ..." } else { "" }
+        ))
     }
 
     /// Resolves an output name, with an error naming it.

@@ -95,12 +95,16 @@ impl Executor {
     }
 
     #[cold]
+    #[inline(never)]
     fn op_error(&self, nid: usize, e: Error) -> Error {
         let node = &self.graph.nodes[nid];
-        e.context(format!(
-            "graph executor: node {nid} '{}' (function {})",
-            node.name, node.param.func_name
-        ))
+        crate::executor::ctx(
+            e,
+            format_args!(
+                "graph executor: node {nid} '{}' (function {})",
+                node.name, node.param.func_name
+            ),
+        )
     }
 
     /// Runs every op in order.
@@ -188,7 +192,7 @@ impl Executor {
         if let Some(dst) = out {
             // SAFETY: both tensors are live.
             unsafe { device::copy_tensor(arr.dltensor(), dst, std::ptr::null_mut()) }
-                .map_err(|e| e.context(format!("debug_get_output {nid}")))?;
+                .map_err(|e| crate::executor::ctx(e, format_args!("debug_get_output {nid}")))?;
         }
         Ok(arr)
     }

@@ -15,6 +15,15 @@ impl Executor {
         st.data_entry[self.graph.entry_id(nid as u32, 0)].device()
     }
 
+    /// Data type name and shape of entry `eid`.
+    #[inline(never)]
+    fn entry_desc(&self, eid: usize) -> (String, Vec<i64>) {
+        (
+            self.graph.dltype_names[eid].clone(),
+            self.graph.shape[eid].clone(),
+        )
+    }
+
     /// Times node `nid`'s op alone; zeros for input nodes.
     pub(crate) fn run_individual_node(&self, nid: i64, cfg: &TimeEvalConfig) -> Result<Vec<f64>> {
         let nid = self.check_node(nid)?;
@@ -41,12 +50,13 @@ impl Executor {
         }
         let mut out = Vec::with_capacity(st.ops.len());
         for nid in 0..st.ops.len() {
-            let t = self.time_node(st, nid, cfg)?;
-            out.push(
-                t.into_iter()
-                    .map(|x| if x.is_nan() { 0.0 } else { x })
-                    .collect(),
-            );
+            let mut t = self.time_node(st, nid, cfg)?;
+            for x in &mut t {
+                if x.is_nan() {
+                    *x = 0.0;
+                }
+            }
+            out.push(t);
         }
         Ok(out)
     }
@@ -96,18 +106,10 @@ impl Executor {
             let node = &self.graph.nodes[nid];
             let mut shapes = Vec::new();
             for e in &node.inputs {
-                let eid = self.graph.eid(*e);
-                shapes.push((
-                    self.graph.dltype_names[eid].clone(),
-                    self.graph.shape[eid].clone(),
-                ));
+                shapes.push(self.entry_desc(self.graph.eid(*e)));
             }
             for j in 0..node.param.num_outputs {
-                let eid = self.graph.entry_id(nid as u32, j);
-                shapes.push((
-                    self.graph.dltype_names[eid].clone(),
-                    self.graph.shape[eid].clone(),
-                ));
+                shapes.push(self.entry_desc(self.graph.entry_id(nid as u32, j)));
             }
             nodes.push(NodeProfile {
                 node_index: nid,
