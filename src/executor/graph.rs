@@ -196,6 +196,7 @@ fn parse_entry(v: &Value, what: Ctx<'_>) -> Result<NodeEntry> {
     })
 }
 
+#[inline(never)]
 fn parse_node(nid: usize, v: &Value) -> Result<Node> {
     let Some(obj) = v.as_object() else {
         return Err(bad(format_args!("node {nid} must be an object")));
@@ -216,21 +217,27 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
             )))
         }
     };
-    let mut inputs = Vec::new();
+    // One owned value from here on, so that every early return drops just it.
+    let mut node = Node {
+        op_type,
+        name: String::new(),
+        inputs: Vec::new(),
+        param: OpParam {
+            num_outputs: 1,
+            ..OpParam::default()
+        },
+    };
     if let Some(ins) = obj.get("inputs") {
         let ins = as_array(ins, Ctx::Inputs(name))?;
-        inputs.reserve_exact(ins.len());
+        node.inputs.reserve_exact(ins.len());
         for (i, e) in ins.iter().enumerate() {
-            inputs.push(parse_entry(e, Ctx::Input(name, i))?);
+            node.inputs.push(parse_entry(e, Ctx::Input(name, i))?);
         }
-    } else if op_type == OpType::TvmOp {
+    } else if node.op_type == OpType::TvmOp {
         return Err(bad(format_args!("node {nid} ('{name}') has no \"inputs\"")));
     }
-    let mut param = OpParam {
-        num_inputs: inputs.len() as u32,
-        num_outputs: 1,
-        ..OpParam::default()
-    };
+    let param = &mut node.param;
+    param.num_inputs = node.inputs.len() as u32;
     let attrs = obj.get("attrs").or_else(|| obj.get("attr"));
     let mut has_func = false;
     if let Some(attrs) = attrs {
@@ -252,17 +259,13 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
             }
         }
     }
-    if op_type == OpType::TvmOp && !has_func {
+    if node.op_type == OpType::TvmOp && !has_func {
         return Err(bad(format_args!(
             "node {nid} ('{name}') is a tvm_op without a func_name attribute"
         )));
     }
-    Ok(Node {
-        op_type,
-        name: name.to_string(),
-        inputs,
-        param,
-    })
+    node.name = name.to_string();
+    Ok(node)
 }
 
 /// Reads one graph attribute `["<type>", <list>]`, checking the type tag.
@@ -304,44 +307,64 @@ fn field_list<'a>(obj: &'a Map, key: &str) -> Result<&'a [Value]> {
     as_array(field(obj, key)?, Ctx::S(key))
 }
 
+#[inline(never)]
+fn parse_json(json: &str) -> std::result::Result<Value, crate::packed_func::json::ParseError> {
+    crate::packed_func::json::parse(json)
+}
+
 impl Graph {
     /// Parses and validates a graph.
+    #[inline(never)]
     pub fn parse(json: &str) -> Result<Graph> {
-        let root = crate::packed_func::json::parse(json)
+        let root = parse_json(json)
             .map_err(|e| Error::tvm_fmt(format_args!("cannot parse graph JSON: {e}")))?;
         let Some(obj) = root.as_object() else {
             return Err(bad(format_args!("the top level must be an object")));
         };
 
+        // One owned value filled in place, so that every early return drops just it.
+        let mut g = Graph {
+            nodes: Vec::new(),
+            input_nodes: Vec::new(),
+            outputs: Vec::new(),
+            node_row_ptr: Vec::new(),
+            dltype: Vec::new(),
+            dltype_names: Vec::new(),
+            storage_id: Vec::new(),
+            device_index: None,
+            storage_scope: None,
+            shape: Vec::new(),
+        };
         let list = field_list(obj, "nodes")?;
-        let mut nodes = Vec::with_capacity(list.len());
+        g.nodes.reserve_exact(list.len());
         for (i, n) in list.iter().enumerate() {
-            nodes.push(parse_node(i, n)?);
+            g.nodes.push(parse_node(i, n)?);
         }
-        if nodes.len() >= u32::MAX as usize {
+        if g.nodes.len() >= u32::MAX as usize {
             return Err(bad(format_args!("too many nodes")));
         }
-        let input_nodes = u32_list(field_list(obj, "arg_nodes")?, "arg_nodes entry")?;
-        let node_row_ptr = u32_list(field_list(obj, "node_row_ptr")?, "node_row_ptr entry")?;
+        g.input_nodes = u32_list(field_list(obj, "arg_nodes")?, "arg_nodes entry")?;
+        g.node_row_ptr = u32_list(field_list(obj, "node_row_ptr")?, "node_row_ptr entry")?;
         let list = field_list(obj, "heads")?;
-        let mut outputs = Vec::with_capacity(list.len());
+        g.outputs.reserve_exact(list.len());
         for (i, v) in list.iter().enumerate() {
-            outputs.push(parse_entry(v, Ctx::Head(i))?);
+            g.outputs.push(parse_entry(v, Ctx::Head(i))?);
         }
 
         let Some(attrs) = field(obj, "attrs")?.as_object() else {
             return Err(bad(format_args!("attrs must be an object")));
         };
-        let dltype_names = str_list(need_list(attrs, "dltype", "list_str")?, "dltype")?;
-        let storage_id = u32_list(
+        g.dltype_names = str_list(need_list(attrs, "dltype", "list_str")?, "dltype")?;
+        g.storage_id = u32_list(
             need_list(attrs, "storage_id", "list_int")?,
             "attrs.storage_id entry",
         )?;
         let list = need_list(attrs, "shape", "list_shape")?;
-        let mut shape = Vec::with_capacity(list.len());
+        g.shape.reserve_exact(list.len());
         for (i, s) in list.iter().enumerate() {
             let dims = as_array(s, Ctx::Shape(i))?;
-            let mut v = Vec::with_capacity(dims.len());
+            g.shape.push(Vec::with_capacity(dims.len()));
+            let v = g.shape.last_mut().expect("just pushed");
             for d in dims {
                 match d.as_i64() {
                     Some(x) if x >= 0 => v.push(x),
@@ -352,50 +375,28 @@ impl Graph {
                     }
                 }
             }
-            shape.push(v);
         }
-        let device_index = match typed_list(attrs, "device_index", "list_int")? {
-            None => None,
-            Some(l) => {
-                let mut out = Vec::with_capacity(l.len());
-                for v in l {
-                    match v.as_i64() {
-                        Some(x) if x >= 0 && x <= i32::MAX as i64 => out.push(x as i32),
-                        _ => {
-                            return Err(bad(format_args!(
-                                "attrs.device_index entry {v} is invalid"
-                            )))
-                        }
-                    }
+        if let Some(l) = typed_list(attrs, "device_index", "list_int")? {
+            let out = g.device_index.insert(Vec::with_capacity(l.len()));
+            for v in l {
+                match v.as_i64() {
+                    Some(x) if x >= 0 && x <= i32::MAX as i64 => out.push(x as i32),
+                    _ => return Err(bad(format_args!("attrs.device_index entry {v} is invalid"))),
                 }
-                Some(out)
             }
-        };
-        let storage_scope = match typed_list(attrs, "storage_scope", "list_str")? {
-            None => None,
-            Some(l) => Some(str_list(l, "storage_scope")?),
-        };
+        }
+        if let Some(l) = typed_list(attrs, "storage_scope", "list_str")? {
+            g.storage_scope = Some(str_list(l, "storage_scope")?);
+        }
 
-        let mut dltype = Vec::with_capacity(dltype_names.len());
-        for s in &dltype_names {
+        g.dltype.reserve_exact(g.dltype_names.len());
+        for s in &g.dltype_names {
             match dtype_from_string(s) {
-                Ok(t) => dltype.push(t),
+                Ok(t) => g.dltype.push(t),
                 Err(e) => return Err(bad(format_args!("{}", e.message))),
             }
         }
 
-        let g = Graph {
-            nodes,
-            input_nodes,
-            outputs,
-            node_row_ptr,
-            dltype,
-            dltype_names,
-            storage_id,
-            device_index,
-            storage_scope,
-            shape,
-        };
         g.validate()?;
         Ok(g)
     }
@@ -419,6 +420,7 @@ impl Graph {
         Ok(())
     }
 
+    #[inline(never)]
     fn validate(&self) -> Result<()> {
         let n = self.nodes.len();
         if self.node_row_ptr.len() != n + 1 {
