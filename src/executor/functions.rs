@@ -2,7 +2,7 @@
 //! conversions shared by the executors' global functions.
 
 use super::debug::pack_run_individual;
-use super::graph_executor::{executor_of, Executor, TensorArg, TensorInfo};
+use super::graph_executor::{executor_of, Executor, TensorArg};
 use super::time_eval::TimeEvalConfig;
 use crate::module::Module;
 use crate::object::containers::{ArrayObj, MapObj, ShapeTupleObj, StringObj};
@@ -94,24 +94,25 @@ fn two_args(e: &Executor, a: &Args<'_>, what: &str, output: bool) -> Result<(usi
     slot_tensor(e, a, 0, what, output)
 }
 
-/// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}`, as the reference returns.
-pub(crate) fn info_map(info: &[TensorInfo]) -> ObjectRef {
+/// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}` of the inputs that are not
+/// parameters (with `input`) or of the outputs, as the reference returns.
+fn info_map(e: &Executor, input: bool) -> Result<ObjectRef> {
     let mut shapes = MapObj::default();
     let mut dtypes = MapObj::default();
-    for t in info {
+    e.each_info(input, &mut |name, shape, dtype| {
         shapes.insert(
-            StringObj::new_ref(&t.name),
-            Some(ShapeTupleObj::new_ref(&t.shape)),
+            StringObj::new_ref(name),
+            Some(ShapeTupleObj::new_ref(shape)),
         );
         dtypes.insert(
-            StringObj::new_ref(&t.name),
-            Some(StringObj::new_ref(&dtype_to_string(t.dtype))),
+            StringObj::new_ref(name),
+            Some(StringObj::new_ref(&dtype_to_string(dtype))),
         );
-    }
+    })?;
     let mut m = MapObj::default();
     m.insert(StringObj::new_ref("shape"), Some(ObjectRef::new(shapes)));
     m.insert(StringObj::new_ref("dtype"), Some(ObjectRef::new(dtypes)));
-    ObjectRef::new(m)
+    Ok(ObjectRef::new(m))
 }
 
 fn ints(a: &Args<'_>, from: usize, n: usize, what: &str) -> Result<Vec<i64>> {
@@ -262,11 +263,11 @@ fn body(name: &str, debug: bool) -> Option<Body> {
             Ok(())
         },
         "get_input_info" => |e, _a, rv| {
-            *rv = info_map(&e.input_info()?).into();
+            *rv = info_map(e, true)?.into();
             Ok(())
         },
         "get_output_info" => |e, _a, rv| {
-            *rv = info_map(&e.output_info()).into();
+            *rv = info_map(e, false)?.into();
             Ok(())
         },
         _ if !debug => return None,

@@ -360,32 +360,55 @@ impl Executor {
         Ok(())
     }
 
-    fn info(&self, nid: u32, eid: usize) -> TensorInfo {
-        TensorInfo {
-            name: self.graph.nodes[nid as usize].name.clone(),
-            shape: self.graph.shape[eid].clone(),
-            dtype: self.graph.dltype[eid],
+    /// Calls `f` with the name, shape and type of each input that is not a loaded parameter
+    /// (with `input`), or of each output, in order.
+    pub(crate) fn each_info(
+        &self,
+        input: bool,
+        f: &mut dyn FnMut(&str, &[i64], DLDataType),
+    ) -> Result<()> {
+        let g = &self.graph;
+        if input {
+            let st = self.state.lock()?;
+            for (i, &nid) in g.input_nodes.iter().enumerate() {
+                if !st.is_param[i] {
+                    let eid = g.entry_id(nid, 0);
+                    f(&g.nodes[nid as usize].name, &g.shape[eid], g.dltype[eid]);
+                }
+            }
+        } else {
+            for &e in &g.outputs {
+                let eid = g.eid(e);
+                f(
+                    &g.nodes[e.node_id as usize].name,
+                    &g.shape[eid],
+                    g.dltype[eid],
+                );
+            }
         }
+        Ok(())
+    }
+
+    fn infos(&self, input: bool) -> Result<Vec<TensorInfo>> {
+        let mut out = Vec::new();
+        self.each_info(input, &mut |name, shape, dtype| {
+            out.push(TensorInfo {
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                dtype,
+            })
+        })?;
+        Ok(out)
     }
 
     /// Input info: names, shapes and types of the inputs that are not loaded parameters.
     pub(crate) fn input_info(&self) -> Result<Vec<TensorInfo>> {
-        let st = self.state.lock()?;
-        let mut out = Vec::new();
-        for (i, &nid) in self.graph.input_nodes.iter().enumerate() {
-            if !st.is_param[i] {
-                out.push(self.info(nid, self.graph.entry_id(nid, 0)));
-            }
-        }
-        Ok(out)
+        self.infos(true)
     }
 
     /// Output info, in output order.
     pub(crate) fn output_info(&self) -> Vec<TensorInfo> {
-        let mut out = Vec::with_capacity(self.graph.outputs.len());
-        for &e in &self.graph.outputs {
-            out.push(self.info(e.node_id, self.graph.eid(e)));
-        }
-        out
+        // Outputs take no lock: this cannot fail.
+        self.infos(false).unwrap_or_default()
     }
 }

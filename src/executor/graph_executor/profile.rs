@@ -37,7 +37,7 @@ impl Executor {
             return Ok(vec![0.0; cfg.repeat.max(0) as usize]);
         }
         let dev = self.devices[0];
-        time_evaluate(&mut || self.run_op(st, nid), None, dev, cfg)
+        time_evaluate(&mut || self.run_ops(st, nid, nid + 1), None, dev, cfg)
     }
 
     /// Times each node's op: one full run first, then per node `repeat` measurements.
@@ -45,9 +45,8 @@ impl Executor {
         cfg.validate()?;
         let mut st = self.state.lock()?;
         let st = &mut *st;
-        for nid in 0..st.ops.len() {
-            self.run_op(st, nid)?;
-        }
+        let n = st.ops.len();
+        self.run_ops(st, 0, n)?;
         let mut out = Vec::with_capacity(st.ops.len());
         for nid in 0..st.ops.len() {
             let mut t = self.time_node(st, nid, cfg)?;
@@ -67,10 +66,9 @@ impl Executor {
         let mut st = self.state.lock()?;
         let st = &mut *st;
         let warm = Instant::now();
+        let n = st.ops.len();
         for _ in 0..3 {
-            for nid in 0..st.ops.len() {
-                self.run_op(st, nid)?;
-            }
+            self.run_ops(st, 0, n)?;
         }
         let runs = if runs == 0 {
             let per_run = warm.elapsed().as_secs_f64() / 3.0;
@@ -78,7 +76,6 @@ impl Executor {
         } else {
             runs
         };
-        let n = st.ops.len();
         let mut node_ns = vec![0u128; n];
         let mut total_ns = 0u128;
         for _ in 0..runs {
@@ -92,7 +89,7 @@ impl Executor {
                 }
                 let dev = self.node_device(st, nid);
                 let t = Instant::now();
-                self.run_op(st, nid)?;
+                self.run_ops(st, nid, nid + 1)?;
                 sync_device(dev)?;
                 *ns += t.elapsed().as_nanos();
             }
