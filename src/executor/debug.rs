@@ -288,8 +288,7 @@ fn push_string(s: &mut String, v: &str) {
 /// Packs `run_individual` results as the reference does: the node count (`i64`), then each
 /// node's `repeat` times (`f64`), little-endian.
 pub fn pack_run_individual(times: &[Vec<f64>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + times.iter().map(|t| t.len() * 8).sum::<usize>());
-    out.extend_from_slice(&(times.len() as i64).to_le_bytes());
+    let mut out = (times.len() as i64).to_le_bytes().to_vec();
     for t in times {
         for x in t {
             out.extend_from_slice(&x.to_le_bytes());

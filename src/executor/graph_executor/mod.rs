@@ -241,17 +241,21 @@ impl Executor {
     /// Index of an output by `"name:i"` key (output `i`, whose node is `name`), or by node
     /// name.
     pub(crate) fn output_index(&self, name: &str) -> Option<usize> {
-        if let Some((node, i)) = name.rsplit_once(':') {
-            // `i` as `{i}` prints it: decimal digits, no sign, no leading zero.
-            let canonical = !i.is_empty()
-                && i.bytes().all(|b| b.is_ascii_digit())
-                && (i == "0" || !i.starts_with('0'));
-            if let Some(i) = i.parse::<usize>().ok().filter(|_| canonical) {
-                if i < self.graph.outputs.len()
-                    && self.graph.nodes[self.graph.outputs[i].node_id as usize].name == node
-                {
-                    return Some(i);
-                }
+        if let Some((node, digits)) = name.rsplit_once(':') {
+            // `i` as `{i}` prints it: decimal digits, no sign, no leading zero; only indices
+            // of outputs are keys.
+            let n = self.graph.outputs.len();
+            let mut i = 0usize;
+            let mut ok = !digits.is_empty() && (digits == "0" || !digits.starts_with('0'));
+            for b in digits.bytes() {
+                ok &= b.is_ascii_digit();
+                i = i
+                    .saturating_mul(10)
+                    .saturating_add(b.wrapping_sub(b'0') as usize);
+            }
+            if ok && i < n && self.graph.nodes[self.graph.outputs[i].node_id as usize].name == node
+            {
+                return Some(i);
             }
         }
         self.graph
