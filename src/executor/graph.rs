@@ -201,10 +201,22 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
     let Some(obj) = v.as_object() else {
         return Err(bad(format_args!("node {nid} must be an object")));
     };
-    let Some(op) = obj.get("op").and_then(Value::as_str) else {
+    // The fields a node may have, found in one pass (the checks below keep their order).
+    let (mut op, mut name, mut inputs, mut attrs, mut attr) = (None, None, None, None, None);
+    for (k, v) in obj {
+        match k.as_str() {
+            "op" => op = Some(v),
+            "name" => name = Some(v),
+            "inputs" => inputs = Some(v),
+            "attrs" => attrs = Some(v),
+            "attr" => attr = Some(v),
+            _ => {}
+        }
+    }
+    let Some(op) = op.and_then(Value::as_str) else {
         return Err(bad(format_args!("node {nid} has no \"op\" string")));
     };
-    let Some(name) = obj.get("name").and_then(Value::as_str) else {
+    let Some(name) = name.and_then(Value::as_str) else {
         return Err(bad(format_args!("node {nid} has no \"name\" string")));
     };
     let op_type = match op {
@@ -227,7 +239,7 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
             ..OpParam::default()
         },
     };
-    if let Some(ins) = obj.get("inputs") {
+    if let Some(ins) = inputs {
         let ins = as_array(ins, Ctx::Inputs(name))?;
         node.inputs.reserve_exact(ins.len());
         for (i, e) in ins.iter().enumerate() {
@@ -238,7 +250,7 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
     }
     let param = &mut node.param;
     param.num_inputs = node.inputs.len() as u32;
-    let attrs = obj.get("attrs").or_else(|| obj.get("attr"));
+    let attrs = attrs.or(attr);
     let mut has_func = false;
     if let Some(attrs) = attrs {
         let Some(attrs) = attrs.as_object() else {

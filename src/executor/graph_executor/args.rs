@@ -87,13 +87,11 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
         entry_off.push(shapes.len());
         shapes.extend_from_slice(s);
     }
-    let mut flat_off = Vec::with_capacity(slots.len());
+    // Flattened sizes follow in slot order (the tensor loop below walks them the same way).
+    let mut next_flat = shapes.len();
     for s in &slots {
         if s.flat {
-            flat_off.push(shapes.len());
             shapes.push(g.shape[s.eid].iter().product());
-        } else {
-            flat_off.push(usize::MAX);
         }
     }
     shapes.push(0);
@@ -104,7 +102,8 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     for (k, s) in slots.iter().enumerate() {
         let entry = st.data_entry[s.eid].dltensor();
         let (ndim, off) = if s.flat {
-            (1, flat_off[k])
+            next_flat += 1;
+            (1, next_flat - 1)
         } else {
             (g.shape[s.eid].len() as i32, entry_off[s.eid])
         };

@@ -197,44 +197,20 @@ impl Executor {
     pub(crate) fn set_input_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
         let eid = self.check_input(index)?;
         let name = self.input_name(index);
-        let mut st = self.state.lock()?;
-        self.check_external(
-            &st,
-            ext.dl(),
-            eid,
-            format_args!("set_input_zero_copy '{name}'"),
-        )?;
         let sid = self.graph.storage_id[eid];
         let mut targets = vec![eid];
-        targets.extend(
-            (0..self.graph.num_entries()).filter(|&e| e != eid && self.graph.storage_id[e] == sid),
-        );
-        let mut views = Vec::with_capacity(targets.len());
-        for &e in &targets {
-            views.push(
-                ext.alias(&self.graph.shape[e], self.graph.dltype[e])
-                    .map_err(|err| ctx(err, format_args!("set_input_zero_copy '{name}'")))?,
-            );
+        for e in 0..self.graph.num_entries() {
+            if e != eid && self.graph.storage_id[e] == sid {
+                targets.push(e);
+            }
         }
-        for (e, v) in targets.into_iter().zip(views) {
-            Self::redirect(&mut st, e, v);
-        }
-        Ok(())
+        self.zero_copy(&targets, ext, format_args!("set_input_zero_copy '{name}'"))
     }
 
     /// Makes output `index` be written straight into `ext`.
     pub(crate) fn set_output_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
         let eid = self.check_output(index)?;
-        let out = self.graph.outputs[index];
-        let mut st = self.state.lock()?;
-        let node = &self.graph.nodes[out.node_id as usize];
-        let name = node.name.as_str();
-        self.check_external(
-            &st,
-            ext.dl(),
-            eid,
-            format_args!("set_output_zero_copy {index} ('{name}')"),
-        )?;
+        let node = &self.graph.nodes[self.graph.outputs[index].node_id as usize];
         let mut targets = vec![eid];
         if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
             let src = self.graph.eid(node.inputs[0]);
@@ -242,16 +218,31 @@ impl Executor {
                 targets.push(src);
             }
         }
+        self.zero_copy(
+            &targets,
+            ext,
+            format_args!("set_output_zero_copy {index} ('{}')", node.name),
+        )
+    }
+
+    /// Checks `ext` against entry `targets[0]` (`what` names the call), then makes every
+    /// entry of `targets` use its memory.
+    fn zero_copy(
+        &self,
+        targets: &[usize],
+        ext: &TensorArg,
+        what: fmt::Arguments<'_>,
+    ) -> Result<()> {
+        let mut st = self.state.lock()?;
+        self.check_external(&st, ext.dl(), targets[0], what)?;
         let mut views = Vec::with_capacity(targets.len());
-        for &e in &targets {
+        for &e in targets {
             views.push(
                 ext.alias(&self.graph.shape[e], self.graph.dltype[e])
-                    .map_err(|err| {
-                        ctx(err, format_args!("set_output_zero_copy {index} ('{name}')"))
-                    })?,
+                    .map_err(|err| ctx(err, what))?,
             );
         }
-        for (e, v) in targets.into_iter().zip(views) {
+        for (&e, v) in targets.iter().zip(views) {
             Self::redirect(&mut st, e, v);
         }
         Ok(())
