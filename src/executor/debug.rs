@@ -337,4 +337,69 @@ mod tests {
         assert_eq!(j["calls"][0]["Hash"]["string"], "h");
         assert_eq!(j["device_metrics"]["cpu0"]["Name"]["string"], "Total");
     }
+
+    /// The report's texts byte for byte as the first implementation wrote them (JSON with
+    /// escapes, layouts and the hash; both tables; the packed timings).
+    #[test]
+    fn texts_are_unchanged() {
+        let a = NodeProfile {
+            node_index: 1,
+            node: "n\"1".into(),
+            op: "fused_add".into(),
+            device: DLDevice::CPU,
+            time_us: 1.25,
+            arg_shapes: vec![("float32".into(), vec![1, 4]), ("int8".into(), vec![])],
+            attrs: [
+                ("hash".to_string(), "abc".to_string()),
+                ("data_layout".to_string(), "NC\"HW".to_string()),
+                ("other".to_string(), "x".to_string()),
+            ]
+            .into(),
+        };
+        let b = NodeProfile {
+            node_index: 2,
+            node: "m".into(),
+            op: "relu".into(),
+            time_us: 3.0,
+            attrs: BTreeMap::new(),
+            arg_shapes: vec![],
+            ..a.clone()
+        };
+        let r = ProfileReport::new(
+            vec![a, b],
+            10.0,
+            5,
+            vec![DLDevice::CPU, DLDevice::new(2, 1)],
+        );
+        let json = concat!(
+            r#"{"calls":[{"Duration (us)":{"microseconds":1.25000000000000000},"Count":{"count":1},"#,
+            r#""Name":{"string":"fused_add"},"Device":{"string":"cpu0"},"Argument Shapes":"#,
+            r#"{"string":"float32[1, 4], int8[]"},"Percent":{"percent":12.50000000000000000},"#,
+            r#""data_layout":{"string":"NC\"HW"},"Hash":{"string":"abc"}},{"Duration (us)":"#,
+            r#"{"microseconds":3.00000000000000000},"Count":{"count":1},"Name":{"string":"relu"},"#,
+            r#""Device":{"string":"cpu0"},"Argument Shapes":{"string":""},"Percent":"#,
+            r#"{"percent":30.00000000000000000}}],"device_metrics":{"cpu0":{"Duration (us)":"#,
+            r#"{"microseconds":10.00000000000000000},"Count":{"count":1},"Name":{"string":"Total"},"#,
+            r#""Device":{"string":"cpu0"}},"cuda1":{"Duration (us)":{"microseconds":10.00000000000000000},"#,
+            r#""Count":{"count":1},"Name":{"string":"Total"},"Device":{"string":"cuda1"}}},"#,
+            r#""configuration":{"Number of threads":{"count":NT},"Executor":{"string":"Graph"}}}"#
+        )
+        .replace("NT", &crate::threading::num_threads().to_string());
+        assert_eq!(r.to_json(), json);
+        let table = "Node  Op            Time (us)   Percent  Device  Argument Shapes\n\
+                     n\"1   fused_add         1.250    12.50%  cpu0    float32[1, 4], int8[]\n\
+                     m     relu              3.000    30.00%  cpu0    \n\
+                     \n\
+                     Op            Time (us)   Percent  Calls\n\
+                     relu              3.000    30.00%      1\n\
+                     fused_add         1.250    12.50%      1\n\
+                     Total            10.000   100.00%      2\n\
+                     \n\
+                     Mean over 5 run(s); total includes timing overhead.\n";
+        assert_eq!(r.table(), table);
+        assert_eq!(
+            pack_run_individual(&[vec![1.0, 2.0], vec![]]),
+            [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 240, 63, 0, 0, 0, 0, 0, 0, 0, 64]
+        );
+    }
 }

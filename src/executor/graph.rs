@@ -603,4 +603,122 @@ mod tests {
         let e = Graph::parse(&OK.replace("[0, 1]]", "[0, 100000]]")).unwrap_err();
         assert!(e.message.contains("storage_id"), "{e}");
     }
+    /// From `f`'s function name to the end of its inputs.
+    const SPAN: &str = "\"add_one\", \"num_inputs\": \"1\",\n          \"num_outputs\": \"1\", \
+                        \"flatten_data\": \"0\", \"hash\": \"abc\"}, \"inputs\": [[0, 0, 0]]";
+
+    /// (search, replacement) edits of `OK`, each making one graph error.
+    const BAD_EDITS: &[(&str, &str)] = &[
+        ("{\n      \"nodes\"", "[{\n      \"nodes\""),
+        ("\"nodes\": [", "\"nodez\": ["),
+        ("\"nodes\": [", "\"nodes\": 3, \"x\": ["),
+        ("{\"op\": \"null\", \"name\": \"x\", \"inputs\": []}", "7"),
+        ("{\"op\": \"null\", ", "{"),
+        ("\"name\": \"x\", ", "\"name\": 5, "),
+        ("\"tvm_op\"", "\"weird\""),
+        (", \"inputs\": [[0, 0, 0]]", ""),
+        ("\"inputs\": [[0, 0, 0]]", "\"inputs\": 4"),
+        ("[[0, 0, 0]]", "[[0]]"),
+        ("[[0, 0, 0]]", "[[-1, 0, 0]]"),
+        ("[[0, 0, 0]]", "[[0, \"a\", 0]]"),
+        ("\"attrs\": {\"func_name\"", "\"attrs\": 1, \"attr\": {\"func_name\""),
+        ("\"num_inputs\": \"1\"", "\"num_inputs\": \"x\""),
+        ("\"flatten_data\": \"0\"", "\"flatten_data\": -1"),
+        ("\"func_name\": \"add_one\", ", ""),
+        ("\"arg_nodes\": [0]", "\"arg_nodes\": [0.5]"),
+        ("\"arg_nodes\": [0]", "\"arg_nodes\": {}"),
+        ("\"heads\": [[1, 0, 0]]", "\"heads\": [[1, 0, 0], 3]"),
+        ("\"heads\": [[1, 0, 0]]", "\"heads\": [[1, 0, 0], [1, 7]]"),
+        ("\"heads\": [[1, 0, 0]]", "\"heads\": [[9, 0]]"),
+        ("\"node_row_ptr\": [0, 1, 2]", "\"node_row_ptr\": [0, 1, -2]"),
+        ("\"node_row_ptr\": [0, 1, 2]", "\"node_row_ptr\": [1, 1, 2]"),
+        ("\"node_row_ptr\": [0, 1, 2]", "\"node_row_ptr\": [0, 2, 1]"),
+        ("\"node_row_ptr\": [0, 1, 2]", "\"node_row_ptr\": [0, 1, 3]"),
+        ("\"node_row_ptr\": [0, 1, 2]", "\"node_row_ptr\": [0, 0, 1]"),
+        ("\"attrs\": {\n        \"dltype\"", "\"attrs\": 2, \"x\": {\n        \"dltype\""),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]]", "\"dltype\": [\"list_str\"]"),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]]", "\"dltype\": [\"list_int\", []]"),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]]", "\"dltype\": [\"list_str\", 3]"),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]]", "\"dltype\": [\"list_str\", [1, 2]]"),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]]", "\"dltype\": [\"list_str\", [\"float32\", \"flt\"]]"),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]]", "\"dltype\": [\"list_str\", [\"float32\"]]"),
+        ("\"dltype\": [\"list_str\", [\"float32\", \"float32\"]],", ""),
+        ("\"storage_id\": [\"list_int\", [0, 1]]", "\"storage_id\": [\"list_int\", [0, \"a\"]]"),
+        ("\"storage_id\": [\"list_int\", [0, 1]]", "\"storage_id\": [\"list_int\", [0, 100000]]"),
+        ("[[2, 3], [2, 3]]", "[[2, 3], 5]"),
+        ("[[2, 3], [2, 3]]", "[[2, 3], [2, -3]]"),
+        ("[[2, 3], [2, 3]]", "[[2, 3], [4611686018427387904, 4]]"),
+        ("\"device_index\": [\"list_int\", [1, 1]]", "\"device_index\": [\"list_int\", [1, -1]]"),
+        ("\"device_index\": [\"list_int\", [1, 1]]", "\"device_index\": [\"list_int\", [1]]"),
+        ("\"device_index\": [\"list_int\", [1, 1]]", "\"storage_scope\": [\"list_str\", [\"global\", 1]]"),
+        ("\"device_index\": [\"list_int\", [1, 1]]", "\"storage_scope\": [\"list_str\", [\"global\"]]"),
+        ("{\"op\": \"null\", \"name\": \"x\", \"inputs\": []}", "{\"op\": \"tvm_op\", \"name\": \"x\", \"inputs\": [[1, 0]], \"attrs\": {\"func_name\": \"f\"}}"),
+        (SPAN, "\"__nop\"}, \"inputs\": []"),
+        (SPAN, "\"__copy\"}, \"inputs\": [[0, 0, 0], [0, 0]]"),
+        ("\"num_outputs\": \"1\"", "\"num_outputs\": \"2\""),
+        ("\"arg_nodes\": [0]", "\"arg_nodes\": [0, 5]"),
+    ];
+
+    /// Each edit's error, class and message byte for byte as the first implementation
+    /// wrote them (Python clients and tests read them).
+    const BAD_MESSAGES: &[&str] = &[
+        "TVMError: cannot parse graph JSON: unexpected end of input in a list at line 16 column 6 (byte 572)",
+        r#"ValueError: invalid graph JSON: missing "nodes""#,
+        "ValueError: invalid graph JSON: nodes must be a list",
+        "ValueError: invalid graph JSON: node 0 must be an object",
+        r#"ValueError: invalid graph JSON: node 0 has no "op" string"#,
+        r#"ValueError: invalid graph JSON: node 0 has no "name" string"#,
+        r#"ValueError: invalid graph JSON: node 1 ('f') has op type 'weird': only "null" and "tvm_op" nodes can be executed"#,
+        r#"ValueError: invalid graph JSON: node 1 ('f') has no "inputs""#,
+        "ValueError: invalid graph JSON: node 'f': inputs must be a list",
+        "ValueError: invalid graph JSON: node 'f': input 0 must be [node_id, index] or [node_id, index, version], got [0]",
+        "ValueError: invalid graph JSON: node 'f': input 0: node id must be a non-negative integer, got -1",
+        r#"ValueError: invalid graph JSON: node 'f': input 0: output index must be a non-negative integer, got "a""#,
+        "ValueError: invalid graph JSON: node 'f': attrs must be an object",
+        r#"ValueError: invalid graph JSON: node 'f': attribute num_inputs must be a non-negative integer, got "x""#,
+        "ValueError: invalid graph JSON: node 'f': attribute flatten_data must be a non-negative integer, got -1",
+        "ValueError: invalid graph JSON: node 1 ('f') is a tvm_op without a func_name attribute",
+        "ValueError: invalid graph JSON: arg_nodes entry must be a non-negative integer, got 0.5",
+        "ValueError: invalid graph JSON: arg_nodes must be a list",
+        "ValueError: invalid graph JSON: heads[1] must be a list",
+        "ValueError: invalid graph JSON: heads[1] refers to output 7 of node 'f', which has 1 outputs",
+        "ValueError: invalid graph JSON: heads[0] refers to node 9 but the graph has 2 nodes",
+        "ValueError: invalid graph JSON: node_row_ptr entry must be a non-negative integer, got -2",
+        "ValueError: invalid graph JSON: node_row_ptr must start at 0",
+        "ValueError: invalid graph JSON: node_row_ptr must be non-decreasing",
+        "ValueError: invalid graph JSON: attrs.dltype has 2 entries but the graph has 3 node entries",
+        "ValueError: invalid graph JSON: attrs.dltype has 2 entries but the graph has 1 node entries",
+        "ValueError: invalid graph JSON: attrs must be an object",
+        r#"ValueError: invalid graph JSON: attrs.dltype must be ["list_str", [...]]"#,
+        r#"ValueError: invalid graph JSON: attrs.dltype must be tagged "list_str", got "list_int""#,
+        "ValueError: invalid graph JSON: attrs.dltype must be a list",
+        "ValueError: invalid graph JSON: attrs.dltype entries must be strings",
+        "ValueError: invalid graph JSON: unknown data type 'flt'",
+        "ValueError: invalid graph JSON: attrs.dltype has 1 entries but the graph has 2 node entries",
+        r#"ValueError: invalid graph JSON: attrs has no "dltype""#,
+        r#"ValueError: invalid graph JSON: attrs.storage_id entry must be a non-negative integer, got "a""#,
+        "ValueError: invalid graph JSON: storage_id 100000 is out of range for a graph of 2 entries",
+        "ValueError: invalid graph JSON: attrs.shape[1] must be a list",
+        "ValueError: invalid graph JSON: attrs.shape[1] must hold non-negative integers, got -3",
+        "ValueError: invalid graph JSON: entry 1: shape [4611686018427387904, 4] is too large: its size does not fit the 64-bit address space",
+        "ValueError: invalid graph JSON: attrs.device_index entry -1 is invalid",
+        "ValueError: invalid graph JSON: attrs.device_index has 1 entries but the graph has 2 node entries",
+        "ValueError: invalid graph JSON: attrs.storage_scope entries must be strings",
+        "ValueError: invalid graph JSON: attrs.storage_scope has 1 entries but the graph has 2 node entries",
+        "ValueError: invalid graph JSON: input 0 of node 'x' comes from node 1 which does not run before it",
+        "ValueError: invalid graph JSON: __nop node 'f' has no input",
+        "ValueError: invalid graph JSON: __copy node 'f' must have one input and one output",
+        "ValueError: invalid graph JSON: node 'f' declares 2 outputs but node_row_ptr gives it 1",
+        "ValueError: invalid graph JSON: arg_nodes[1] = 5 but the graph has 2 nodes",
+    ];
+
+    #[test]
+    fn error_messages_are_unchanged() {
+        assert_eq!(BAD_EDITS.len(), BAD_MESSAGES.len());
+        for ((a, b), want) in BAD_EDITS.iter().zip(BAD_MESSAGES) {
+            assert!(OK.contains(a), "{a}");
+            let e = Graph::parse(&OK.replacen(a, b, 1)).unwrap_err();
+            assert_eq!(e.to_string(), *want);
+        }
+    }
 }
