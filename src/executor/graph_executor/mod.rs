@@ -315,3 +315,90 @@ impl Executor {
             .ok_or_else(|| Error::value_fmt(format_args!("graph has no output named '{name}'")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::GraphExecutor;
+    use crate::module::{Module, ModuleNode};
+    use crate::ndarray::NDArray;
+    use crate::object::ObjectRef;
+    use crate::packed_func::function::Function;
+    use crate::packed_func::types::DLDevice;
+
+    struct NoFunctions;
+
+    impl ModuleNode for NoFunctions {
+        fn type_key(&self) -> &str {
+            "library"
+        }
+        fn get_function(
+            &self,
+            _name: &str,
+            _this: Option<&ObjectRef>,
+        ) -> crate::Result<Option<Function>> {
+            Ok(None)
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    /// Inputs only: `a`, `a:1`, `a` again and `b`; outputs `a:1`, `a` (the first), `b`.
+    const GRAPH: &str = r#"{
+      "nodes": [{"op": "null", "name": "a"}, {"op": "null", "name": "a:1"},
+                {"op": "null", "name": "a"}, {"op": "null", "name": "b"}],
+      "arg_nodes": [0, 1, 2, 3],
+      "heads": [[1, 0], [0, 0], [3, 0]],
+      "node_row_ptr": [0, 1, 2, 3, 4],
+      "attrs": {
+        "dltype": ["list_str", ["float32", "float32", "float32", "float32"]],
+        "storage_id": ["list_int", [0, 1, 2, 3]],
+        "shape": ["list_shape", [[1], [1], [1], [1]]]
+      }
+    }"#;
+
+    /// Names resolve as a map of `name -> index` (the last of equal input names) and of
+    /// `"node:i" -> i` keys for outputs would resolve them.
+    #[test]
+    fn names_resolve_as_by_a_map() {
+        let ex = GraphExecutor::new(GRAPH, Module::new(Box::new(NoFunctions)), &[DLDevice::CPU])
+            .unwrap();
+        assert_eq!(ex.input_index("a"), Some(2));
+        assert_eq!(ex.input_index("a:1"), Some(1));
+        assert_eq!(ex.input_index("b"), Some(3));
+        assert_eq!(ex.input_index("c"), None);
+        assert_eq!(ex.input_index(""), None);
+        assert_eq!(ex.output_index("a:1:0"), Some(0));
+        assert_eq!(ex.output_index("a:1"), Some(1));
+        assert_eq!(ex.output_index("b:2"), Some(2));
+        assert_eq!(ex.output_index("a"), Some(1));
+        assert_eq!(ex.output_index("b"), Some(2));
+        for miss in [
+            "a:01",
+            "a:+1",
+            "a:",
+            "b:0",
+            "b:3",
+            "b:99999999999999999999999",
+            ":",
+            "c",
+        ] {
+            assert_eq!(ex.output_index(miss), None, "{miss}");
+        }
+        // A parameter named `a` leaves both inputs of that name out of the input info.
+        let p = NDArray::from_slice(&[1.0f32], &[1]).unwrap();
+        ex.set_params(&[("a".to_string(), p)]).unwrap();
+        let names: Vec<String> = ex
+            .input_info()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, ["a:1", "b"]);
+        let e = ex.set_input("zz", &NDArray::from_slice(&[1.0f32], &[1]).unwrap());
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "ValueError: graph has no input named 'zz'; inputs are: a, a:1, a, b"
+        );
+    }
+}
