@@ -326,7 +326,6 @@ fn parse_json(json: &str) -> std::result::Result<Value, crate::packed_func::json
 
 impl Graph {
     /// Parses and validates a graph.
-    #[inline(never)]
     pub fn parse(json: &str) -> Result<Graph> {
         let root = parse_json(json)
             .map_err(|e| Error::tvm_fmt(format_args!("cannot parse graph JSON: {e}")))?;

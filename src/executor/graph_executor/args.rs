@@ -11,7 +11,6 @@ use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
 use std::ffi::c_void;
 
 /// Prepares every node's argument list and function.
-#[inline(never)]
 pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     struct Slot {
         eid: usize,

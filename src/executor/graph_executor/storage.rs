@@ -36,7 +36,6 @@ fn entry_bytes(shape: &[i64], t: DLDataType) -> Result<u64> {
 /// an argument on a device whose memory the host cannot address (not cpu, cuda_host or
 /// rocm_host), while the library and its imports hold only host code (`library` modules).
 /// Such kernels would dereference device handles as host pointers and crash the process.
-#[inline(never)]
 pub(super) fn check_kernels_can_reach(
     graph: &Graph,
     lib: &Module,
@@ -118,7 +117,6 @@ fn missing_device(sid: usize, device_type: i32, devices: &[DLDevice]) -> Error {
 
 /// Plans the pool (one array per storage id, sized for its largest entry, on the device its
 /// entries name) and makes one view per entry.
-#[inline(never)]
 pub(super) fn setup_storage(
     g: &Graph,
     lib: &Module,
