@@ -113,12 +113,20 @@ impl ProfileReport {
                 0.0
             };
         }
-        crate::packed_func::order::sort_stable_by(&mut by_op, |a, b| {
-            b.time_us.total_cmp(&a.time_us)
+        let order = crate::packed_func::order::stable_order(by_op.len(), &|a, b| {
+            by_op[b].time_us.total_cmp(&by_op[a].time_us)
         });
+        let mut ops = Vec::with_capacity(by_op.len());
+        for i in order {
+            let o = &mut by_op[i];
+            ops.push(OpProfile {
+                name: std::mem::take(&mut o.name),
+                ..*o
+            });
+        }
         ProfileReport {
             nodes,
-            ops: by_op,
+            ops,
             total_us,
             runs,
             devices,

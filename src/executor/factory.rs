@@ -70,7 +70,7 @@ impl FactoryNode {
         let mut count = [0u8; 8];
         count.copy_from_slice(r.take(8, "the number of parameters")?);
         let count = u64::from_le_bytes(count);
-        let names = params::read_strings(r, "the parameter names")?;
+        let mut names = params::read_strings(r, "the parameter names")?;
         if count != names.len() as u64 {
             return Err(Error::value_fmt(format_args!(
                 "GraphExecutorFactory: {count} parameters announced but {} names stored",
@@ -92,7 +92,10 @@ impl FactoryNode {
         if !pending.is_empty() {
             let arrays = params::read_arrays(r, &pending)
                 .map_err(|e| ctx(e, format_args!("GraphExecutorFactory: the parameters")))?;
-            p = names.into_iter().zip(arrays).collect();
+            p.reserve_exact(arrays.len());
+            for (k, a) in arrays.into_iter().enumerate() {
+                p.push((std::mem::take(&mut names[k]), a));
+            }
         }
         let module_name = params::read_string(r, "the module name")?;
         let mut node = FactoryNode::new(graph_json, p, module_name);

@@ -281,11 +281,11 @@ impl Executor {
     /// `mark`, they are also left out of the input info.
     pub(crate) fn set_params(&self, p: &[(String, NDArray)], mark: bool) -> Result<()> {
         // Largest first, as the reference uploads them.
-        let mut order: Vec<&(String, NDArray)> = p.iter().collect();
-        crate::packed_func::order::sort_stable_by(&mut order, |x, y| {
-            y.1.nbytes().cmp(&x.1.nbytes())
+        let order = crate::packed_func::order::stable_order(p.len(), &|x, y| {
+            p[y].1.nbytes().cmp(&p[x].1.nbytes())
         });
-        for (name, arr) in order {
+        for i in order {
+            let (name, arr) = &p[i];
             if mark {
                 self.mark_param(name)?;
             }
