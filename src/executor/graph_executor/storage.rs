@@ -167,7 +167,7 @@ pub(super) fn setup_storage(
             // largest of its entries' folded shapes, in the entries' (common) data type.
             #[cfg(feature = "opencl")]
             {
-                let (w, h) = crate::device::opencl::api::texture_extent(&g.shape[i], &scope)
+                let (w, h) = crate::device::opencl::api::texture_extent(&g.shape[i], scope)
                     .map_err(|e| ctx(e, format_args!("graph entry {i}")))?;
                 let c = *g.shape[i].last().unwrap_or(&4);
                 let (ph, pw, _) = pe.texture.unwrap_or((0, 0, c));
