@@ -335,7 +335,7 @@ mod tests {
             &self,
             _name: &str,
             _this: Option<&ObjectRef>,
-        ) -> crate::Result<Option<Function>> {
+        ) -> crate::packed_func::error::Result<Option<Function>> {
             Ok(None)
         }
         fn as_any(&self) -> &dyn std::any::Any {
