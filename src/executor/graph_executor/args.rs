@@ -5,13 +5,19 @@ use super::super::graph::{Graph, OpType};
 use super::ops::{Op, OpKind};
 use super::State;
 use crate::module::Module;
+use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{FuncImpl, Function};
 use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
 use std::ffi::c_void;
 
-/// Prepares every node's argument list and function.
-pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
+/// Builds the state: every node's argument list and function over the entries' arrays.
+pub(super) fn setup_ops(
+    g: &Graph,
+    lib: &Module,
+    storage_pool: Vec<Option<NDArray>>,
+    data_entry: Vec<NDArray>,
+) -> Result<State> {
     struct Slot {
         eid: usize,
         flat: bool,
@@ -99,7 +105,7 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     let mut eid_slots = vec![Vec::new(); g.num_entries()];
     let mut tensors = Vec::with_capacity(slots.len());
     for (k, s) in slots.iter().enumerate() {
-        let entry = st.data_entry[s.eid].dltensor();
+        let entry = data_entry[s.eid].dltensor();
         let (ndim, off) = if s.flat {
             next_flat += 1;
             (1, next_flat - 1)
@@ -127,11 +133,17 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
         })
         .collect();
     let codes: Box<[i32]> = vec![tc::DLTENSOR_HANDLE; tensors.len()].into_boxed_slice();
-    st.ops = ops;
-    st.tensors = tensors;
-    st.values = values;
-    st.codes = codes;
-    st._shapes = shapes;
-    st.eid_slots = eid_slots;
-    Ok(())
+    Ok(State {
+        _storage_pool: storage_pool,
+        data_entry,
+        is_param: vec![false; g.input_nodes.len()],
+        borrowed: vec![false; g.num_entries()],
+        ops,
+        tensors,
+        values,
+        codes,
+        _shapes: shapes,
+        eid_slots,
+        last_executed_node: -1,
+    })
 }

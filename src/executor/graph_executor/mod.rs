@@ -179,20 +179,7 @@ impl Executor {
             .collect();
         let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
         check_kernels_can_reach(&graph, &lib, &data_entry)?;
-        let mut state = State {
-            _storage_pool: storage_pool,
-            data_entry,
-            is_param: vec![false; graph.input_nodes.len()],
-            borrowed: vec![false; graph.num_entries()],
-            ops: Vec::new(),
-            tensors: Box::new([]),
-            values: Box::new([]),
-            codes: Box::new([]),
-            _shapes: Box::new([]),
-            eid_slots: Vec::new(),
-            last_executed_node: -1,
-        };
-        setup_ops(&graph, &lib, &mut state)?;
+        let state = setup_ops(&graph, &lib, storage_pool, data_entry)?;
         Ok(Executor {
             graph,
             lib,
