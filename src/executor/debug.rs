@@ -28,14 +28,19 @@ pub struct NodeProfile {
 impl NodeProfile {
     /// Argument shapes as the reference prints them: `float32[1, 4], float32[4]`.
     pub fn shape_string(&self) -> String {
-        self.arg_shapes
-            .iter()
-            .map(|(t, s)| {
-                let dims: Vec<String> = s.iter().map(i64::to_string).collect();
-                format!("{t}[{}]", dims.join(", "))
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        let mut out = String::new();
+        for (k, (t, s)) in self.arg_shapes.iter().enumerate() {
+            if k > 0 {
+                out.push_str(", ");
+            }
+            out.push_str(t);
+            out.push('[');
+            for (j, d) in s.iter().enumerate() {
+                let _ = write!(out, "{}{d}", if j > 0 { ", " } else { "" });
+            }
+            out.push(']');
+        }
+        out
     }
 }
 
@@ -85,15 +90,13 @@ impl ProfileReport {
         devices: Vec<DLDevice>,
     ) -> Self {
         let mut by_op: Vec<OpProfile> = Vec::new();
-        let mut index: BTreeMap<&str, usize> = BTreeMap::new();
         for n in &nodes {
-            match index.get(n.op.as_str()) {
-                Some(&i) => {
-                    by_op[i].time_us += n.time_us;
-                    by_op[i].calls += 1;
+            match by_op.iter_mut().find(|o| o.name == n.op) {
+                Some(o) => {
+                    o.time_us += n.time_us;
+                    o.calls += 1;
                 }
                 None => {
-                    index.insert(&n.op, by_op.len());
                     by_op.push(OpProfile {
                         name: n.op.clone(),
                         time_us: n.time_us,
@@ -110,12 +113,20 @@ impl ProfileReport {
                 0.0
             };
         }
-        crate::packed_func::order::sort_stable_by(&mut by_op, |a, b| {
-            b.time_us.total_cmp(&a.time_us)
+        let order = crate::packed_func::order::stable_order(by_op.len(), &|a, b| {
+            by_op[b].time_us.total_cmp(&by_op[a].time_us)
         });
+        let mut ops = Vec::with_capacity(by_op.len());
+        for i in order {
+            let o = &mut by_op[i];
+            ops.push(OpProfile {
+                name: std::mem::take(&mut o.name),
+                ..*o
+            });
+        }
         ProfileReport {
             nodes,
-            ops: by_op,
+            ops,
             total_us,
             runs,
             devices,
@@ -215,66 +226,77 @@ impl ProfileReport {
     /// count, name, device, argument shapes, percentage, hash and layouts; the total per
     /// device; the configuration.
     pub fn to_json(&self) -> String {
-        let dur = |us: f64| format!("{{\"microseconds\":{us:.17}}}");
-        let count = |c: usize| format!("{{\"count\":{c}}}");
-        let string = |s: &str| format!("{{\"string\":{}}}", json_str(s));
-        let mut calls = Vec::new();
-        for n in &self.nodes {
-            let mut kv: Vec<(String, String)> = vec![
-                ("Duration (us)".into(), dur(n.time_us)),
-                ("Count".into(), count(1)),
-                ("Name".into(), string(&n.op)),
-                ("Device".into(), string(&device_string(n.device))),
-                ("Argument Shapes".into(), string(&n.shape_string())),
-                (
-                    "Percent".into(),
-                    format!("{{\"percent\":{:.17}}}", self.node_percent(n)),
-                ),
-            ];
+        let mut s = String::from("{\"calls\":[");
+        for (k, n) in self.nodes.iter().enumerate() {
+            if k > 0 {
+                s.push(',');
+            }
+            s.push_str("{\"Duration (us)\":");
+            push_dur(&mut s, n.time_us);
+            s.push_str(",\"Count\":{\"count\":1},\"Name\":");
+            push_string(&mut s, &n.op);
+            s.push_str(",\"Device\":");
+            push_string(&mut s, &device_string(n.device));
+            s.push_str(",\"Argument Shapes\":");
+            push_string(&mut s, &n.shape_string());
+            let _ = write!(
+                s,
+                ",\"Percent\":{{\"percent\":{:.17}}}",
+                self.node_percent(n)
+            );
             for (k, v) in &n.attrs {
                 if k == "hash" {
-                    kv.push(("Hash".into(), string(v)));
+                    s.push_str(",\"Hash\":");
                 } else if k.contains("layout") {
-                    kv.push((k.clone(), string(v)));
+                    s.push(',');
+                    s.push_str(&json_str(k));
+                    s.push(':');
+                } else {
+                    continue;
                 }
+                push_string(&mut s, v);
             }
-            let body: Vec<String> = kv
-                .iter()
-                .map(|(k, v)| format!("{}:{v}", json_str(k)))
-                .collect();
-            calls.push(format!("{{{}}}", body.join(",")));
+            s.push('}');
         }
-        let devs: Vec<String> = self
-            .devices
-            .iter()
-            .map(|d| {
-                let name = device_string(*d);
-                format!(
-                    "{}:{{\"Duration (us)\":{},\"Count\":{},\"Name\":{},\"Device\":{}}}",
-                    json_str(&name),
-                    dur(self.total_us),
-                    count(1),
-                    string("Total"),
-                    string(&name)
-                )
-            })
-            .collect();
-        format!(
-            "{{\"calls\":[{}],\"device_metrics\":{{{}}},\"configuration\":{{\"Number of \
-             threads\":{},\"Executor\":{}}}}}",
-            calls.join(","),
-            devs.join(","),
-            count(crate::threading::num_threads()),
-            string("Graph")
-        )
+        s.push_str("],\"device_metrics\":{");
+        for (k, d) in self.devices.iter().enumerate() {
+            if k > 0 {
+                s.push(',');
+            }
+            let name = device_string(*d);
+            s.push_str(&json_str(&name));
+            s.push_str(":{\"Duration (us)\":");
+            push_dur(&mut s, self.total_us);
+            s.push_str(",\"Count\":{\"count\":1},\"Name\":{\"string\":\"Total\"},\"Device\":");
+            push_string(&mut s, &name);
+            s.push('}');
+        }
+        let _ = write!(
+            s,
+            "}},\"configuration\":{{\"Number of threads\":{{\"count\":{}}},\"Executor\":\
+             {{\"string\":\"Graph\"}}}}}}",
+            crate::threading::num_threads()
+        );
+        s
     }
+}
+
+/// Appends `{"microseconds":<us>}`.
+fn push_dur(s: &mut String, us: f64) {
+    let _ = write!(s, "{{\"microseconds\":{us:.17}}}");
+}
+
+/// Appends `{"string":<v as a JSON string>}`.
+fn push_string(s: &mut String, v: &str) {
+    s.push_str("{\"string\":");
+    s.push_str(&json_str(v));
+    s.push('}');
 }
 
 /// Packs `run_individual` results as the reference does: the node count (`i64`), then each
 /// node's `repeat` times (`f64`), little-endian.
 pub fn pack_run_individual(times: &[Vec<f64>]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(8 + times.iter().map(|t| t.len() * 8).sum::<usize>());
-    out.extend_from_slice(&(times.len() as i64).to_le_bytes());
+    let mut out = (times.len() as i64).to_le_bytes().to_vec();
     for t in times {
         for x in t {
             out.extend_from_slice(&x.to_le_bytes());
@@ -322,5 +344,70 @@ mod tests {
         assert_eq!(j["calls"][0]["Name"]["string"], "add");
         assert_eq!(j["calls"][0]["Hash"]["string"], "h");
         assert_eq!(j["device_metrics"]["cpu0"]["Name"]["string"], "Total");
+    }
+
+    /// The report's texts byte for byte as the first implementation wrote them (JSON with
+    /// escapes, layouts and the hash; both tables; the packed timings).
+    #[test]
+    fn texts_are_unchanged() {
+        let a = NodeProfile {
+            node_index: 1,
+            node: "n\"1".into(),
+            op: "fused_add".into(),
+            device: DLDevice::CPU,
+            time_us: 1.25,
+            arg_shapes: vec![("float32".into(), vec![1, 4]), ("int8".into(), vec![])],
+            attrs: [
+                ("hash".to_string(), "abc".to_string()),
+                ("data_layout".to_string(), "NC\"HW".to_string()),
+                ("other".to_string(), "x".to_string()),
+            ]
+            .into(),
+        };
+        let b = NodeProfile {
+            node_index: 2,
+            node: "m".into(),
+            op: "relu".into(),
+            time_us: 3.0,
+            attrs: BTreeMap::new(),
+            arg_shapes: vec![],
+            ..a.clone()
+        };
+        let r = ProfileReport::new(
+            vec![a, b],
+            10.0,
+            5,
+            vec![DLDevice::CPU, DLDevice::new(2, 1)],
+        );
+        let json = concat!(
+            r#"{"calls":[{"Duration (us)":{"microseconds":1.25000000000000000},"Count":{"count":1},"#,
+            r#""Name":{"string":"fused_add"},"Device":{"string":"cpu0"},"Argument Shapes":"#,
+            r#"{"string":"float32[1, 4], int8[]"},"Percent":{"percent":12.50000000000000000},"#,
+            r#""data_layout":{"string":"NC\"HW"},"Hash":{"string":"abc"}},{"Duration (us)":"#,
+            r#"{"microseconds":3.00000000000000000},"Count":{"count":1},"Name":{"string":"relu"},"#,
+            r#""Device":{"string":"cpu0"},"Argument Shapes":{"string":""},"Percent":"#,
+            r#"{"percent":30.00000000000000000}}],"device_metrics":{"cpu0":{"Duration (us)":"#,
+            r#"{"microseconds":10.00000000000000000},"Count":{"count":1},"Name":{"string":"Total"},"#,
+            r#""Device":{"string":"cpu0"}},"cuda1":{"Duration (us)":{"microseconds":10.00000000000000000},"#,
+            r#""Count":{"count":1},"Name":{"string":"Total"},"Device":{"string":"cuda1"}}},"#,
+            r#""configuration":{"Number of threads":{"count":NT},"Executor":{"string":"Graph"}}}"#
+        )
+        .replace("NT", &crate::threading::num_threads().to_string());
+        assert_eq!(r.to_json(), json);
+        let table = "Node  Op            Time (us)   Percent  Device  Argument Shapes\n\
+                     n\"1   fused_add         1.250    12.50%  cpu0    float32[1, 4], int8[]\n\
+                     m     relu              3.000    30.00%  cpu0    \n\
+                     \n\
+                     Op            Time (us)   Percent  Calls\n\
+                     relu              3.000    30.00%      1\n\
+                     fused_add         1.250    12.50%      1\n\
+                     Total            10.000   100.00%      2\n\
+                     \n\
+                     Mean over 5 run(s); total includes timing overhead.\n";
+        assert_eq!(r.table(), table);
+        assert_eq!(
+            pack_run_individual(&[vec![1.0, 2.0], vec![]]),
+            [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 240, 63, 0, 0, 0, 0, 0, 0, 0, 64]
+        );
     }
 }

@@ -6,6 +6,7 @@
 //! count, the parameter names (vector of strings), that many arrays (`NDArray::Save` format),
 //! then the module name (string).
 
+use super::ctx;
 use super::graph_executor::{make_module, Executor, LinkedParamLookup};
 use super::params::{self, ByteSource};
 use crate::module::blob::with_lent_reader;
@@ -69,7 +70,7 @@ impl FactoryNode {
         let mut count = [0u8; 8];
         count.copy_from_slice(r.take(8, "the number of parameters")?);
         let count = u64::from_le_bytes(count);
-        let names = params::read_strings(r, "the parameter names")?;
+        let mut names = params::read_strings(r, "the parameter names")?;
         if count != names.len() as u64 {
             return Err(Error::value_fmt(format_args!(
                 "GraphExecutorFactory: {count} parameters announced but {} names stored",
@@ -81,7 +82,8 @@ impl FactoryNode {
         let mut pending = Vec::with_capacity(names.len());
         let mut p = Vec::with_capacity(names.len());
         for name in &names {
-            let context = |e: Error| e.context(format!("GraphExecutorFactory: parameter '{name}'"));
+            let context =
+                |e: Error| ctx(e, format_args!("GraphExecutorFactory: parameter '{name}'"));
             match params::skip_ndarray(r).map_err(context)? {
                 Some(a) => pending.push(a),
                 None => p.push((name.clone(), params::load_ndarray(r).map_err(context)?)),
@@ -89,8 +91,11 @@ impl FactoryNode {
         }
         if !pending.is_empty() {
             let arrays = params::read_arrays(r, &pending)
-                .map_err(|e| e.context("GraphExecutorFactory: the parameters"))?;
-            p = names.into_iter().zip(arrays).collect();
+                .map_err(|e| ctx(e, format_args!("GraphExecutorFactory: the parameters")))?;
+            p.reserve_exact(arrays.len());
+            for (k, a) in arrays.into_iter().enumerate() {
+                p.push((std::mem::take(&mut names[k]), a));
+            }
         }
         let module_name = params::read_string(r, "the module name")?;
         let mut node = FactoryNode::new(graph_json, p, module_name);
@@ -180,7 +185,7 @@ pub fn params_from_map(o: ObjectRef) -> Result<Vec<(String, NDArray)>> {
             .clone()
             .ok_or_else(|| Error::value_fmt(format_args!("parameter '{name}' is NULL")))
             .and_then(NDArray::from_object)
-            .map_err(|e| e.context(format!("parameter '{name}'")))?;
+            .map_err(|e| ctx(e, format_args!("parameter '{name}'")))?;
         out.push((name, arr));
     }
     Ok(out)
@@ -291,7 +296,7 @@ pub fn load_binary(args: Args<'_>) -> Result<Module> {
     let node = with_lent_reader(
         args.handle(0)?,
         "runtime.module.loadbinary_GraphExecutorFactory",
-        |r| FactoryNode::load(r).map_err(|e| e.context("loading GraphExecutorFactory")),
+        |r| FactoryNode::load(r).map_err(|e| ctx(e, format_args!("loading GraphExecutorFactory"))),
     )?;
     Ok(Module::new(Box::new(node)))
 }
@@ -308,7 +313,9 @@ pub fn create(args: Args<'_>) -> Result<Module> {
     }
     let json = args.str(0)?.to_string();
     let lib = match args.get(1)? {
-        ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?,
+        ArgValue::Object(o) => {
+            Module::from_object(o.to_ref()).map_err(|e| ctx(e, format_args!("{NAME}")))?
+        }
         v => {
             return Err(Error::type_error_fmt(format_args!(
                 "{NAME}: argument 1 must be a Module, got {}",
@@ -322,7 +329,7 @@ pub fn create(args: Args<'_>) -> Result<Module> {
         let name = args.str(i)?.to_string();
         let arr = match args.get(i + 1)? {
             ArgValue::Object(o) => NDArray::from_object(o.to_ref())
-                .map_err(|e| e.context(format!("{NAME}: parameter '{name}'")))?,
+                .map_err(|e| ctx(e, format_args!("{NAME}: parameter '{name}'")))?,
             v => {
                 return Err(Error::type_error_fmt(format_args!(
                     "{NAME}: parameter '{name}' must be an NDArray, got {}",

@@ -2,7 +2,7 @@
 //! conversions shared by the executors' global functions.
 
 use super::debug::pack_run_individual;
-use super::graph_executor::{executor_of, Executor, TensorArg, TensorInfo};
+use super::graph_executor::{executor_of, Executor, TensorArg};
 use super::time_eval::TimeEvalConfig;
 use crate::module::Module;
 use crate::object::containers::{ArrayObj, MapObj, ShapeTupleObj, StringObj};
@@ -64,42 +64,55 @@ fn index(v: i64, what: &str) -> Result<usize> {
     Ok(v as usize)
 }
 
-fn input_of(e: &Executor, k: Key<'_>, what: &str) -> Result<usize> {
-    match k {
-        Key::Name(n) => e
-            .input_index_or_err(n)
-            .map_err(|err| err.context(what.to_string())),
-        Key::Index(i) => index(i, what),
-    }
+/// Reads argument `k` as an input (or, with `output`, an output) name or index.
+#[inline(never)]
+fn slot_of(e: &Executor, a: &Args<'_>, k: usize, what: &str, output: bool) -> Result<usize> {
+    let r = match key_arg(a, k, what)? {
+        Key::Index(i) => return index(i, what),
+        Key::Name(n) if output => e.output_index_or_err(n),
+        Key::Name(n) => e.input_index_or_err(n),
+    };
+    r.map_err(|err| crate::executor::ctx(err, format_args!("{what}")))
 }
 
-fn output_of(e: &Executor, k: Key<'_>, what: &str) -> Result<usize> {
-    match k {
-        Key::Name(n) => e
-            .output_index_or_err(n)
-            .map_err(|err| err.context(what.to_string())),
-        Key::Index(i) => index(i, what),
-    }
+/// Reads arguments `k` and `k + 1` as an input (or output) and a tensor.
+#[inline(never)]
+fn slot_tensor(
+    e: &Executor,
+    a: &Args<'_>,
+    k: usize,
+    what: &str,
+    output: bool,
+) -> Result<(usize, TensorArg)> {
+    let i = slot_of(e, a, k, what, output)?;
+    Ok((i, TensorArg::from_arg(a.get(k + 1)?, what)?))
 }
 
-/// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}`, as the reference returns.
-pub(crate) fn info_map(info: &[TensorInfo]) -> ObjectRef {
+/// The `(key, tensor)` functions: `set_input`, `set_input_zero_copy`, `set_output_zero_copy`.
+fn two_args(e: &Executor, a: &Args<'_>, what: &str, output: bool) -> Result<(usize, TensorArg)> {
+    a.expect_len(2, what)?;
+    slot_tensor(e, a, 0, what, output)
+}
+
+/// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}` of the inputs that are not
+/// parameters (with `input`) or of the outputs, as the reference returns.
+fn info_map(e: &Executor, input: bool) -> Result<ObjectRef> {
     let mut shapes = MapObj::default();
     let mut dtypes = MapObj::default();
-    for t in info {
+    e.each_info(input, &mut |name, shape, dtype| {
         shapes.insert(
-            StringObj::new_ref(&t.name),
-            Some(ShapeTupleObj::new_ref(&t.shape)),
+            StringObj::new_ref(name),
+            Some(ShapeTupleObj::new_ref(shape)),
         );
         dtypes.insert(
-            StringObj::new_ref(&t.name),
-            Some(StringObj::new_ref(&dtype_to_string(t.dtype))),
+            StringObj::new_ref(name),
+            Some(StringObj::new_ref(&dtype_to_string(dtype))),
         );
-    }
+    })?;
     let mut m = MapObj::default();
     m.insert(StringObj::new_ref("shape"), Some(ObjectRef::new(shapes)));
     m.insert(StringObj::new_ref("dtype"), Some(ObjectRef::new(dtypes)));
-    ObjectRef::new(m)
+    Ok(ObjectRef::new(m))
 }
 
 fn ints(a: &Args<'_>, from: usize, n: usize, what: &str) -> Result<Vec<i64>> {
@@ -129,7 +142,8 @@ fn debug_cfg(v: &[i64], what: &str) -> Result<TimeEvalConfig> {
             "{what}: repeat and repeats_to_cooldown must be positive"
         )));
     }
-    cfg.validate().map_err(|e| e.context(what.to_string()))?;
+    cfg.validate()
+        .map_err(|e| crate::executor::ctx(e, format_args!("{what}")))?;
     Ok(cfg)
 }
 
@@ -138,36 +152,22 @@ type Body = fn(&Executor, Args<'_>, &mut RetValue) -> Result<()>;
 fn body(name: &str, debug: bool) -> Option<Body> {
     let f: Body = match name {
         "set_input" => |e, a, _rv| {
-            a.expect_len(2, "set_input")?;
-            let i = input_of(e, key_arg(&a, 0, "set_input")?, "set_input")?;
-            let t = TensorArg::from_arg(a.get(1)?, "set_input")?;
+            let (i, t) = two_args(e, &a, "set_input", false)?;
             e.set_input(i, tensor_dl(&t))
         },
         "set_input_zero_copy" => |e, a, _rv| {
-            a.expect_len(2, "set_input_zero_copy")?;
-            let i = input_of(
-                e,
-                key_arg(&a, 0, "set_input_zero_copy")?,
-                "set_input_zero_copy",
-            )?;
-            let t = TensorArg::from_arg(a.get(1)?, "set_input_zero_copy")?;
+            let (i, t) = two_args(e, &a, "set_input_zero_copy", false)?;
             e.set_input_zero_copy(i, &t)
         },
         "set_output_zero_copy" => |e, a, _rv| {
-            a.expect_len(2, "set_output_zero_copy")?;
-            let i = output_of(
-                e,
-                key_arg(&a, 0, "set_output_zero_copy")?,
-                "set_output_zero_copy",
-            )?;
-            let t = TensorArg::from_arg(a.get(1)?, "set_output_zero_copy")?;
+            let (i, t) = two_args(e, &a, "set_output_zero_copy", true)?;
             e.set_output_zero_copy(i, &t)
         },
         "get_output" => |e, a, rv| {
             if a.is_empty() || a.len() > 2 {
                 return Err(Error::value("get_output expects (index[, out])"));
             }
-            let i = output_of(e, key_arg(&a, 0, "get_output")?, "get_output")?;
+            let i = slot_of(e, &a, 0, "get_output", true)?;
             if a.len() == 2 && !matches!(a.get(1)?, ArgValue::Null) {
                 let t = TensorArg::from_arg(a.get(1)?, "get_output")?;
                 return e.copy_output_to(i, tensor_dl(&t));
@@ -208,8 +208,7 @@ fn body(name: &str, debug: bool) -> Option<Body> {
             }
             let host = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
             for k in (2..a.len()).step_by(2) {
-                let i = input_of(e, key_arg(&a, k, "run_from_inputs")?, "run_from_inputs")?;
-                let t = TensorArg::from_arg(a.get(k + 1)?, "run_from_inputs")?;
+                let (i, t) = slot_tensor(e, &a, k, "run_from_inputs", false)?;
                 e.set_input(i, tensor_dl(&t))?;
             }
             e.run()?;
@@ -264,11 +263,11 @@ fn body(name: &str, debug: bool) -> Option<Body> {
             Ok(())
         },
         "get_input_info" => |e, _a, rv| {
-            *rv = info_map(&e.input_info()?).into();
+            *rv = info_map(e, true)?.into();
             Ok(())
         },
         "get_output_info" => |e, _a, rv| {
-            *rv = info_map(&e.output_info()).into();
+            *rv = info_map(e, false)?.into();
             Ok(())
         },
         _ if !debug => return None,
@@ -402,7 +401,8 @@ pub(crate) fn create(a: Args<'_>, debug: bool) -> Result<Module> {
     }
     let json = a.str(0)?;
     let lib = match a.get(1)? {
-        ArgValue::Object(o) => Module::from_object(o.to_ref()).map_err(|e| e.context(what))?,
+        ArgValue::Object(o) => Module::from_object(o.to_ref())
+            .map_err(|e| crate::executor::ctx(e, format_args!("{what}")))?,
         v => {
             return Err(Error::type_error_fmt(format_args!(
                 "{what}: argument 1 must be a Module, got {}",

@@ -45,6 +45,19 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 #[cfg(feature = "graph")]
 use crate::packed_func::value::{Args, RetValue};
+use std::fmt;
+
+/// `e` with `context` before its message: one cold, out-of-line instantiation of
+/// [`Error::context`] for the whole room (each `map_err(|e| e.context(format!(..)))` would
+/// format in place and instantiate `context` for its own argument type).
+#[cold]
+#[inline(never)]
+pub(crate) fn ctx(
+    e: crate::packed_func::error::Error,
+    context: fmt::Arguments<'_>,
+) -> crate::packed_func::error::Error {
+    e.context(context)
+}
 
 /// Reads a Map (String → NDArray) argument.
 #[cfg(feature = "graph")]
@@ -52,7 +65,7 @@ fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray
     let o = a
         .object(i)?
         .ok_or_else(|| Error::value_fmt(format_args!("{what}: the parameter map is NULL")))?;
-    factory::params_from_map(o.to_ref()).map_err(|e| e.context(what))
+    factory::params_from_map(o.to_ref()).map_err(|e| ctx(e, format_args!("{what}")))
 }
 
 #[cfg(feature = "graph")]
@@ -79,7 +92,7 @@ fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
             "runtime.LoadParamsFromFile: cannot read {path}: {e}"
         ))
     })?;
-    let p = params::load_params(&bytes).map_err(|e| e.context(path))?;
+    let p = params::load_params(&bytes).map_err(|e| ctx(e, format_args!("{path}")))?;
     Ok(factory::params_to_map(&p).into())
 }
 

@@ -162,7 +162,11 @@ pub fn read_strings(r: &mut dyn ByteSource, what: &str) -> Result<Vec<String>> {
             r.left()
         )));
     }
-    (0..n).map(|_| read_string(r, what)).collect()
+    let mut out = Vec::with_capacity(n as usize);
+    for _ in 0..n {
+        out.push(read_string(r, what)?);
+    }
+    Ok(out)
 }
 
 /// Appends a `u64`-length-prefixed string.
@@ -284,14 +288,20 @@ pub struct ArrayHeader {
     pub size: u64,
 }
 
+/// An "invalid NDArray data: ..." error.
+#[cold]
+#[inline(never)]
+fn invalid(why: std::fmt::Arguments<'_>) -> Error {
+    Error::value_fmt(format_args!("invalid NDArray data: {why}"))
+}
+
 /// Reads and checks an array's header (up to its data, which at least `size` bytes left
 /// must hold).
 pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
-    let invalid = |why: String| Error::value_fmt(format_args!("invalid NDArray data: {why}"));
     let magic = read_u64(r, "the array magic number")?;
     let _reserved = read_u64(r, "the array header")?;
     if magic != NDARRAY_MAGIC {
-        return Err(invalid(format!(
+        return Err(invalid(format_args!(
             "bad magic number (expected {NDARRAY_MAGIC:#018x})"
         )));
     }
@@ -301,12 +311,12 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     let dt = r.take(4, "the array data type")?;
     let dtype = DLDataType::new(dt[0], dt[1], u16::from_le_bytes([dt[2], dt[3]]));
     if dev_type != DL_CPU {
-        return Err(invalid(format!(
+        return Err(invalid(format_args!(
             "device type {dev_type}: arrays can only be saved as CPU arrays"
         )));
     }
     if ndim < 0 || ndim as u64 > (r.left() / 8) as u64 {
-        return Err(invalid(format!("rank {ndim} is out of range")));
+        return Err(invalid(format_args!("rank {ndim} is out of range")));
     }
     let mut shape = Vec::with_capacity(ndim as usize);
     for _ in 0..ndim {
@@ -316,22 +326,24 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     let mut num_elems: u64 = 1;
     for &d in &shape {
         if d < 0 {
-            return Err(invalid(format!("negative dimension in shape {shape:?}")));
+            return Err(invalid(format_args!(
+                "negative dimension in shape {shape:?}"
+            )));
         }
         num_elems = num_elems
             .checked_mul(d as u64)
-            .ok_or_else(|| invalid(format!("shape {shape:?} is too large")))?;
+            .ok_or_else(|| invalid(format_args!("shape {shape:?} is too large")))?;
     }
     let size = read_u64(r, "the array data size")?;
     let expected = saved_data_size(dtype, num_elems);
     if expected != Some(size) {
-        return Err(invalid(format!(
+        return Err(invalid(format_args!(
             "data size {size} does not match shape {shape:?} of {}",
             crate::packed_func::dtype::dtype_to_string(dtype)
         )));
     }
     if size > r.left() as u64 {
-        return Err(invalid(format!(
+        return Err(invalid(format_args!(
             "the data is truncated: {size} bytes of data announced, {} left",
             r.left()
         )));
@@ -339,9 +351,9 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     // The file holds one lane per element but the array takes all its lanes in memory: a
     // vector type would make a small file ask for up to 65535 times its bytes.
     let in_memory = crate::packed_func::tensor::checked_nbytes(&shape, dtype)
-        .map_err(|e| invalid(e.into_message()))? as u64;
+        .map_err(|e| invalid(format_args!("{}", e.message)))? as u64;
     if in_memory > size.saturating_add(MAX_UNSTORED_BYTES) {
-        return Err(invalid(format!(
+        return Err(invalid(format_args!(
             "shape {shape:?} of {} takes {in_memory} bytes in memory for {size} bytes of data",
             crate::packed_func::dtype::dtype_to_string(dtype)
         )));
@@ -424,10 +436,10 @@ pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Ve
             .map(|n| n & !(align - 1))
             .ok_or_else(|| Error::value("invalid NDArray data: an array is too large"))
     };
-    let slots = arrays
-        .iter()
-        .map(|a| slot(&a.header))
-        .collect::<Result<Vec<usize>>>()?;
+    let mut slots = Vec::with_capacity(arrays.len());
+    for a in arrays {
+        slots.push(slot(&a.header)?);
+    }
     let total = slots
         .iter()
         .try_fold(0usize, |t, &s| t.checked_add(s))
@@ -486,27 +498,27 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     write_strings(&mut out, &names);
     out.extend_from_slice(&(params.len() as u64).to_le_bytes());
     for (name, a) in params {
-        save_ndarray(&mut out, a).map_err(|e| e.context(format!("saving parameter '{name}'")))?;
+        save_ndarray(&mut out, a)
+            .map_err(|e| super::ctx(e, format_args!("saving parameter '{name}'")))?;
     }
     Ok(out)
 }
 
 /// Reads the header and names of a parameter dictionary, leaving `r` at the first array.
 pub fn read_params_header(r: &mut dyn ByteSource) -> Result<Vec<String>> {
-    let invalid =
-        |why: &str| Error::value_fmt(format_args!("invalid parameters file format: {why}"));
     let magic = read_u64(r, "the parameters magic number")?;
     if magic != NDARRAY_LIST_MAGIC {
-        return Err(invalid(&format!(
-            "bad magic number (expected {NDARRAY_LIST_MAGIC:#018x}): not a parameters file"
+        return Err(Error::value_fmt(format_args!(
+            "invalid parameters file format: bad magic number (expected \
+             {NDARRAY_LIST_MAGIC:#018x}): not a parameters file"
         )));
     }
     let _reserved = read_u64(r, "the parameters header")?;
     let names = read_strings(r, "the parameter names")?;
     let count = read_u64(r, "the number of arrays")?;
     if count != names.len() as u64 {
-        return Err(invalid(&format!(
-            "{} names but {count} arrays",
+        return Err(Error::value_fmt(format_args!(
+            "invalid parameters file format: {} names but {count} arrays",
             names.len()
         )));
     }
@@ -520,8 +532,8 @@ pub fn load_params(bytes: &[u8]) -> Result<Vec<(String, NDArray)>> {
     let names = read_params_header(&mut r)?;
     let mut out = Vec::with_capacity(names.len());
     for name in names {
-        let a =
-            load_ndarray(&mut r).map_err(|e| e.context(format!("loading parameter '{name}'")))?;
+        let a = load_ndarray(&mut r)
+            .map_err(|e| super::ctx(e, format_args!("loading parameter '{name}'")))?;
         out.push((name, a));
     }
     Ok(out)

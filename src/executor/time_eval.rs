@@ -154,7 +154,27 @@ pub fn time_evaluate(
 
 /// Packs seconds as the reference returns them: consecutive native (little-endian) `f64`s.
 pub fn pack_f64(v: &[f64]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    let mut out = Vec::with_capacity(v.len() * 8);
+    for x in v {
+        out.extend_from_slice(&x.to_le_bytes());
+    }
+    out
+}
+
+/// Calls `g` with copies of a caller's arguments (the time evaluator's function and its
+/// preprocessor), dropping what it returns.
+fn call_with(g: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result<()> {
+    let mut tmp = RetValue::Null;
+    // SAFETY: the copies hold `values.len()` entries of the caller's arguments, whose
+    // pointees live for this call.
+    unsafe {
+        g.obj().call_raw(
+            values.as_mut_ptr(),
+            codes.as_mut_ptr(),
+            values.len() as i32,
+            &mut tmp,
+        )
+    }
 }
 
 /// Wraps `pf` in a PackedFunc that measures it with the arguments it is called with and
@@ -168,36 +188,24 @@ pub fn wrap_time_evaluator(
     Function::from_rust(move |args: Args<'_>, rv: &mut RetValue| {
         let mut values: Vec<TVMValue> = args.values().to_vec();
         let mut codes: Vec<i32> = args.codes().to_vec();
-        let n = values.len() as i32;
-        let mut call = |g: &Function| -> Result<()> {
-            let mut tmp = RetValue::Null;
-            // SAFETY: the copies hold `n` entries of the caller's arguments, whose pointees
-            // live for this call.
-            unsafe {
-                g.obj()
-                    .call_raw(values.as_mut_ptr(), codes.as_mut_ptr(), n, &mut tmp)
-            }
-        };
         let mut pre_call;
         let pre: Option<&mut dyn FnMut() -> Result<()>> = match &f_preproc {
             Some(p) => {
                 pre_call = {
                     let mut values: Vec<TVMValue> = args.values().to_vec();
                     let mut codes: Vec<i32> = args.codes().to_vec();
-                    move || -> Result<()> {
-                        let mut tmp = RetValue::Null;
-                        // SAFETY: as above.
-                        unsafe {
-                            p.obj()
-                                .call_raw(values.as_mut_ptr(), codes.as_mut_ptr(), n, &mut tmp)
-                        }
-                    }
+                    move || call_with(p, &mut values, &mut codes)
                 };
                 Some(&mut pre_call)
             }
             None => None,
         };
-        let times = time_evaluate(&mut || call(&pf), pre, dev, &cfg)?;
+        let times = time_evaluate(
+            &mut || call_with(&pf, &mut values, &mut codes),
+            pre,
+            dev,
+            &cfg,
+        )?;
         *rv = RetValue::Bytes(pack_f64(&times));
         Ok(())
     })
@@ -220,7 +228,9 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     }
     let module = match args.object(0)? {
         None => None,
-        Some(o) => Some(Module::from_object(o.to_ref()).map_err(|e| e.context(NAME))?),
+        Some(o) => Some(
+            Module::from_object(o.to_ref()).map_err(|e| super::ctx(e, format_args!("{NAME}")))?,
+        ),
     };
     let name = args.str(1)?;
     let dev = DLDevice::new(args.i64(2)? as i32, args.i64(3)? as i32);
@@ -231,16 +241,26 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
             dev.device_type
         )));
     }
+    // number .. repeats_to_cooldown, then cache_flush_bytes when given.
+    let mut v = [0i64; 7];
+    for (k, x) in v
+        .iter_mut()
+        .enumerate()
+        .take(if args.len() > 10 { 7 } else { 6 })
+    {
+        *x = args.i64(4 + k)?;
+    }
     let cfg = TimeEvalConfig {
-        number: args.i64(4)?,
-        repeat: args.i64(5)?,
-        min_repeat_ms: args.i64(6)?,
-        limit_zero_time_iterations: args.i64(7)?,
-        cooldown_interval_ms: args.i64(8)?,
-        repeats_to_cooldown: args.i64(9)?,
-        cache_flush_bytes: if args.len() > 10 { args.i64(10)? } else { 0 },
+        number: v[0],
+        repeat: v[1],
+        min_repeat_ms: v[2],
+        limit_zero_time_iterations: v[3],
+        cooldown_interval_ms: v[4],
+        repeats_to_cooldown: v[5],
+        cache_flush_bytes: v[6],
     };
-    cfg.validate().map_err(|e| e.context(NAME))?;
+    cfg.validate()
+        .map_err(|e| super::ctx(e, format_args!("{NAME}")))?;
     let preproc_name = if args.len() > 11 {
         match args.get(11)? {
             crate::packed_func::value::ArgValue::Null => "",
@@ -272,7 +292,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
             ))
         })?,
     };
-    device::api(dev).map_err(|e| e.context(NAME))?;
+    device::api(dev).map_err(|e| super::ctx(e, format_args!("{NAME}")))?;
     Ok(wrap_time_evaluator(pf, dev, cfg, f_preproc))
 }
 

@@ -5,21 +5,27 @@ use super::super::graph::{Graph, OpType};
 use super::ops::{Op, OpKind};
 use super::State;
 use crate::module::Module;
+use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{FuncImpl, Function};
 use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
-use std::collections::HashMap;
 use std::ffi::c_void;
 
-/// Prepares every node's argument list and function.
-pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
+/// Builds the state: every node's argument list and function over the entries' arrays.
+pub(super) fn setup_ops(
+    g: &Graph,
+    lib: &Module,
+    storage_pool: Vec<Option<NDArray>>,
+    data_entry: Vec<NDArray>,
+) -> Result<State> {
     struct Slot {
         eid: usize,
         flat: bool,
     }
     let mut slots: Vec<Slot> = Vec::new();
     let mut ops = Vec::with_capacity(g.nodes.len());
-    let mut funcs: HashMap<&str, Function> = HashMap::new();
+    // Functions looked up so far (a graph calls each a few times).
+    let mut funcs: Vec<(&str, Function)> = Vec::new();
     for (nid, node) in g.nodes.iter().enumerate() {
         let start = slots.len();
         if node.op_type == OpType::Null {
@@ -48,8 +54,8 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
             "__nop" => OpKind::Nop,
             "__copy" => OpKind::Copy,
             _ => {
-                let f = match funcs.get(name) {
-                    Some(f) => f.clone(),
+                let f = match funcs.iter().find(|(n, _)| *n == name) {
+                    Some((_, f)) => f.clone(),
                     None => {
                         let f = lib.get_function(name, true)?.ok_or_else(|| {
                             Error::attribute_fmt(format_args!(
@@ -59,7 +65,7 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
                                 lib.type_key()
                             ))
                         })?;
-                        funcs.insert(name, f.clone());
+                        funcs.push((name, f.clone()));
                         f
                     }
                 };
@@ -86,13 +92,11 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
         entry_off.push(shapes.len());
         shapes.extend_from_slice(s);
     }
-    let mut flat_off = Vec::with_capacity(slots.len());
+    // Flattened sizes follow in slot order (the tensor loop below walks them the same way).
+    let mut next_flat = shapes.len();
     for s in &slots {
         if s.flat {
-            flat_off.push(shapes.len());
             shapes.push(g.shape[s.eid].iter().product());
-        } else {
-            flat_off.push(usize::MAX);
         }
     }
     shapes.push(0);
@@ -101,9 +105,10 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     let mut eid_slots = vec![Vec::new(); g.num_entries()];
     let mut tensors = Vec::with_capacity(slots.len());
     for (k, s) in slots.iter().enumerate() {
-        let entry = st.data_entry[s.eid].dltensor();
+        let entry = data_entry[s.eid].dltensor();
         let (ndim, off) = if s.flat {
-            (1, flat_off[k])
+            next_flat += 1;
+            (1, next_flat - 1)
         } else {
             (g.shape[s.eid].len() as i32, entry_off[s.eid])
         };
@@ -128,11 +133,17 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
         })
         .collect();
     let codes: Box<[i32]> = vec![tc::DLTENSOR_HANDLE; tensors.len()].into_boxed_slice();
-    st.ops = ops;
-    st.tensors = tensors;
-    st.values = values;
-    st.codes = codes;
-    st._shapes = shapes;
-    st.eid_slots = eid_slots;
-    Ok(())
+    Ok(State {
+        _storage_pool: storage_pool,
+        data_entry,
+        is_param: vec![false; g.input_nodes.len()],
+        borrowed: vec![false; g.num_entries()],
+        ops,
+        tensors,
+        values,
+        codes,
+        _shapes: shapes,
+        eid_slots,
+        last_executed_node: -1,
+    })
 }

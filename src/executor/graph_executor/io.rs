@@ -5,13 +5,14 @@ use super::super::graph::OpType;
 use super::super::params;
 use super::{Executor, State, TensorInfo};
 use crate::device;
+use crate::executor::ctx;
 use crate::ndarray::{NDArray, NDArrayObj, ALLOC_ALIGNMENT};
 use crate::packed_func::dtype::dtype_to_string;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLTensor};
 use crate::packed_func::value::ArgValue;
-use std::collections::{HashMap, HashSet};
 use std::ffi::c_void;
+use std::fmt;
 
 /// A tensor given by a caller: an NDArray object, or a bare `DLTensor` it keeps alive.
 pub(crate) enum TensorArg {
@@ -67,7 +68,7 @@ impl Executor {
     /// Refuses a tensor whose data type differs from the one entry `eid` declares (no silent
     /// reinterpretation of the bits): the error names `what` (the call and the entry), both
     /// data types and both shapes.
-    fn check_dtype(&self, t: &DLTensor, eid: usize, what: &str) -> Result<()> {
+    fn check_dtype(&self, t: &DLTensor, eid: usize, what: fmt::Arguments<'_>) -> Result<()> {
         if t.dtype == self.graph.dltype[eid] {
             return Ok(());
         }
@@ -85,34 +86,30 @@ impl Executor {
     /// Copies `src` into input `index` (same data type and size).
     pub(crate) fn set_input(&self, index: usize, src: &DLTensor) -> Result<()> {
         let eid = self.check_input(index)?;
-        self.check_dtype(
-            src,
-            eid,
-            &format!(
-                "set_input '{}'",
-                self.graph.nodes[self.graph.input_nodes[index] as usize].name
-            ),
-        )?;
+        let name = self.input_name(index);
+        self.check_dtype(src, eid, format_args!("set_input '{name}'"))?;
         let mut st = self.state.lock()?;
         if st.borrowed[eid] {
             // The entry shows a factory's parameter: give it storage of its own first, so
             // that the factory (and executors created from it) keep their values.
             let have = st.data_entry[eid].dltensor();
             let own = NDArray::empty(&self.graph.shape[eid], have.dtype, have.device)
-                .map_err(|e| e.context("set_input"))?;
+                .map_err(|e| ctx(e, format_args!("set_input")))?;
             Self::redirect(&mut st, eid, own);
         }
         let dst = st.data_entry[eid].dltensor();
         // SAFETY: `src` is a live tensor (caller contract of the argument), `dst` our array.
-        unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }.map_err(|e| {
-            e.context(format!(
-                "set_input '{}'",
-                self.graph.nodes[self.graph.input_nodes[index] as usize].name
-            ))
-        })
+        unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }
+            .map_err(|e| ctx(e, format_args!("set_input '{name}'")))
     }
 
-    fn check_external(&self, st: &State, t: &DLTensor, eid: usize, what: &str) -> Result<()> {
+    fn check_external(
+        &self,
+        st: &State,
+        t: &DLTensor,
+        eid: usize,
+        what: fmt::Arguments<'_>,
+    ) -> Result<()> {
         let internal = st.data_entry[eid].dltensor();
         self.check_dtype(t, eid, what)?;
         let want_shape = &self.graph.shape[eid];
@@ -150,16 +147,16 @@ impl Executor {
     /// alignment); the others are copied as `set_params` does. Compiled kernels only read
     /// inputs, and `set_input` copies on write, so the factory's arrays are never changed.
     pub(crate) fn use_factory_params(&self, p: &[(String, NDArray)]) -> Result<()> {
-        let mut sid_users = HashMap::new();
-        for &sid in &self.graph.storage_id {
-            *sid_users.entry(sid).or_insert(0usize) += 1;
+        // Storage ids are dense (the graph checks them), entries too.
+        let sids = &self.graph.storage_id;
+        let mut sid_users = vec![0u32; sids.iter().map(|&s| s as usize + 1).max().unwrap_or(0)];
+        for &sid in sids {
+            sid_users[sid as usize] += 1;
         }
-        let outputs: HashSet<usize> = self
-            .graph
-            .outputs
-            .iter()
-            .map(|&e| self.graph.eid(e))
-            .collect();
+        let mut is_output = vec![false; self.graph.num_entries()];
+        for &e in &self.graph.outputs {
+            is_output[self.graph.eid(e)] = true;
+        }
         let mut copy = Vec::new();
         let mut st = self.state.lock()?;
         for (name, arr) in p {
@@ -167,9 +164,11 @@ impl Executor {
                 continue;
             };
             let eid = self.check_input(i)?;
-            let shareable = sid_users[&self.graph.storage_id[eid]] == 1
-                && !outputs.contains(&eid)
-                && self.check_external(&st, arr.dltensor(), eid, name).is_ok();
+            let shareable = sid_users[sids[eid] as usize] == 1
+                && !is_output[eid]
+                && self
+                    .check_external(&st, arr.dltensor(), eid, format_args!("{name}"))
+                    .is_ok();
             if shareable {
                 Self::redirect(&mut st, eid, arr.clone());
                 st.borrowed[eid] = true;
@@ -197,53 +196,53 @@ impl Executor {
     /// Makes input `index` use `ext`'s memory (and every entry sharing its storage).
     pub(crate) fn set_input_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
         let eid = self.check_input(index)?;
-        let name = &self.graph.nodes[self.graph.input_nodes[index] as usize].name;
-        let mut st = self.state.lock()?;
-        self.check_external(&st, ext.dl(), eid, &format!("set_input_zero_copy '{name}'"))?;
+        let name = self.input_name(index);
         let sid = self.graph.storage_id[eid];
         let mut targets = vec![eid];
-        targets.extend(
-            (0..self.graph.num_entries()).filter(|&e| e != eid && self.graph.storage_id[e] == sid),
-        );
-        let mut views = Vec::with_capacity(targets.len());
-        for &e in &targets {
-            views.push(
-                ext.alias(&self.graph.shape[e], self.graph.dltype[e])
-                    .map_err(|err| err.context(format!("set_input_zero_copy '{name}'")))?,
-            );
+        for e in 0..self.graph.num_entries() {
+            if e != eid && self.graph.storage_id[e] == sid {
+                targets.push(e);
+            }
         }
-        for (e, v) in targets.into_iter().zip(views) {
-            Self::redirect(&mut st, e, v);
-        }
-        Ok(())
+        self.zero_copy(&targets, ext, format_args!("set_input_zero_copy '{name}'"))
     }
 
     /// Makes output `index` be written straight into `ext`.
     pub(crate) fn set_output_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
         let eid = self.check_output(index)?;
-        let out = self.graph.outputs[index];
-        let mut st = self.state.lock()?;
-        let what = format!(
-            "set_output_zero_copy {index} ('{}')",
-            self.graph.nodes[out.node_id as usize].name
-        );
-        self.check_external(&st, ext.dl(), eid, &what)?;
+        let node = &self.graph.nodes[self.graph.outputs[index].node_id as usize];
         let mut targets = vec![eid];
-        let node = &self.graph.nodes[out.node_id as usize];
         if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
             let src = self.graph.eid(node.inputs[0]);
             if src != eid {
                 targets.push(src);
             }
         }
+        self.zero_copy(
+            &targets,
+            ext,
+            format_args!("set_output_zero_copy {index} ('{}')", node.name),
+        )
+    }
+
+    /// Checks `ext` against entry `targets[0]` (`what` names the call), then makes every
+    /// entry of `targets` use its memory.
+    fn zero_copy(
+        &self,
+        targets: &[usize],
+        ext: &TensorArg,
+        what: fmt::Arguments<'_>,
+    ) -> Result<()> {
+        let mut st = self.state.lock()?;
+        self.check_external(&st, ext.dl(), targets[0], what)?;
         let mut views = Vec::with_capacity(targets.len());
-        for &e in &targets {
+        for &e in targets {
             views.push(
                 ext.alias(&self.graph.shape[e], self.graph.dltype[e])
-                    .map_err(|err| err.context(&what))?,
+                    .map_err(|err| ctx(err, what))?,
             );
         }
-        for (e, v) in targets.into_iter().zip(views) {
+        for (&e, v) in targets.iter().zip(views) {
             Self::redirect(&mut st, e, v);
         }
         Ok(())
@@ -275,20 +274,20 @@ impl Executor {
         }
         // SAFETY: both are live tensors.
         unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }
-            .map_err(|e| e.context(format!("get_output {index}")))
+            .map_err(|e| ctx(e, format_args!("get_output {index}")))
     }
 
     /// Copies parameters into the inputs of the same names (others are ignored); with
     /// `mark`, they are also left out of the input info.
     pub(crate) fn set_params(&self, p: &[(String, NDArray)], mark: bool) -> Result<()> {
         // Largest first, as the reference uploads them.
-        let mut order: Vec<&(String, NDArray)> = p.iter().collect();
-        crate::packed_func::order::sort_stable_by(&mut order, |x, y| {
-            y.1.nbytes().cmp(&x.1.nbytes())
+        let order = crate::packed_func::order::stable_order(p.len(), &|x, y| {
+            p[y].1.nbytes().cmp(&p[x].1.nbytes())
         });
-        for (name, arr) in order {
+        for i in order {
+            let (name, arr) = &p[i];
             if mark {
-                self.state.lock()?.param_names.insert(name.clone());
+                self.mark_param(name)?;
             }
             if let Some(i) = self.input_index(name) {
                 self.set_input(i, arr.dltensor())?;
@@ -301,7 +300,7 @@ impl Executor {
     pub(crate) fn load_params(&self, bytes: &[u8]) -> Result<()> {
         let p = params::load_params(bytes)?;
         for (name, arr) in &p {
-            self.state.lock()?.param_names.insert(name.clone());
+            self.mark_param(name)?;
             if let Some(i) = self.input_index(name) {
                 self.set_input(i, arr.dltensor())?;
             }
@@ -343,41 +342,64 @@ impl Executor {
         Ok(())
     }
 
+    /// Leaves the inputs named `name` out of the input info.
+    fn mark_param(&self, name: &str) -> Result<()> {
+        let mut st = self.state.lock()?;
+        for &i in self.inputs_named(name) {
+            st.is_param[i as usize] = true;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the name, shape and type of each input that is not a loaded parameter
+    /// (with `input`), or of each output, in order.
+    pub(crate) fn each_info(
+        &self,
+        input: bool,
+        f: &mut dyn FnMut(&str, &[i64], DLDataType),
+    ) -> Result<()> {
+        let g = &self.graph;
+        if input {
+            let st = self.state.lock()?;
+            for (i, &nid) in g.input_nodes.iter().enumerate() {
+                if !st.is_param[i] {
+                    let eid = g.entry_id(nid, 0);
+                    f(&g.nodes[nid as usize].name, &g.shape[eid], g.dltype[eid]);
+                }
+            }
+        } else {
+            for &e in &g.outputs {
+                let eid = g.eid(e);
+                f(
+                    &g.nodes[e.node_id as usize].name,
+                    &g.shape[eid],
+                    g.dltype[eid],
+                );
+            }
+        }
+        Ok(())
+    }
+
+    fn infos(&self, input: bool) -> Result<Vec<TensorInfo>> {
+        let mut out = Vec::new();
+        self.each_info(input, &mut |name, shape, dtype| {
+            out.push(TensorInfo {
+                name: name.to_string(),
+                shape: shape.to_vec(),
+                dtype,
+            })
+        })?;
+        Ok(out)
+    }
+
     /// Input info: names, shapes and types of the inputs that are not loaded parameters.
     pub(crate) fn input_info(&self) -> Result<Vec<TensorInfo>> {
-        let st = self.state.lock()?;
-        Ok(self
-            .graph
-            .input_nodes
-            .iter()
-            .filter(|&&nid| {
-                !st.param_names
-                    .contains(&self.graph.nodes[nid as usize].name)
-            })
-            .map(|&nid| {
-                let eid = self.graph.entry_id(nid, 0);
-                TensorInfo {
-                    name: self.graph.nodes[nid as usize].name.clone(),
-                    shape: self.graph.shape[eid].clone(),
-                    dtype: self.graph.dltype[eid],
-                }
-            })
-            .collect())
+        self.infos(true)
     }
 
     /// Output info, in output order.
     pub(crate) fn output_info(&self) -> Vec<TensorInfo> {
-        self.graph
-            .outputs
-            .iter()
-            .map(|e| {
-                let eid = self.graph.eid(*e);
-                TensorInfo {
-                    name: self.graph.nodes[e.node_id as usize].name.clone(),
-                    shape: self.graph.shape[eid].clone(),
-                    dtype: self.graph.dltype[eid],
-                }
-            })
-            .collect()
+        // Outputs take no lock: this cannot fail.
+        self.infos(false).unwrap_or_default()
     }
 }

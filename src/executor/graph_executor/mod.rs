@@ -31,7 +31,6 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, TVMValue};
 use args::setup_ops;
 use ops::Op;
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use storage::{check_kernels_can_reach, setup_storage};
@@ -53,8 +52,8 @@ struct State {
     _storage_pool: Vec<Option<NDArray>>,
     /// One array per node entry (a view of the pool, or an external array after zero-copy).
     data_entry: Vec<NDArray>,
-    /// Names loaded through `load_params` (left out of the input info).
-    param_names: HashSet<String>,
+    /// Inputs named by a loaded parameter (left out of the input info), by input index.
+    is_param: Vec<bool>,
     /// Entries that use a factory's parameter array instead of their own storage; writing
     /// one through `set_input` first gives it storage of its own (copy on write).
     borrowed: Vec<bool>,
@@ -148,8 +147,8 @@ pub(crate) struct Executor {
     pub(crate) graph: Graph,
     lib: Module,
     devices: Vec<DLDevice>,
-    input_map: HashMap<String, usize>,
-    output_map: HashMap<String, usize>,
+    /// Input indices sorted by name (equal names in input order), for lookups by name.
+    inputs_by_name: Box<[u32]>,
     state: ExecLock<State>,
 }
 
@@ -167,39 +166,25 @@ impl Executor {
             ));
         }
         for &d in devices {
-            device::api(d).map_err(|e| e.context("graph executor"))?;
+            device::api(d).map_err(|e| crate::executor::ctx(e, format_args!("graph executor")))?;
         }
         let graph = Graph::parse(graph_json)?;
-        let mut input_map = HashMap::new();
-        for (i, &nid) in graph.input_nodes.iter().enumerate() {
-            input_map.insert(graph.nodes[nid as usize].name.clone(), i);
-        }
-        let mut output_map = HashMap::new();
-        for (i, e) in graph.outputs.iter().enumerate() {
-            output_map.insert(format!("{}:{i}", graph.nodes[e.node_id as usize].name), i);
-        }
+        let name = |i: usize| graph.nodes[graph.input_nodes[i] as usize].name.as_str();
+        let inputs_by_name: Box<[u32]> =
+            crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
+                name(a).cmp(name(b))
+            })
+            .into_iter()
+            .map(|i| i as u32)
+            .collect();
         let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
         check_kernels_can_reach(&graph, &lib, &data_entry)?;
-        let mut state = State {
-            _storage_pool: storage_pool,
-            data_entry,
-            param_names: HashSet::new(),
-            borrowed: vec![false; graph.num_entries()],
-            ops: Vec::new(),
-            tensors: Box::new([]),
-            values: Box::new([]),
-            codes: Box::new([]),
-            _shapes: Box::new([]),
-            eid_slots: Vec::new(),
-            last_executed_node: -1,
-        };
-        setup_ops(&graph, &lib, &mut state)?;
+        let state = setup_ops(&graph, &lib, storage_pool, data_entry)?;
         Ok(Executor {
             graph,
             lib,
             devices: devices.to_vec(),
-            input_map,
-            output_map,
+            inputs_by_name,
             state: ExecLock::new(state),
         })
     }
@@ -222,14 +207,43 @@ impl Executor {
         self.graph.outputs.len()
     }
 
-    pub(crate) fn input_index(&self, name: &str) -> Option<usize> {
-        self.input_map.get(name).copied()
+    /// The name of input `i`.
+    fn input_name(&self, i: usize) -> &str {
+        &self.graph.nodes[self.graph.input_nodes[i] as usize].name
     }
 
-    /// Index of an output by `"name:i"` key, or by node name.
+    /// The inputs named `name`, in input order (usually one).
+    fn inputs_named(&self, name: &str) -> &[u32] {
+        let v = &self.inputs_by_name;
+        let lo = v.partition_point(|&i| self.input_name(i as usize) < name);
+        let hi = lo + v[lo..].partition_point(|&i| self.input_name(i as usize) == name);
+        &v[lo..hi]
+    }
+
+    /// The input named `name` (the last one, when several share it).
+    pub(crate) fn input_index(&self, name: &str) -> Option<usize> {
+        self.inputs_named(name).last().map(|&i| i as usize)
+    }
+
+    /// Index of an output by `"name:i"` key (output `i`, whose node is `name`), or by node
+    /// name.
     pub(crate) fn output_index(&self, name: &str) -> Option<usize> {
-        if let Some(&i) = self.output_map.get(name) {
-            return Some(i);
+        if let Some((node, digits)) = name.rsplit_once(':') {
+            // `i` as `{i}` prints it: decimal digits, no sign, no leading zero; only indices
+            // of outputs are keys.
+            let n = self.graph.outputs.len();
+            let mut i = 0usize;
+            let mut ok = !digits.is_empty() && (digits == "0" || !digits.starts_with('0'));
+            for b in digits.bytes() {
+                ok &= b.is_ascii_digit();
+                i = i
+                    .saturating_mul(10)
+                    .saturating_add(b.wrapping_sub(b'0') as usize);
+            }
+            if ok && i < n && self.graph.nodes[self.graph.outputs[i].node_id as usize].name == node
+            {
+                return Some(i);
+            }
         }
         self.graph
             .outputs
@@ -259,26 +273,119 @@ impl Executor {
 
     /// Resolves an input name, with an error naming it and the known inputs.
     pub(crate) fn input_index_or_err(&self, name: &str) -> Result<usize> {
-        self.input_index(name).ok_or_else(|| {
-            let mut names: Vec<&str> = self
-                .graph
-                .input_nodes
-                .iter()
-                .map(|&n| self.graph.nodes[n as usize].name.as_str())
-                .collect();
-            let more = names.len() > 20;
-            names.truncate(20);
-            Error::value_fmt(format_args!(
-                "graph has no input named '{name}'; inputs are: {}{}",
-                names.join(", "),
-                if more { ", ..." } else { "" }
-            ))
-        })
+        match self.input_index(name) {
+            Some(i) => Ok(i),
+            None => Err(self.no_input(name)),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn no_input(&self, name: &str) -> Error {
+        let n = self.num_inputs();
+        let mut list = String::new();
+        for i in 0..n.min(20) {
+            if i > 0 {
+                list.push_str(", ");
+            }
+            list.push_str(self.input_name(i));
+        }
+        Error::value_fmt(format_args!(
+            "graph has no input named '{name}'; inputs are: {list}{}",
+            if n > 20 { ", ..." } else { "" }
+        ))
     }
 
     /// Resolves an output name, with an error naming it.
     pub(crate) fn output_index_or_err(&self, name: &str) -> Result<usize> {
         self.output_index(name)
             .ok_or_else(|| Error::value_fmt(format_args!("graph has no output named '{name}'")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GraphExecutor;
+    use crate::module::{Module, ModuleNode};
+    use crate::ndarray::NDArray;
+    use crate::object::ObjectRef;
+    use crate::packed_func::function::Function;
+    use crate::packed_func::types::DLDevice;
+
+    struct NoFunctions;
+
+    impl ModuleNode for NoFunctions {
+        fn type_key(&self) -> &str {
+            "library"
+        }
+        fn get_function(
+            &self,
+            _name: &str,
+            _this: Option<&ObjectRef>,
+        ) -> crate::packed_func::error::Result<Option<Function>> {
+            Ok(None)
+        }
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+    }
+
+    /// Inputs only: `a`, `a:1`, `a` again and `b`; outputs `a:1`, `a` (the first), `b`.
+    const GRAPH: &str = r#"{
+      "nodes": [{"op": "null", "name": "a"}, {"op": "null", "name": "a:1"},
+                {"op": "null", "name": "a"}, {"op": "null", "name": "b"}],
+      "arg_nodes": [0, 1, 2, 3],
+      "heads": [[1, 0], [0, 0], [3, 0]],
+      "node_row_ptr": [0, 1, 2, 3, 4],
+      "attrs": {
+        "dltype": ["list_str", ["float32", "float32", "float32", "float32"]],
+        "storage_id": ["list_int", [0, 1, 2, 3]],
+        "shape": ["list_shape", [[1], [1], [1], [1]]]
+      }
+    }"#;
+
+    /// Names resolve as a map of `name -> index` (the last of equal input names) and of
+    /// `"node:i" -> i` keys for outputs would resolve them.
+    #[test]
+    fn names_resolve_as_by_a_map() {
+        let ex = GraphExecutor::new(GRAPH, Module::new(Box::new(NoFunctions)), &[DLDevice::CPU])
+            .unwrap();
+        assert_eq!(ex.input_index("a"), Some(2));
+        assert_eq!(ex.input_index("a:1"), Some(1));
+        assert_eq!(ex.input_index("b"), Some(3));
+        assert_eq!(ex.input_index("c"), None);
+        assert_eq!(ex.input_index(""), None);
+        assert_eq!(ex.output_index("a:1:0"), Some(0));
+        assert_eq!(ex.output_index("a:1"), Some(1));
+        assert_eq!(ex.output_index("b:2"), Some(2));
+        assert_eq!(ex.output_index("a"), Some(1));
+        assert_eq!(ex.output_index("b"), Some(2));
+        for miss in [
+            "a:01",
+            "a:+1",
+            "a:",
+            "b:0",
+            "b:3",
+            "b:99999999999999999999999",
+            ":",
+            "c",
+        ] {
+            assert_eq!(ex.output_index(miss), None, "{miss}");
+        }
+        // A parameter named `a` leaves both inputs of that name out of the input info.
+        let p = NDArray::from_slice(&[1.0f32], &[1]).unwrap();
+        ex.set_params(&[("a".to_string(), p)]).unwrap();
+        let names: Vec<String> = ex
+            .input_info()
+            .unwrap()
+            .into_iter()
+            .map(|t| t.name)
+            .collect();
+        assert_eq!(names, ["a:1", "b"]);
+        let e = ex.set_input("zz", &NDArray::from_slice(&[1.0f32], &[1]).unwrap());
+        assert_eq!(
+            e.unwrap_err().to_string(),
+            "ValueError: graph has no input named 'zz'; inputs are: a, a:1, a, b"
+        );
     }
 }

@@ -95,22 +95,33 @@ impl Executor {
     }
 
     #[cold]
+    #[inline(never)]
     fn op_error(&self, nid: usize, e: Error) -> Error {
         let node = &self.graph.nodes[nid];
-        e.context(format!(
-            "graph executor: node {nid} '{}' (function {})",
-            node.name, node.param.func_name
-        ))
+        crate::executor::ctx(
+            e,
+            format_args!(
+                "graph executor: node {nid} '{}' (function {})",
+                node.name, node.param.func_name
+            ),
+        )
+    }
+
+    /// Runs the ops of nodes `from..to`, in order: the one copy of the per-op loop (and of
+    /// the inlined call path) that every way of running nodes shares.
+    #[inline(never)]
+    pub(super) fn run_ops(&self, st: &mut State, from: usize, to: usize) -> Result<()> {
+        for nid in from..to {
+            self.run_op(st, nid)?;
+        }
+        Ok(())
     }
 
     /// Runs every op in order.
     pub(crate) fn run(&self) -> Result<()> {
         let mut st = self.state.lock()?;
-        let st = &mut *st;
-        for nid in 0..st.ops.len() {
-            self.run_op(st, nid)?;
-        }
-        Ok(())
+        let n = st.ops.len();
+        self.run_ops(&mut st, 0, n)
     }
 
     pub(super) fn check_node(&self, nid: i64) -> Result<usize> {
@@ -144,9 +155,7 @@ impl Executor {
         } else {
             return Ok(());
         };
-        for i in start..=nid {
-            self.run_op(st, i as usize)?;
-        }
+        self.run_ops(st, start as usize, nid as usize + 1)?;
         st.last_executed_node = nid;
         Ok(())
     }
@@ -181,14 +190,12 @@ impl Executor {
         let nid = self.check_node(nid)?;
         let mut st = self.state.lock()?;
         let st = &mut *st;
-        for i in 0..=nid {
-            self.run_op(st, i)?;
-        }
+        self.run_ops(st, 0, nid + 1)?;
         let arr = st.data_entry[self.graph.entry_id(nid as u32, 0)].clone();
         if let Some(dst) = out {
             // SAFETY: both tensors are live.
             unsafe { device::copy_tensor(arr.dltensor(), dst, std::ptr::null_mut()) }
-                .map_err(|e| e.context(format!("debug_get_output {nid}")))?;
+                .map_err(|e| crate::executor::ctx(e, format_args!("debug_get_output {nid}")))?;
         }
         Ok(arr)
     }

@@ -15,6 +15,15 @@ impl Executor {
         st.data_entry[self.graph.entry_id(nid as u32, 0)].device()
     }
 
+    /// Data type name and shape of entry `eid`.
+    #[inline(never)]
+    fn entry_desc(&self, eid: usize) -> (String, Vec<i64>) {
+        (
+            self.graph.dltype_names[eid].clone(),
+            self.graph.shape[eid].clone(),
+        )
+    }
+
     /// Times node `nid`'s op alone; zeros for input nodes.
     pub(crate) fn run_individual_node(&self, nid: i64, cfg: &TimeEvalConfig) -> Result<Vec<f64>> {
         let nid = self.check_node(nid)?;
@@ -28,7 +37,7 @@ impl Executor {
             return Ok(vec![0.0; cfg.repeat.max(0) as usize]);
         }
         let dev = self.devices[0];
-        time_evaluate(&mut || self.run_op(st, nid), None, dev, cfg)
+        time_evaluate(&mut || self.run_ops(st, nid, nid + 1), None, dev, cfg)
     }
 
     /// Times each node's op: one full run first, then per node `repeat` measurements.
@@ -36,17 +45,17 @@ impl Executor {
         cfg.validate()?;
         let mut st = self.state.lock()?;
         let st = &mut *st;
-        for nid in 0..st.ops.len() {
-            self.run_op(st, nid)?;
-        }
+        let n = st.ops.len();
+        self.run_ops(st, 0, n)?;
         let mut out = Vec::with_capacity(st.ops.len());
         for nid in 0..st.ops.len() {
-            let t = self.time_node(st, nid, cfg)?;
-            out.push(
-                t.into_iter()
-                    .map(|x| if x.is_nan() { 0.0 } else { x })
-                    .collect(),
-            );
+            let mut t = self.time_node(st, nid, cfg)?;
+            for x in &mut t {
+                if x.is_nan() {
+                    *x = 0.0;
+                }
+            }
+            out.push(t);
         }
         Ok(out)
     }
@@ -57,10 +66,9 @@ impl Executor {
         let mut st = self.state.lock()?;
         let st = &mut *st;
         let warm = Instant::now();
+        let n = st.ops.len();
         for _ in 0..3 {
-            for nid in 0..st.ops.len() {
-                self.run_op(st, nid)?;
-            }
+            self.run_ops(st, 0, n)?;
         }
         let runs = if runs == 0 {
             let per_run = warm.elapsed().as_secs_f64() / 3.0;
@@ -68,7 +76,6 @@ impl Executor {
         } else {
             runs
         };
-        let n = st.ops.len();
         let mut node_ns = vec![0u128; n];
         let mut total_ns = 0u128;
         for _ in 0..runs {
@@ -82,7 +89,7 @@ impl Executor {
                 }
                 let dev = self.node_device(st, nid);
                 let t = Instant::now();
-                self.run_op(st, nid)?;
+                self.run_ops(st, nid, nid + 1)?;
                 sync_device(dev)?;
                 *ns += t.elapsed().as_nanos();
             }
@@ -96,18 +103,10 @@ impl Executor {
             let node = &self.graph.nodes[nid];
             let mut shapes = Vec::new();
             for e in &node.inputs {
-                let eid = self.graph.eid(*e);
-                shapes.push((
-                    self.graph.dltype_names[eid].clone(),
-                    self.graph.shape[eid].clone(),
-                ));
+                shapes.push(self.entry_desc(self.graph.eid(*e)));
             }
             for j in 0..node.param.num_outputs {
-                let eid = self.graph.entry_id(nid as u32, j);
-                shapes.push((
-                    self.graph.dltype_names[eid].clone(),
-                    self.graph.shape[eid].clone(),
-                ));
+                shapes.push(self.entry_desc(self.graph.entry_id(nid as u32, j)));
             }
             nodes.push(NodeProfile {
                 node_index: nid,

@@ -3,6 +3,7 @@
 
 use super::super::graph::{Graph, OpType};
 use crate::device;
+use crate::executor::ctx;
 use crate::module::Module;
 use crate::ndarray::{NDArray, NDArrayObj};
 use crate::packed_func::dtype::dtype_to_string;
@@ -10,6 +11,7 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::Function;
 use crate::packed_func::types::{device_name, DLDataType, DLDevice, DLTensor};
 use crate::packed_func::value::{ArgValue, RetValue, TensorRef};
+use std::fmt::Write;
 
 /// Bytes a pool entry needs for an entry, as the reference counts them (sub-byte types take a
 /// byte per element).
@@ -72,10 +74,10 @@ pub(super) fn check_kernels_can_reach(
     Ok(())
 }
 
-struct PoolEntry {
+struct PoolEntry<'g> {
     device_type: i32,
     bytes: u64,
-    scope: String,
+    scope: &'g str,
     /// For a texture scope: the image's [height, width, channels] and element type.
     #[cfg_attr(not(feature = "opencl"), allow(dead_code))]
     texture: Option<(i64, i64, i64)>,
@@ -91,6 +93,26 @@ pub(crate) enum LinkedParamLookup {
     Default,
     /// Call this function with `(module, storage_id, template DLTensor*, device)`.
     Custom(Function),
+}
+
+/// The error for a storage id on a device type the executor was not given.
+#[cold]
+#[inline(never)]
+fn missing_device(sid: usize, device_type: i32, devices: &[DLDevice]) -> Error {
+    let mut given = String::new();
+    for (k, d) in devices.iter().enumerate() {
+        if k > 0 {
+            given.push_str(", ");
+        }
+        let _ = write!(given, "{}({})", device_name(d.device_type), d.device_id);
+    }
+    // InternalError, the class of the reference's failure here when the device it falls back
+    // to is absent (and of its executor's other set-up checks).
+    Error::internal_fmt(format_args!(
+        "the graph places storage {sid} on {} (device_index), but the executor was given \
+         only {given}: pass a device of every type the graph uses",
+        device_name(device_type),
+    ))
 }
 
 /// Plans the pool (one array per storage id, sized for its largest entry, on the device its
@@ -111,7 +133,7 @@ pub(super) fn setup_storage(
         .map(|_| PoolEntry {
             device_type: -1,
             bytes: 0,
-            scope: String::new(),
+            scope: "",
             texture: None,
             dtype: DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
             linked: None,
@@ -128,11 +150,10 @@ pub(super) fn setup_storage(
             Some(d) => d[i],
             None => devices[0].device_type,
         };
-        let scope = g
-            .storage_scope
-            .as_ref()
-            .map(|s| s[i].clone())
-            .unwrap_or_default();
+        let scope = match &g.storage_scope {
+            Some(s) => s[i].as_str(),
+            None => "",
+        };
         let pe = &mut pool[sid];
         if pe.used && pe.device_type != device_type {
             return Err(Error::value_fmt(format_args!(
@@ -146,8 +167,8 @@ pub(super) fn setup_storage(
             // largest of its entries' folded shapes, in the entries' (common) data type.
             #[cfg(feature = "opencl")]
             {
-                let (w, h) = crate::device::opencl::api::texture_extent(&g.shape[i], &scope)
-                    .map_err(|e| e.context(format!("graph entry {i}")))?;
+                let (w, h) = crate::device::opencl::api::texture_extent(&g.shape[i], scope)
+                    .map_err(|e| ctx(e, format_args!("graph entry {i}")))?;
                 let c = *g.shape[i].last().unwrap_or(&4);
                 let (ph, pw, _) = pe.texture.unwrap_or((0, 0, c));
                 if pe.used && pe.dtype != g.dltype[i] {
@@ -193,11 +214,12 @@ pub(super) fn setup_storage(
                 ])?;
                 match rv {
                     RetValue::Null => None,
-                    RetValue::Object(o) => {
-                        Some(NDArray::from_object(o).map_err(|e| {
-                            e.context("the linked parameter lookup function returned")
-                        })?)
-                    }
+                    RetValue::Object(o) => Some(NDArray::from_object(o).map_err(|e| {
+                        ctx(
+                            e,
+                            format_args!("the linked parameter lookup function returned"),
+                        )
+                    })?),
                     other => {
                         return Err(Error::type_error_fmt(format_args!(
                             "the linked parameter lookup function returned {other:?}, not an \
@@ -243,25 +265,12 @@ pub(super) fn setup_storage(
             .iter()
             .find(|d| d.device_type == pe.device_type)
             .copied()
-            .ok_or_else(|| {
-                let given: Vec<String> = devices
-                    .iter()
-                    .map(|d| format!("{}({})", device_name(d.device_type), d.device_id))
-                    .collect();
-                // InternalError, the class of the reference's failure here when the device
-                // it falls back to is absent (and of its executor's other set-up checks).
-                Error::internal(format!(
-                    "the graph places storage {sid} on {} (device_index), but the executor \
-                     was given only {}: pass a device of every type the graph uses",
-                    device_name(pe.device_type),
-                    given.join(", ")
-                ))
-            })?;
+            .ok_or_else(|| missing_device(sid, pe.device_type, devices))?;
         let elems = pe.bytes.div_ceil(4) as i64;
         let scope = if pe.scope.is_empty() {
             None
         } else {
-            Some(pe.scope.as_str())
+            Some(pe.scope)
         };
         let (shape, dtype) = match pe.texture {
             Some((h, w, c)) => (vec![h, w, c], pe.dtype),
@@ -271,7 +280,7 @@ pub(super) fn setup_storage(
             ),
         };
         let arr = NDArrayObj::empty(&shape, dtype, dev, scope)
-            .map_err(|e| e.context("graph executor: allocating storage"))?;
+            .map_err(|e| ctx(e, format_args!("graph executor: allocating storage")))?;
         storage.push(Some(NDArray::from_object(arr)?));
     }
     let mut entries = Vec::with_capacity(g.num_entries());
@@ -282,7 +291,7 @@ pub(super) fn setup_storage(
             .ok_or_else(|| Error::internal_fmt(format_args!("storage {sid} was not allocated")))?;
         let v = base
             .view(&g.shape[i], g.dltype[i], 0)
-            .map_err(|e| e.context(format!("graph entry {i} (storage {sid})")))?;
+            .map_err(|e| ctx(e, format_args!("graph entry {i} (storage {sid})")))?;
         entries.push(v);
     }
     Ok((storage, entries))
