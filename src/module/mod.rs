@@ -94,8 +94,9 @@ pub struct ModuleObj {
     context: Mutex<Vec<library::ContextBinding>>,
     node: Box<dyn ModuleNode>,
     imports: RwLock<Vec<ObjectRef>>,
-    /// Hashed like the registry's map (the same table code serves both).
-    env_cache: RwLock<HashMap<String, Function, rustc_hash::FxBuildHasher>>,
+    /// A table type of its own: sharing the registry's made the registry's lookup (the
+    /// `TVMFuncGetGlobal` path) a call instead of inlined code.
+    env_cache: RwLock<HashMap<String, Function>>,
 }
 
 // SAFETY: TYPE_MODULE is a static index of the type table that no other payload type uses.
@@ -114,7 +115,7 @@ impl Module {
             context: Mutex::new(Vec::new()),
             node,
             imports: RwLock::new(Vec::new()),
-            env_cache: RwLock::new(HashMap::default()),
+            env_cache: RwLock::new(HashMap::new()),
         }))
     }
 
