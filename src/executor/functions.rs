@@ -128,15 +128,7 @@ fn ints(a: &Args<'_>, from: usize, n: usize, what: &str) -> Result<Vec<i64>> {
 
 /// The debug executor's measuring settings, checked as the reference checks them.
 fn debug_cfg(v: &[i64], what: &str) -> Result<TimeEvalConfig> {
-    let cfg = TimeEvalConfig {
-        number: v[0],
-        repeat: v[1],
-        min_repeat_ms: v[2],
-        limit_zero_time_iterations: v[3],
-        cooldown_interval_ms: v[4],
-        repeats_to_cooldown: v[5],
-        cache_flush_bytes: 0,
-    };
+    let cfg = TimeEvalConfig::from_values(v, 0);
     if cfg.repeat <= 0 || cfg.repeats_to_cooldown <= 0 {
         return Err(Error::value_fmt(format_args!(
             "{what}: repeat and repeats_to_cooldown must be positive"

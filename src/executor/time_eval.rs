@@ -48,6 +48,21 @@ impl Default for TimeEvalConfig {
 }
 
 impl TimeEvalConfig {
+    /// The settings in their argument order: `number, repeat, min_repeat_ms,
+    /// limit_zero_time_iterations, cooldown_interval_ms, repeats_to_cooldown` (`v` holds at
+    /// least six), then `cache_flush_bytes`.
+    pub(crate) fn from_values(v: &[i64], cache_flush_bytes: i64) -> Self {
+        TimeEvalConfig {
+            number: v[0],
+            repeat: v[1],
+            min_repeat_ms: v[2],
+            limit_zero_time_iterations: v[3],
+            cooldown_interval_ms: v[4],
+            repeats_to_cooldown: v[5],
+            cache_flush_bytes,
+        }
+    }
+
     /// Checks the settings, as the reference's debug executor does.
     pub fn validate(&self) -> Result<()> {
         let checks = [
@@ -250,15 +265,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     {
         *x = args.i64(4 + k)?;
     }
-    let cfg = TimeEvalConfig {
-        number: v[0],
-        repeat: v[1],
-        min_repeat_ms: v[2],
-        limit_zero_time_iterations: v[3],
-        cooldown_interval_ms: v[4],
-        repeats_to_cooldown: v[5],
-        cache_flush_bytes: v[6],
-    };
+    let cfg = TimeEvalConfig::from_values(&v, v[6]);
     cfg.validate()
         .map_err(|e| super::ctx(e, format_args!("{NAME}")))?;
     let preproc_name = if args.len() > 11 {
