@@ -1,6 +1,7 @@
 //! Build script: builds the tiny shared object that provides the one symbol tvm-ffi libraries
 //! import (`src/module/tvm_ffi/shim.c`; the runtime embeds it and loads it from memory when
-//! needed). The C library's link settings are in capi/build.rs.
+//! needed), and sets the `tvmrt_ffi_arms` cfg. The C library's link settings are in
+//! capi/build.rs.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -8,6 +9,13 @@ fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=src/module/tvm_ffi/shim.c");
     println!("cargo:rerun-if-env-changed=CC");
+    // `tvmrt_ffi_arms`: `TVMFuncCall`'s fast arms for tvm-ffi kernels, built where such kernels
+    // can be loaded (`dso`, `ffi-syslib`) and the fast paths are on.
+    println!("cargo:rustc-check-cfg=cfg(tvmrt_ffi_arms)");
+    let feature = |name: &str| std::env::var_os(format!("CARGO_FEATURE_{name}")).is_some();
+    if (feature("DSO") || feature("FFI_SYSLIB")) && !feature("BENCH_NO_FAST_PATHS") {
+        println!("cargo:rustc-cfg=tvmrt_ffi_arms");
+    }
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR")).join("tvm_ffi_shim.so");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".to_string());
     let status = Command::new(&cc)

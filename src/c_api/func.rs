@@ -145,7 +145,7 @@ static ARMS: [Arm; fast_kind::COUNT as usize] = {
     t[fast_kind::BACKEND as usize] = call_backend;
     // tvm-ffi kernels come only from the loaders of `dso` and `ffi-syslib`: without them, a
     // kernel made through the Rust API takes the general path (its trampoline).
-    #[cfg(any(feature = "dso", feature = "ffi-syslib"))]
+    #[cfg(tvmrt_ffi_arms)]
     {
         t[fast_kind::TVM_FFI as usize] = call_ffi_kernel;
         let mut n = 0;
@@ -339,10 +339,7 @@ fn failed() -> c_int {
 /// A compiled function's status and out slots passed on to `TVMFuncCall`'s caller, as
 /// [`call_backend`] does: a failure keeps the callee's error, a plain value is copied, an
 /// owning one moves out.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 fn backend_done(
     r: c_int,
     out: TVMValue,
@@ -375,10 +372,7 @@ fn backend_done(
 /// # Safety
 /// As `TVMFuncCall`, with non-null out slots; `obj` is the address of a live PackedFunc
 /// object whose [`FastCall`] is a tvm-ffi kernel's.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[inline(never)]
 unsafe extern "C" fn call_ffi_kernel(
     obj: usize,
@@ -417,10 +411,7 @@ unsafe extern "C" fn call_ffi_kernel(
 }
 
 /// [`call_ffi_kernel`]'s arms for zero to four arguments, indexed by the count.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 static FFI_ARMS: [Arm; 5] = [
     ffi_kernel_n::<0>,
     ffi_kernel_n::<1>,
@@ -438,10 +429,7 @@ static FFI_ARMS: [Arm; 5] = [
 ///
 /// # Safety
 /// As [`call_ffi_kernel`], with `N` arguments.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[inline(never)]
 unsafe extern "C" fn ffi_kernel_n<const N: usize>(
     obj: usize,
@@ -518,10 +506,7 @@ unsafe extern "C" fn ffi_kernel_n<const N: usize>(
 
 /// The locals of [`ffi_kernel_n`], in one place whose address the kernel sees (through its
 /// arguments), so that the caller's slots are read back from memory after the call.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[repr(C)]
 struct FfiFrame<const N: usize> {
     result: crate::module::tvm_ffi::abi::TVMFFIAny,
@@ -535,10 +520,7 @@ struct FfiFrame<const N: usize> {
 ///
 /// # Safety
 /// As [`call_ffi_kernel`], with `N` arguments.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[inline(never)]
 unsafe fn ffi_kernel_mixed<const N: usize>(
     obj: usize,
@@ -577,10 +559,7 @@ unsafe fn ffi_kernel_mixed<const N: usize>(
 ///
 /// # Safety
 /// As [`call_ffi_kernel`].
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[inline(never)]
 unsafe extern "C" fn ffi_kernel_many(
     obj: usize,
@@ -614,10 +593,7 @@ unsafe extern "C" fn ffi_kernel_many(
 
 /// A tvm-ffi kernel's status and result passed on to `TVMFuncCall`'s caller: None is written
 /// here, anything else (and a failure) goes through [`ffi_kernel_finish`].
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[inline(always)]
 fn ffi_kernel_done(
     rc: c_int,
@@ -639,10 +615,7 @@ fn ffi_kernel_done(
 
 /// [`call_ffi_kernel`] after a failure or a result other than None: the trampoline's result
 /// conversion, then the caller's slots as for any compiled function.
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[cold]
 #[inline(never)]
 fn ffi_kernel_finish(
@@ -662,10 +635,7 @@ fn ffi_kernel_finish(
 ///
 /// # Safety
 /// As [`call_ffi_kernel`].
-#[cfg(all(
-    not(feature = "bench-no-fast-paths"),
-    any(feature = "dso", feature = "ffi-syslib")
-))]
+#[cfg(tvmrt_ffi_arms)]
 #[cold]
 #[inline(never)]
 unsafe fn ffi_kernel_general(
