@@ -13,7 +13,7 @@ use crate::packed_func::value::RetValue;
 #[cfg(not(feature = "bench-no-fast-paths"))]
 use crate::packed_func::value::{POD_TAGS, RAW_IN_CODES, RAW_OUT_TAGS};
 use std::cell::RefCell;
-use std::ffi::{c_char, c_int, c_void, CString};
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 /// Frees a function handle (`TVMFuncFree`).
 ///
@@ -315,8 +315,8 @@ unsafe extern "C" fn call_backend(
     if r != 0 {
         return failed();
     }
-    // SAFETY: compiled code returns a valid value of the code it gives.
-    if unsafe { RetValue::pod_from_c(out, code) }.is_some() {
+    // A plain value (or a non-NULL tensor pointer) is passed on bit for bit.
+    if RetValue::is_pod_c(&out, code) {
         // SAFETY: checked non-null out slots.
         unsafe {
             *ret_val = out;
@@ -350,8 +350,8 @@ fn backend_done(
     if r != 0 {
         return -1;
     }
-    // SAFETY: compiled code returns a valid value of the code it gives.
-    if unsafe { RetValue::pod_from_c(out, code) }.is_some() {
+    // A plain value (or a non-NULL tensor pointer) is passed on bit for bit.
+    if RetValue::is_pod_c(&out, code) {
         // SAFETY: the caller checked the out slots non-null.
         unsafe {
             *ret_val = out;
@@ -900,12 +900,17 @@ pub unsafe extern "C" fn TVMFuncGetGlobal(
     out: *mut TVMFunctionHandle,
 ) -> c_int {
     crate::c_boundary! {
-        // SAFETY: caller contract.
-        let name = unsafe { cstr(name, "TVMFuncGetGlobal: name")? };
+        if name.is_null() {
+            return Err(Error::value("TVMFuncGetGlobal: name is NULL"));
+        }
         check_out(out, "TVMFuncGetGlobal: out")?;
-        let p = match registry::get(name) {
+        // SAFETY: caller contract: a non-NULL name is NUL-terminated. Looked up by its bytes:
+        // only a name that is not registered needs the UTF-8 check.
+        let p = match registry::get_bytes(unsafe { CStr::from_ptr(name) }.to_bytes()) {
             Some(f) => f.into_object().into_raw() as *mut c_void,
             None => {
+                // SAFETY: as above.
+                let name = unsafe { cstr(name, "TVMFuncGetGlobal: name")? };
                 if let Some(msg) = crate::packed_func::features::built_without(name) {
                     crate::packed_func::error::set_last_error(&Error::value(msg));
                 }

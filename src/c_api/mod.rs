@@ -52,6 +52,7 @@ use std::ffi::{c_char, CStr};
 ///
 /// # Safety
 /// `p` must be NULL or a NUL-terminated string.
+#[inline]
 pub(crate) unsafe fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     if p.is_null() {
         return Err(Error::value_fmt(format_args!("{what} is NULL")));

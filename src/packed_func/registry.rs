@@ -30,7 +30,7 @@ static WATCHERS: RwLock<Vec<(String, Watcher)>> = RwLock::new(Vec::new());
 
 /// The registry's map. Keys are names the program and its libraries register (lookups of
 /// other names only miss), so a fast non-keyed hash serves; SipHash was most of a lookup.
-type Map = HashMap<String, Function, rustc_hash::FxBuildHasher>;
+type Map = HashMap<Box<[u8]>, Function, rustc_hash::FxBuildHasher>;
 
 static REGISTRY: LazyLock<RwLock<Map>> = LazyLock::new(|| RwLock::new(Map::default()));
 
@@ -95,7 +95,7 @@ impl Registrar {
     /// Registers a function object under `name` (replacing an earlier one of that name).
     #[inline(never)]
     pub fn add_function(&mut self, name: &str, f: Function) {
-        write().insert(name.to_string(), f.clone());
+        write().insert(name.as_bytes().into(), f.clone());
         // Start-up registrations are the rooms' own; a watcher's error is its room's bug.
         let _ = notify(name, &f);
     }
@@ -216,12 +216,12 @@ pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> 
             at.map(|i| w.swap_remove(i)).is_some()
         };
         let mut r = write();
-        if !override_existing && !weak && r.contains_key(name) {
+        if !override_existing && !weak && r.contains_key(name.as_bytes()) {
             return Err(Error::internal_fmt(format_args!(
                 "Global PackedFunc {name} is already registered"
             )));
         }
-        r.insert(name.to_string(), f.clone());
+        r.insert(name.as_bytes().into(), f.clone());
     }
     notify(name, &f)
 }
@@ -233,12 +233,18 @@ where
 {
     ensure_ready();
     let f = Function::from_rust(f);
-    write().insert(name.to_string(), f.clone());
+    write().insert(name.as_bytes().into(), f.clone());
     let _ = notify(name, &f);
 }
 
 /// Looks a function up.
 pub fn get(name: &str) -> Option<Function> {
+    get_bytes(name.as_bytes())
+}
+
+/// Looks a function up by the bytes of its name: a name from C needs no UTF-8 check to be
+/// found (every registered name is valid UTF-8, so bytes that match one are too).
+pub fn get_bytes(name: &[u8]) -> Option<Function> {
     ensure_ready();
     read().get(name).cloned()
 }
@@ -246,19 +252,22 @@ pub fn get(name: &str) -> Option<Function> {
 /// Whether a function of that name is registered.
 pub fn contains(name: &str) -> bool {
     ensure_ready();
-    read().contains_key(name)
+    read().contains_key(name.as_bytes())
 }
 
 /// Removes a function; returns whether it existed.
 pub fn remove(name: &str) -> bool {
     ensure_ready();
-    write().remove(name).is_some()
+    write().remove(name.as_bytes()).is_some()
 }
 
 /// All registered names.
 pub fn list_names() -> Vec<String> {
     ensure_ready();
-    read().keys().cloned().collect()
+    read()
+        .keys()
+        .map(|k| String::from_utf8_lossy(k).into_owned())
+        .collect()
 }
 
 #[cfg(test)]

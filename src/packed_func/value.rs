@@ -700,6 +700,18 @@ impl RetValue {
         }
     }
 
+    /// Whether [`RetValue::pod_from_c`] takes `(v, code)`: a plain value, or a non-NULL
+    /// `DLTensor*`. Builds no value, so a caller that only asks has nothing to drop.
+    #[inline(always)]
+    pub fn is_pod_c(v: &TVMValue, code: i32) -> bool {
+        match code {
+            tc::INT | tc::FLOAT | tc::BOOL | tc::OPAQUE_HANDLE | tc::NULLPTR | tc::DEVICE => true,
+            // SAFETY: reading the pointer field of the union is reading plain bits.
+            tc::DLTENSOR_HANDLE => !unsafe { v.v_handle }.is_null(),
+            _ => false,
+        }
+    }
+
     /// Whether the value owns nothing (so overwriting or dropping it runs no code).
     #[inline(always)]
     pub fn is_pod(&self) -> bool {

@@ -30,6 +30,7 @@ use std::ffi::c_void;
 // model checker's under `--cfg loom` (the loom tests at the end of this file).
 use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{sync_static, Instant, Mutex};
+#[cfg(any(loom, target_os = "emscripten"))]
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -77,13 +78,29 @@ const CONTENDED_FOR: Duration = Duration::from_millis(1000);
 /// Spin iterations while the machine is oversubscribed (about a microsecond).
 const CONTENDED_SPIN: u32 = 256;
 
-fn epoch() -> Instant {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    *EPOCH.get_or_init(Instant::now)
+/// The monotonic clock in nanoseconds (since boot: never 0 in practice, and the marks below
+/// store at least 1). One call to the vDSO, inlined where the pool reads it.
+#[cfg(not(any(loom, target_os = "emscripten")))]
+#[inline]
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on every target the
+    // pool is built for (Linux), so the call cannot fail.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
+/// The clock of `crate::sync` in nanoseconds since the first reading (the model's clock
+/// under loom; `emscripten_get_now` on the web).
+#[cfg(any(loom, target_os = "emscripten"))]
 fn now_ns() -> u64 {
-    epoch().elapsed().as_nanos() as u64
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_nanos() as u64
 }
 
 /// A value on cache lines of its own (128 bytes: adjacent-line prefetch pairs 64-byte lines),
@@ -101,14 +118,15 @@ impl<T> std::ops::Deref for OwnLines<T> {
 }
 
 sync_static! {
-    /// Until when (ns since [`epoch`]) the machine counts as oversubscribed, for the pools
+    /// Until when (ns of [`now_ns`]) the machine counts as oversubscribed, for the pools
     /// compiled code uses (a pool a test starts has a word of its own).
     static CONTENDED_UNTIL: AtomicU64 = AtomicU64::new(0);
 }
 
-/// Whether the deadline in `word` (ns since [`epoch`] plus `offset`; 0: none) is still
+/// Whether the deadline in `word` (ns of [`now_ns`] plus `offset`; 0: none) is still
 /// ahead. An expired deadline is cleared, so that hot paths go back to one relaxed load
 /// without a clock read (a mark stored meanwhile by another thread is kept).
+#[inline]
 fn still_marked(word: &AtomicU64, offset: u64) -> bool {
     let mark = word.load(Ordering::Relaxed);
     if mark == 0 {
@@ -137,8 +155,8 @@ struct Contention {
     slow_launches: AtomicU32,
     /// Streaks of launches that no spinning worker saw (see `Pool::note_unclaimed`).
     unseen_streaks: AtomicU32,
-    /// When a launch last found the pool held by another application thread (ns since
-    /// [`epoch`]; 0: never).
+    /// When a launch last found the pool held by another application thread (ns of
+    /// [`now_ns`]; 0: never).
     collision: AtomicU64,
 }
 
@@ -163,6 +181,7 @@ impl Contention {
 
     /// Whether a spinning thread was recently descheduled (see [`Spin`]). Reads the clock
     /// only while a mark is set; the first call after the mark expires clears it.
+    #[inline]
     fn contended(&self) -> bool {
         still_marked(self.until, 0)
     }
@@ -180,6 +199,7 @@ impl Contention {
     /// then runs its launches alone, which keeps one thread per model instead of adding the
     /// pool's workers to a machine the application threads already fill (a launch every
     /// [`SHARED_FOR`] probes the pool again).
+    #[inline]
     fn recently_shared(&self) -> bool {
         still_marked(&self.collision, SHARED_FOR.as_nanos() as u64)
     }
@@ -286,6 +306,7 @@ fn lambda_slot(f: usize) -> usize {
 }
 
 /// Whether the lambda at `f` has been seen using the barrier.
+#[inline]
 fn uses_barrier(f: usize) -> bool {
     let start = lambda_slot(f);
     for i in 0..64 {
@@ -298,6 +319,7 @@ fn uses_barrier(f: usize) -> bool {
     false
 }
 
+#[inline]
 fn remember_barrier(f: usize) {
     if f == 0 || uses_barrier(f) {
         return;
@@ -419,7 +441,7 @@ struct LauncherState {
     unclaimed: AtomicU32,
     /// The sum of the workers' [`Ack`]s when that streak began.
     acks_then: AtomicU32,
-    /// When the streak began (ns since `epoch`).
+    /// When the streak began (ns of `now_ns`).
     streak_began: AtomicU64,
 }
 
@@ -772,6 +794,7 @@ impl Pool {
     }
 
     /// Runs one task; the caller has set `IN_TASK`.
+    #[inline]
     fn run_task(&self, task_id: usize, num_task: usize) {
         let f = self.job.f.load(Ordering::Relaxed);
         let cdata = self.job.cdata.load(Ordering::Relaxed);
@@ -1016,6 +1039,7 @@ fn pool() -> &'static Pool {
 ///
 /// # Safety
 /// `f` callable with `cdata`.
+#[inline]
 unsafe fn run_inline(pool: &Pool, f: ParallelLambda, cdata: *mut c_void) -> i32 {
     let barrier = Barrier::new(0, pool.contention);
     let mut env = ParallelGroupEnv {
