@@ -136,14 +136,27 @@ impl Object {
         // SAFETY: the caller guarantees `p` is live.
         let obj = unsafe { &*p };
         if obj.ref_count.fetch_sub(1, Ordering::Release) == 1 {
-            // Acquire the other owners' releases before deleting: an acquire load of the count
-            // (rather than `fence(Acquire)`, equivalent, free on x86) so that ThreadSanitizer,
-            // which does not model fences, sees the ordering too (std's `Arc` does the same).
-            obj.ref_count.load(Ordering::Acquire);
-            if let Some(d) = obj.deleter {
-                // SAFETY: the count reached zero: nobody else holds the object.
-                unsafe { d(p) };
-            }
+            // SAFETY: the count reached zero: nobody else holds the object.
+            unsafe { Object::delete(p) };
+        }
+    }
+
+    /// Deletes an object whose last reference was just dropped. Out of line: inlined, this
+    /// was a load and a call at each of the runtime's many drop sites.
+    ///
+    /// # Safety
+    /// `p` must point to an object whose count has just reached zero.
+    #[inline(never)]
+    unsafe fn delete(p: *mut Object) {
+        // SAFETY: the caller guarantees `p` is live until deleted here.
+        let obj = unsafe { &*p };
+        // Acquire the other owners' releases before deleting: an acquire load of the count
+        // (rather than `fence(Acquire)`, equivalent, free on x86) so that ThreadSanitizer,
+        // which does not model fences, sees the ordering too (std's `Arc` does the same).
+        obj.ref_count.load(Ordering::Acquire);
+        if let Some(d) = obj.deleter {
+            // SAFETY: the count reached zero: nobody else holds the object.
+            unsafe { d(p) };
         }
     }
 }
