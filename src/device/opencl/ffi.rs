@@ -335,20 +335,27 @@ pub const LIBRARY: &str = "libOpenCL.so.1";
 /// Opens the OpenCL library and looks up every entry point. The error says why (without the
 /// `no OpenCL platform: ` prefix the caller adds).
 pub fn load() -> Result<Api, String> {
+    load_from(&std::env::var("OPENCL_DYLIB_PATH").unwrap_or_default())
+}
+
+/// [`load`] with the `;`-separated paths tried before [`LIBRARY`].
+fn load_from(extra: &str) -> Result<Api, String> {
     let open = |path: &str| {
         // SAFETY: loading the OpenCL library (an ICD loader or a driver) runs only its own
         // initialisers, as any OpenCL program does.
         unsafe { libloading::Library::new(path) }
     };
-    let extra = std::env::var("OPENCL_DYLIB_PATH").unwrap_or_default();
-    let lib = match extra
+    let (path, lib) = match extra
         .split(';')
         .filter(|p| !p.is_empty())
-        .find_map(|p| open(p).ok())
+        .find_map(|p| Some((p, open(p).ok()?)))
     {
-        Some(lib) => lib,
-        None => open(LIBRARY)
-            .map_err(|e| format!("cannot load {LIBRARY} (Could not open library: {e})"))?,
+        Some(found) => found,
+        None => (
+            LIBRARY,
+            open(LIBRARY)
+                .map_err(|e| format!("cannot load {LIBRARY} (Could not open library: {e})"))?,
+        ),
     };
     let mut api = std::mem::MaybeUninit::<Api>::uninit();
     let base = api.as_mut_ptr().cast::<u8>();
@@ -359,7 +366,7 @@ pub fn load() -> Result<Api, String> {
             .unwrap_or(std::ptr::null_mut());
         if p.is_null() && i < REQUIRED {
             return Err(format!(
-                "{LIBRARY} has no {} (the OpenCL library is too old)",
+                "{path} has no {} (OpenCL 1.2 or later is needed)",
                 name.trim_end_matches('\0')
             ));
         }
@@ -391,6 +398,16 @@ mod tests {
         assert_eq!(error_text(-1142), "CL_INVALID_SEMAPHORE_KHR");
         assert_eq!(error_text(-20), "UNKNOWN_ERROR");
         assert_eq!(error_text(1), "UNKNOWN_ERROR");
+    }
+
+    #[test]
+    fn a_library_without_the_entry_points_is_refused_by_name() {
+        // The C library loads but has none of them.
+        let e = load_from("libc.so.6").err().unwrap();
+        assert_eq!(
+            e,
+            "libc.so.6 has no clGetPlatformIDs (OpenCL 1.2 or later is needed)"
+        );
     }
 
     #[test]
