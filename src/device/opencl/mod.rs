@@ -150,11 +150,14 @@ pub fn library() -> std::result::Result<&'static Cl, &'static str> {
         .map_err(|e| e.as_str())
 }
 
+/// The OpenCL library if it was loaded (objects to release exist only then); never loads it.
+pub(crate) fn loaded() -> Option<&'static Cl> {
+    LIBRARY.get()?.as_ref().ok()
+}
+
 fn device_bytes(d: cl_device_id, param: u32) -> std::result::Result<Vec<u8>, cl_int> {
     // Device ids exist only once the library is loaded.
-    let f = library()
-        .map_err(|_| ffi::CL_INVALID_VALUE)?
-        .clGetDeviceInfo;
+    let f = loaded().ok_or(ffi::CL_INVALID_VALUE)?.clGetDeviceInfo;
     // SAFETY: clGetDeviceInfo with its size/value/size_ret triple as `info_bytes` passes it
     // (a buffer of the size given, or NULL with size 0).
     info_bytes(&mut |n, v, r| unsafe { f(d, param, n, v, r) })
@@ -222,11 +225,7 @@ fn ids(
     query: &mut dyn FnMut(ffi::cl_uint, *mut *mut c_void, *mut ffi::cl_uint) -> cl_int,
 ) -> std::result::Result<Vec<*mut c_void>, cl_int> {
     let mut n: ffi::cl_uint = 0;
-    let status = query(0, std::ptr::null_mut(), &mut n);
-    // CL_DEVICE_NOT_FOUND (-1) with a count of 0: no device of the type asked for.
-    if status != 0 && status != -1 {
-        return Err(status);
-    }
+    created((), query(0, std::ptr::null_mut(), &mut n))?;
     let mut v = vec![std::ptr::null_mut::<c_void>(); n as usize];
     if n > 0 {
         created((), query(n, v.as_mut_ptr(), std::ptr::null_mut()))?;

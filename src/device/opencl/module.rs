@@ -119,7 +119,7 @@ impl Drop for Inner {
     fn drop(&mut self) {
         let progs = self.programs.get_mut().unwrap_or_else(|e| e.into_inner());
         // Programs exist only once the library is loaded.
-        let Ok(cl) = super::library() else { return };
+        let Some(cl) = super::loaded() else { return };
         for &p in progs.values() {
             // SAFETY: a program this module built, released once.
             let _ = unsafe { (cl.clReleaseProgram)(p as cl_program) };
@@ -242,7 +242,7 @@ impl Drop for Kernel {
         for m in &mut self.per_device {
             let k = *m.get_mut().unwrap_or_else(|e| e.into_inner());
             // Kernels exist only once the library is loaded.
-            if let (true, Ok(cl)) = (k != 0, super::library()) {
+            if let (true, Some(cl)) = (k != 0, super::loaded()) {
                 // SAFETY: a kernel this callable created, released once.
                 let _ = unsafe { (cl.clReleaseKernel)(k as cl_kernel) };
             }
