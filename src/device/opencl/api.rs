@@ -6,9 +6,10 @@
 //! `cl_mem`, as the reference's `BufferDescriptor`: compiled host code passes such pointers to
 //! kernels, and the kernel launcher hands the `cl_mem` to the driver.
 
+use super::ffi::{self, cl_command_queue, cl_event, cl_mem, CL_TRUE};
 use super::{
-    check, device_sizes, device_string, device_uint, ok, platforms, queue_for, set_current_device,
-    set_current_stream, Platforms, WARP_SIZE_ENV,
+    check, created, device_sizes, device_string, device_uint, ok, platforms, queue_for,
+    set_current_device, set_current_stream, Platforms, WARP_SIZE_ENV,
 };
 use crate::device::workspace::WorkspacePools;
 use crate::device::{DeviceApi, DeviceAttr, Stream};
@@ -16,7 +17,6 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, DL_CPU, DL_OPENCL};
 use crate::packed_func::value::{RawHandle, RetValue};
-use cl3::types::{cl_command_queue, cl_event, cl_mem, CL_TRUE};
 use std::ffi::c_void;
 
 /// Marks live [`ClBuffer`]s, to refuse pointers of other origins with a message.
@@ -107,7 +107,7 @@ fn check_range(b: &ClBuffer, offset: u64, n: usize, what: &str) -> Result<()> {
 
 /// The image channel type of a tensor element type (four channels per pixel).
 fn channel_type(t: DLDataType) -> Result<u32> {
-    use cl3::memory::*;
+    use ffi::*;
     Ok(match (t.code, t.bits) {
         (2, 32) => CL_FLOAT,
         (2, 16) => CL_HALF_FLOAT,
@@ -232,17 +232,21 @@ unsafe fn copy_tensor_images(from: &DLTensor, to: &DLTensor, stream: Stream) -> 
                     return Err(Error::value("OpenCL: image copy between different extents"));
                 }
                 check(
-                    cl.clEnqueueCopyImage(
-                        queue,
-                        s.mem,
-                        d.mem,
-                        o.as_ptr(),
-                        o.as_ptr(),
-                        r.as_ptr(),
-                        0,
-                        std::ptr::null(),
-                        null,
-                    ),
+                    // SAFETY: live images of this backend in the queue's context, a region inside
+                    // both (checked), no events.
+                    unsafe {
+                        (cl.clEnqueueCopyImage)(
+                            queue,
+                            s.mem,
+                            d.mem,
+                            o.as_ptr(),
+                            o.as_ptr(),
+                            r.as_ptr(),
+                            0,
+                            std::ptr::null(),
+                            null,
+                        )
+                    },
                     "clEnqueueCopyImage",
                 )
             }
@@ -253,35 +257,43 @@ unsafe fn copy_tensor_images(from: &DLTensor, to: &DLTensor, stream: Stream) -> 
                     let d = unsafe { buffer_of(to.data) }?;
                     check_range(d, to.byte_offset, nbytes, "destination")?;
                     return check(
-                        cl.clEnqueueCopyImageToBuffer(
-                            queue,
-                            s.mem,
-                            d.mem,
-                            o.as_ptr(),
-                            r.as_ptr(),
-                            to.byte_offset as usize,
-                            0,
-                            std::ptr::null(),
-                            null,
-                        ),
+                        // SAFETY: a live image and buffer of this backend in the queue's context,
+                        // the region inside the image and the bytes inside the buffer (checked), no
+                        // events.
+                        unsafe {
+                            (cl.clEnqueueCopyImageToBuffer)(
+                                queue,
+                                s.mem,
+                                d.mem,
+                                o.as_ptr(),
+                                r.as_ptr(),
+                                to.byte_offset as usize,
+                                0,
+                                std::ptr::null(),
+                                null,
+                            )
+                        },
                         "clEnqueueCopyImageToBuffer",
                     );
                 }
                 check(
-                    cl.clEnqueueReadImage(
-                        queue,
-                        s.mem,
-                        CL_TRUE,
-                        o.as_ptr(),
-                        r.as_ptr(),
-                        0,
-                        0,
-                        // SAFETY: the destination tensor's host range.
-                        unsafe { (to.data as *mut u8).add(to.byte_offset as usize) } as *mut c_void,
-                        0,
-                        std::ptr::null(),
-                        null,
-                    ),
+                    // SAFETY: a live image, a region inside it (checked), and the caller's host
+                    // range of as many bytes; a blocking read, no events.
+                    unsafe {
+                        (cl.clEnqueueReadImage)(
+                            queue,
+                            s.mem,
+                            CL_TRUE,
+                            o.as_ptr(),
+                            r.as_ptr(),
+                            0,
+                            0,
+                            (to.data as *mut u8).add(to.byte_offset as usize) as *mut c_void,
+                            0,
+                            std::ptr::null(),
+                            null,
+                        )
+                    },
                     "clEnqueueReadImage",
                 )
             }
@@ -292,36 +304,44 @@ unsafe fn copy_tensor_images(from: &DLTensor, to: &DLTensor, stream: Stream) -> 
                     let s = unsafe { buffer_of(from.data) }?;
                     check_range(s, from.byte_offset, nbytes, "source")?;
                     return check(
-                        cl.clEnqueueCopyBufferToImage(
-                            queue,
-                            s.mem,
-                            d.mem,
-                            from.byte_offset as usize,
-                            o.as_ptr(),
-                            r.as_ptr(),
-                            0,
-                            std::ptr::null(),
-                            null,
-                        ),
+                        // SAFETY: a live buffer and image of this backend in the queue's context,
+                        // the bytes inside the buffer and the region inside the image (checked), no
+                        // events.
+                        unsafe {
+                            (cl.clEnqueueCopyBufferToImage)(
+                                queue,
+                                s.mem,
+                                d.mem,
+                                from.byte_offset as usize,
+                                o.as_ptr(),
+                                r.as_ptr(),
+                                0,
+                                std::ptr::null(),
+                                null,
+                            )
+                        },
                         "clEnqueueCopyBufferToImage",
                     );
                 }
                 check(
-                    cl.clEnqueueWriteImage(
-                        queue,
-                        d.mem,
-                        CL_TRUE,
-                        o.as_ptr(),
-                        r.as_ptr(),
-                        0,
-                        0,
-                        // SAFETY: the source tensor's host range.
-                        unsafe { (from.data as *const u8).add(from.byte_offset as usize) }
-                            as *const c_void,
-                        0,
-                        std::ptr::null(),
-                        null,
-                    ),
+                    // SAFETY: a live image, a region inside it (checked), and the caller's host
+                    // range of as many bytes; a blocking write, no events.
+                    unsafe {
+                        (cl.clEnqueueWriteImage)(
+                            queue,
+                            d.mem,
+                            CL_TRUE,
+                            o.as_ptr(),
+                            r.as_ptr(),
+                            0,
+                            0,
+                            (from.data as *const u8).add(from.byte_offset as usize)
+                                as *const c_void,
+                            0,
+                            std::ptr::null(),
+                            null,
+                        )
+                    },
                     "clEnqueueWriteImage",
                 )
             }
@@ -351,12 +371,12 @@ impl OpenclDeviceApi {
                 dev.device_id, d.name
             )));
         }
-        let format = cl3::types::cl_image_format {
-            image_channel_order: cl3::memory::CL_RGBA,
+        let format = ffi::cl_image_format {
+            image_channel_order: ffi::CL_RGBA,
             image_channel_data_type: channel_type(dtype)?,
         };
-        let desc = cl3::types::cl_image_desc {
-            image_type: cl3::memory::CL_MEM_OBJECT_IMAGE2D,
+        let desc = ffi::cl_image_desc {
+            image_type: ffi::CL_MEM_OBJECT_IMAGE2D,
             image_width: width.max(1),
             image_height: height.max(1),
             image_depth: 0,
@@ -367,19 +387,20 @@ impl OpenclDeviceApi {
             num_samples: 0,
             buffer: std::ptr::null_mut(),
         };
-        // SAFETY: plain flags, a valid format and description, no host pointer.
-        let mem = ok(
-            unsafe {
-                cl3::memory::create_image(
-                    p.contexts[d.context],
-                    cl3::memory::CL_MEM_READ_WRITE,
-                    &format,
-                    &desc,
-                    std::ptr::null_mut(),
-                )
-            },
-            "clCreateImage",
-        )?;
+        let mut status = ffi::CL_INVALID_VALUE;
+        // SAFETY: a live context, plain flags, a valid format and description, no host
+        // pointer.
+        let mem = unsafe {
+            (p.cl.clCreateImage)(
+                p.contexts[d.context],
+                ffi::CL_MEM_READ_WRITE,
+                &format,
+                &desc,
+                std::ptr::null_mut(),
+                &mut status,
+            )
+        };
+        let mem = ok(created(mem, status), "clCreateImage")?;
         let pixel_bytes = 4 * (dtype.bits as usize).div_ceil(8);
         Ok(Box::into_raw(Box::new(ClBuffer {
             mem,
@@ -445,51 +466,65 @@ unsafe fn copy_image(
                 (Some(e), Some(_)) => {
                     let (o, r) = origin_region(&e);
                     check(
-                        cl.clEnqueueCopyImage(
-                            queue,
-                            s.mem,
-                            d.mem,
-                            o.as_ptr(),
-                            o.as_ptr(),
-                            r.as_ptr(),
-                            0,
-                            std::ptr::null(),
-                            null,
-                        ),
+                        // SAFETY: live images of this backend in the queue's context, a region
+                        // inside both (checked), no events.
+                        unsafe {
+                            (cl.clEnqueueCopyImage)(
+                                queue,
+                                s.mem,
+                                d.mem,
+                                o.as_ptr(),
+                                o.as_ptr(),
+                                r.as_ptr(),
+                                0,
+                                std::ptr::null(),
+                                null,
+                            )
+                        },
                         "clEnqueueCopyImage",
                     )
                 }
                 (Some(e), None) => {
                     let (o, r) = origin_region(&e);
                     check(
-                        cl.clEnqueueCopyImageToBuffer(
-                            queue,
-                            s.mem,
-                            d.mem,
-                            o.as_ptr(),
-                            r.as_ptr(),
-                            offsets.1 as usize,
-                            0,
-                            std::ptr::null(),
-                            null,
-                        ),
+                        // SAFETY: a live image and buffer of this backend in the queue's context,
+                        // the region inside the image and the bytes inside the buffer (checked), no
+                        // events.
+                        unsafe {
+                            (cl.clEnqueueCopyImageToBuffer)(
+                                queue,
+                                s.mem,
+                                d.mem,
+                                o.as_ptr(),
+                                r.as_ptr(),
+                                offsets.1 as usize,
+                                0,
+                                std::ptr::null(),
+                                null,
+                            )
+                        },
                         "clEnqueueCopyImageToBuffer",
                     )
                 }
                 (None, Some(e)) => {
                     let (o, r) = origin_region(&e);
                     check(
-                        cl.clEnqueueCopyBufferToImage(
-                            queue,
-                            s.mem,
-                            d.mem,
-                            offsets.0 as usize,
-                            o.as_ptr(),
-                            r.as_ptr(),
-                            0,
-                            std::ptr::null(),
-                            null,
-                        ),
+                        // SAFETY: a live buffer and image of this backend in the queue's context,
+                        // the bytes inside the buffer and the region inside the image (checked), no
+                        // events.
+                        unsafe {
+                            (cl.clEnqueueCopyBufferToImage)(
+                                queue,
+                                s.mem,
+                                d.mem,
+                                offsets.0 as usize,
+                                o.as_ptr(),
+                                r.as_ptr(),
+                                0,
+                                std::ptr::null(),
+                                null,
+                            )
+                        },
                         "clEnqueueCopyBufferToImage",
                     )
                 }
@@ -505,20 +540,23 @@ unsafe fn copy_image(
             });
             let (o, r) = origin_region(&e);
             check(
-                cl.clEnqueueReadImage(
-                    queue,
-                    s.mem,
-                    CL_TRUE,
-                    o.as_ptr(),
-                    r.as_ptr(),
-                    0,
-                    0,
-                    // SAFETY: the caller's host range.
-                    unsafe { to.add(offsets.1 as usize) } as *mut c_void,
-                    0,
-                    std::ptr::null(),
-                    null,
-                ),
+                // SAFETY: a live image, a region inside it (checked), and the caller's host range
+                // of as many bytes; a blocking read, no events.
+                unsafe {
+                    (cl.clEnqueueReadImage)(
+                        queue,
+                        s.mem,
+                        CL_TRUE,
+                        o.as_ptr(),
+                        r.as_ptr(),
+                        0,
+                        0,
+                        to.add(offsets.1 as usize) as *mut c_void,
+                        0,
+                        std::ptr::null(),
+                        null,
+                    )
+                },
                 "clEnqueueReadImage",
             )
         }
@@ -531,20 +569,23 @@ unsafe fn copy_image(
             });
             let (o, r) = origin_region(&e);
             check(
-                cl.clEnqueueWriteImage(
-                    queue,
-                    d.mem,
-                    CL_TRUE,
-                    o.as_ptr(),
-                    r.as_ptr(),
-                    0,
-                    0,
-                    // SAFETY: the caller's host range.
-                    unsafe { from.add(offsets.0 as usize) } as *const c_void,
-                    0,
-                    std::ptr::null(),
-                    null,
-                ),
+                // SAFETY: a live image, a region inside it (checked), and the caller's host range
+                // of as many bytes; a blocking write, no events.
+                unsafe {
+                    (cl.clEnqueueWriteImage)(
+                        queue,
+                        d.mem,
+                        CL_TRUE,
+                        o.as_ptr(),
+                        r.as_ptr(),
+                        0,
+                        0,
+                        from.add(offsets.0 as usize) as *const c_void,
+                        0,
+                        std::ptr::null(),
+                        null,
+                    )
+                },
                 "clEnqueueWriteImage",
             )
         }
@@ -563,7 +604,7 @@ impl DeviceApi for OpenclDeviceApi {
     }
 
     fn get_attr(&self, dev: DLDevice, kind: DeviceAttr) -> Result<RetValue> {
-        use cl3::device::*;
+        use ffi::*;
         if kind == DeviceAttr::Exist {
             let n = super::device_count();
             return Ok(RetValue::Int(
@@ -626,15 +667,18 @@ impl DeviceApi for OpenclDeviceApi {
             .checked_next_multiple_of(4)
             .ok_or_else(|| Error::value("OpenCL: buffer size overflows"))?;
         let create = |size: usize| {
-            // SAFETY: plain flags, no host pointer.
-            unsafe {
-                cl3::memory::create_buffer(
+            let mut status = ffi::CL_INVALID_VALUE;
+            // SAFETY: a live context, plain flags, no host pointer.
+            let mem = unsafe {
+                (p.cl.clCreateBuffer)(
                     p.contexts[d.context],
-                    cl3::memory::CL_MEM_READ_WRITE,
+                    ffi::CL_MEM_READ_WRITE,
                     size,
                     std::ptr::null_mut(),
+                    &mut status,
                 )
-            }
+            };
+            created(mem, status)
         };
         let (mem, tail) = match start.checked_add(ZERO_TAIL).map(create) {
             Some(Ok(m)) => (m, ZERO_TAIL),
@@ -656,27 +700,33 @@ impl DeviceApi for OpenclDeviceApi {
             let zero = 0u32;
             let mut ev: cl_event = std::ptr::null_mut();
             let mut r = check(
-                p.cl.clEnqueueFillBuffer(
-                    d.fill_queue,
-                    mem,
-                    &zero as *const u32 as *const c_void,
-                    4,
-                    start,
-                    tail,
-                    0,
-                    std::ptr::null(),
-                    &mut ev,
-                ),
+                // SAFETY: the new buffer, a 4-byte pattern, a 4-byte-aligned range inside it, an
+                // event out pointer.
+                unsafe {
+                    (p.cl.clEnqueueFillBuffer)(
+                        d.fill_queue,
+                        mem,
+                        &zero as *const u32 as *const c_void,
+                        4,
+                        start,
+                        tail,
+                        0,
+                        std::ptr::null(),
+                        &mut ev,
+                    )
+                },
                 "clEnqueueFillBuffer",
             );
             if r.is_ok() {
-                r = check(p.cl.clWaitForEvents(1, &ev), "clWaitForEvents");
+                // SAFETY: one event, just returned by the driver.
+                r = check(unsafe { (p.cl.clWaitForEvents)(1, &ev) }, "clWaitForEvents");
                 // The event is released whatever the wait said; a release error only leaks it.
-                let _ = p.cl.clReleaseEvent(ev);
+                // SAFETY: an event the driver returned, released once.
+                let _ = unsafe { (p.cl.clReleaseEvent)(ev) };
             }
             if let Err(e) = r {
                 // SAFETY: the memory object just created, released once.
-                let _ = unsafe { cl3::memory::release_mem_object(mem) };
+                let _ = unsafe { (p.cl.clReleaseMemObject)(mem) };
                 return Err(e);
             }
         }
@@ -719,15 +769,15 @@ impl DeviceApi for OpenclDeviceApi {
         }
         // SAFETY: the DeviceApi contract: a pointer of this backend.
         unsafe { buffer_of(ptr)? };
-        platforms_for(dev)?;
+        let p = platforms_for(dev)?;
         // SAFETY: the pointer came from this backend (checked above) and is freed once.
         let mut b = unsafe { Box::from_raw(ptr as *mut ClBuffer) };
         b.magic = 0;
         // Commands already queued keep the memory object alive until they finish (OpenCL's
         // release rule), so no wait is needed.
         // SAFETY: a memory object this backend created, released once.
-        ok(
-            unsafe { cl3::memory::release_mem_object(b.mem) },
+        check(
+            unsafe { (p.cl.clReleaseMemObject)(b.mem) },
             "clReleaseMemObject",
         )
     }
@@ -825,20 +875,26 @@ impl DeviceApi for OpenclDeviceApi {
                 if same_context {
                     if s.device_id != d.device_id {
                         // The source device's pending writes must be done first.
-                        check(cl.clFinish(queue_for(p, s.device_id)?), "clFinish")?;
+                        let q = queue_for(p, s.device_id)?;
+                        // SAFETY: a live command queue of the device.
+                        check(unsafe { (cl.clFinish)(q) }, "clFinish")?;
                     }
                     return check(
-                        cl.clEnqueueCopyBuffer(
-                            queue,
-                            s.mem,
-                            d.mem,
-                            from_offset as usize,
-                            to_offset as usize,
-                            nbytes,
-                            0,
-                            std::ptr::null(),
-                            null,
-                        ),
+                        // SAFETY: live buffers of this backend in the queue's context, ranges
+                        // inside both (checked), no events.
+                        unsafe {
+                            (cl.clEnqueueCopyBuffer)(
+                                queue,
+                                s.mem,
+                                d.mem,
+                                from_offset as usize,
+                                to_offset as usize,
+                                nbytes,
+                                0,
+                                std::ptr::null(),
+                                null,
+                            )
+                        },
                         "clEnqueueCopyBuffer",
                     );
                 }
@@ -874,36 +930,42 @@ impl DeviceApi for OpenclDeviceApi {
             (Some(s), None) => {
                 check_range(s, from_offset, nbytes, "source")?;
                 check(
-                    cl.clEnqueueReadBuffer(
-                        queue,
-                        s.mem,
-                        CL_TRUE,
-                        from_offset as usize,
-                        nbytes,
-                        // SAFETY: the caller's host range.
-                        unsafe { (to as *mut u8).add(to_offset as usize) } as *mut c_void,
-                        0,
-                        std::ptr::null(),
-                        null,
-                    ),
+                    // SAFETY: a live buffer, a range inside it (checked), and the caller's host
+                    // range of as many bytes; a blocking read, no events.
+                    unsafe {
+                        (cl.clEnqueueReadBuffer)(
+                            queue,
+                            s.mem,
+                            CL_TRUE,
+                            from_offset as usize,
+                            nbytes,
+                            (to as *mut u8).add(to_offset as usize) as *mut c_void,
+                            0,
+                            std::ptr::null(),
+                            null,
+                        )
+                    },
                     "clEnqueueReadBuffer",
                 )
             }
             (None, Some(d)) => {
                 check_range(d, to_offset, nbytes, "destination")?;
                 check(
-                    cl.clEnqueueWriteBuffer(
-                        queue,
-                        d.mem,
-                        CL_TRUE,
-                        to_offset as usize,
-                        nbytes,
-                        // SAFETY: the caller's host range.
-                        unsafe { (from as *const u8).add(from_offset as usize) } as *const c_void,
-                        0,
-                        std::ptr::null(),
-                        null,
-                    ),
+                    // SAFETY: a live buffer, a range inside it (checked), and the caller's host
+                    // range of as many bytes; a blocking write, no events.
+                    unsafe {
+                        (cl.clEnqueueWriteBuffer)(
+                            queue,
+                            d.mem,
+                            CL_TRUE,
+                            to_offset as usize,
+                            nbytes,
+                            (from as *const u8).add(from_offset as usize) as *const c_void,
+                            0,
+                            std::ptr::null(),
+                            null,
+                        )
+                    },
                     "clEnqueueWriteBuffer",
                 )
             }
@@ -926,8 +988,13 @@ impl DeviceApi for OpenclDeviceApi {
         if super::current_stream(dev.device_id) == q {
             set_current_stream(dev.device_id, std::ptr::null_mut());
         }
-        check(p.cl.clFinish(q), "clFinish")?;
-        check(p.cl.clReleaseCommandQueue(q), "clReleaseCommandQueue")
+        // SAFETY: a live command queue of the device.
+        check(unsafe { (p.cl.clFinish)(q) }, "clFinish")?;
+        // SAFETY: a queue this backend created (the stream), released once.
+        check(
+            unsafe { (p.cl.clReleaseCommandQueue)(q) },
+            "clReleaseCommandQueue",
+        )
     }
 
     unsafe fn set_stream(&self, dev: DLDevice, stream: Stream) -> Result<()> {
@@ -946,7 +1013,8 @@ impl DeviceApi for OpenclDeviceApi {
         } else {
             stream as cl_command_queue
         };
-        check(p.cl.clFinish(q), "clFinish")
+        // SAFETY: a live command queue of the device.
+        check(unsafe { (p.cl.clFinish)(q) }, "clFinish")
     }
 
     unsafe fn sync_stream_from_to(&self, dev: DLDevice, src: Stream, dst: Stream) -> Result<()> {
@@ -965,14 +1033,17 @@ impl DeviceApi for OpenclDeviceApi {
         }
         let mut ev: cl_event = std::ptr::null_mut();
         check(
-            p.cl.clEnqueueMarkerWithWaitList(qs, 0, std::ptr::null(), &mut ev),
+            // SAFETY: a live queue, no wait list, an event out pointer.
+            unsafe { (p.cl.clEnqueueMarkerWithWaitList)(qs, 0, std::ptr::null(), &mut ev) },
             "clEnqueueMarkerWithWaitList",
         )?;
         let r = check(
-            p.cl.clEnqueueBarrierWithWaitList(qd, 1, &ev, std::ptr::null_mut()),
+            // SAFETY: a live queue and one event (the marker just queued).
+            unsafe { (p.cl.clEnqueueBarrierWithWaitList)(qd, 1, &ev, std::ptr::null_mut()) },
             "clEnqueueBarrierWithWaitList",
         );
-        check(p.cl.clReleaseEvent(ev), "clReleaseEvent")?;
+        // SAFETY: an event the driver returned, released once.
+        check(unsafe { (p.cl.clReleaseEvent)(ev) }, "clReleaseEvent")?;
         r
     }
 
@@ -1077,7 +1148,7 @@ mod tests {
     fn channel_types() {
         assert_eq!(
             channel_type(DLDataType::new(2, 32, 1)).unwrap(),
-            cl3::memory::CL_FLOAT
+            ffi::CL_FLOAT
         );
         assert!(channel_type(DLDataType::new(2, 64, 1)).is_err());
     }

@@ -1,6 +1,7 @@
-//! OpenCL: `kDLOpenCL` (4) through the OpenCL API (the `cl3` crate, with `libOpenCL.so.1`
-//! loaded at run time), and TVM's `opencl` device modules.
+//! OpenCL: `kDLOpenCL` (4) through the OpenCL API (`libOpenCL.so.1` loaded at run time), and
+//! TVM's `opencl` device modules.
 //!
+//! - [`ffi`]: the OpenCL C types, constants and entry points used, and the library's loader;
 //! - [`api`]: the device API (attributes, buffers and images, copies, command queues as
 //!   streams, the workspace pool);
 //! - [`module`]: TVM's `opencl` modules (OpenCL C source and function information), built per
@@ -16,12 +17,13 @@
 //! a current stream (NULL: the device's default queue).
 
 pub mod api;
+pub mod ffi;
 pub mod module;
 
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::value::{RawHandle, RetValue};
-use cl3::types::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_platform_id};
+use ffi::{cl_command_queue, cl_context, cl_device_id, cl_int, cl_platform_id};
 use std::cell::Cell;
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
@@ -41,8 +43,8 @@ pub const NO_IMAGES_ENV: &str = "TVM_RUNTIME_OPENCL_NO_IMAGES";
 /// reference.
 pub const WARP_SIZE_ENV: &str = "TVM_OPENCL_WARP_SIZE";
 
-/// The loaded OpenCL library (its entry points, each optional).
-pub(crate) type Cl = cl3::OpenClRuntime;
+/// The loaded OpenCL library's entry points.
+pub(crate) type Cl = ffi::Api;
 
 /// One OpenCL device as TVM numbers it.
 pub(crate) struct Device {
@@ -85,10 +87,7 @@ static PLATFORMS: OnceLock<std::result::Result<Platforms, String>> = OnceLock::n
 
 /// The name of an OpenCL error code (`CL_OUT_OF_RESOURCES`, ...).
 pub fn error_name(code: cl_int) -> &'static str {
-    match cl3::error_codes::error_text(code) {
-        "" => "CL_UNKNOWN_ERROR",
-        s => s,
-    }
+    ffi::error_text(code)
 }
 
 /// An error for a failed OpenCL call: `OpenCL error CL_... (code) in <call>`.
@@ -99,31 +98,75 @@ pub(crate) fn cl_error(code: cl_int, call: &str) -> Error {
     ))
 }
 
-/// Checks a raw call's status (`None`: the library lacks the entry point).
-pub(crate) fn check(r: Option<cl_int>, call: &str) -> Result<()> {
+/// Checks a call's status.
+pub(crate) fn check(r: cl_int, call: &str) -> Result<()> {
     match r {
-        Some(0) => Ok(()),
-        Some(code) => Err(cl_error(code, call)),
-        None => Err(Error::tvm_fmt(format_args!(
-            "OpenCL: the OpenCL library has no {call} (it is too old)"
-        ))),
+        0 => Ok(()),
+        code => Err(cl_error(code, call)),
     }
 }
 
-/// Checks a `cl3` wrapper's result.
+/// Checks a result whose error is a status.
 pub(crate) fn ok<T>(r: std::result::Result<T, cl_int>, call: &str) -> Result<T> {
     r.map_err(|code| cl_error(code, call))
 }
 
+/// The object a create call returned, or its status when that is not `CL_SUCCESS`.
+pub(crate) fn created<T>(obj: T, status: cl_int) -> std::result::Result<T, cl_int> {
+    if status == ffi::CL_SUCCESS {
+        Ok(obj)
+    } else {
+        Err(status)
+    }
+}
+
+/// A variable-size property through an OpenCL `clGet*Info` call, given as
+/// `(size, value, size_ret)`: its size first, then its bytes.
+pub(crate) fn info_bytes(
+    query: &mut dyn FnMut(usize, *mut c_void, *mut usize) -> cl_int,
+) -> std::result::Result<Vec<u8>, cl_int> {
+    let mut size = 0usize;
+    match query(0, std::ptr::null_mut(), &mut size) {
+        0 => {}
+        code => return Err(code),
+    }
+    let mut b = vec![0u8; size];
+    if size > 0 {
+        match query(size, b.as_mut_ptr() as *mut c_void, std::ptr::null_mut()) {
+            0 => {}
+            code => return Err(code),
+        }
+    }
+    Ok(b)
+}
+
+static LIBRARY: OnceLock<std::result::Result<Cl, String>> = OnceLock::new();
+
+/// The OpenCL library, loaded on first use; why it cannot be used when it cannot.
+pub fn library() -> std::result::Result<&'static Cl, &'static str> {
+    LIBRARY
+        .get_or_init(ffi::load)
+        .as_ref()
+        .map_err(|e| e.as_str())
+}
+
+/// The OpenCL library if it was loaded (objects to release exist only then); never loads it.
+pub(crate) fn loaded() -> Option<&'static Cl> {
+    LIBRARY.get()?.as_ref().ok()
+}
+
 fn device_bytes(d: cl_device_id, param: u32) -> std::result::Result<Vec<u8>, cl_int> {
-    cl3::device::get_device_data(d, param)
+    // Device ids exist only once the library is loaded.
+    let f = loaded().ok_or(ffi::CL_INVALID_VALUE)?.clGetDeviceInfo;
+    // SAFETY: clGetDeviceInfo with its size/value/size_ret triple as `info_bytes` passes it
+    // (a buffer of the size given, or NULL with size 0).
+    info_bytes(&mut |n, v, r| unsafe { f(d, param, n, v, r) })
 }
 
 /// A string device property.
 pub(crate) fn device_string(d: cl_device_id, param: u32) -> Result<String> {
     let b = ok(device_bytes(d, param), "clGetDeviceInfo")?;
-    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-    Ok(String::from_utf8_lossy(&b[..end]).trim().to_string())
+    Ok(text(&b).trim().to_string())
 }
 
 /// An unsigned integer device property of any width (`cl_uint`, `cl_ulong`, `size_t`,
@@ -176,30 +219,47 @@ pub(crate) fn version_token(v: &str) -> &str {
         .unwrap_or("")
 }
 
+/// The ids an OpenCL `clGet*IDs` call lists, given as `(count, ids, count_ret)`: their count
+/// first, then the ids (none when the count is 0).
+fn ids(
+    query: &mut dyn FnMut(ffi::cl_uint, *mut *mut c_void, *mut ffi::cl_uint) -> cl_int,
+) -> std::result::Result<Vec<*mut c_void>, cl_int> {
+    let mut n: ffi::cl_uint = 0;
+    created((), query(0, std::ptr::null_mut(), &mut n))?;
+    let mut v = vec![std::ptr::null_mut::<c_void>(); n as usize];
+    if n > 0 {
+        created((), query(n, v.as_mut_ptr(), std::ptr::null_mut()))?;
+    }
+    Ok(v)
+}
+
+/// The NUL-terminated text of a string property, lossily decoded.
+pub(crate) fn text(b: &[u8]) -> String {
+    let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    String::from_utf8_lossy(&b[..end]).into_owned()
+}
+
 fn load() -> std::result::Result<Platforms, String> {
     if std::env::var(DISABLE_ENV).is_ok_and(|v| !v.is_empty() && v != "0") {
         return Err(format!("no OpenCL platform: disabled by {DISABLE_ENV}"));
     }
-    let cl: &'static Cl = match cl3::load_library() {
-        Ok(cl) => cl,
-        Err(e) => {
-            return Err(format!(
-                "no OpenCL platform: cannot load libOpenCL.so.1 ({e})"
-            ))
-        }
-    };
-    let platforms: Vec<cl_platform_id> = match cl3::platform::get_platform_ids() {
-        Ok(p) => p,
-        // The ICD loader's answer when no driver is installed.
-        Err(-1001) => Vec::new(),
-        Err(code) => return Err(cl_error(code, "clGetPlatformIDs").into_message()),
-    };
+    let cl: &'static Cl = library().map_err(|e| format!("no OpenCL platform: {e}"))?;
+    // SAFETY: clGetPlatformIDs with a count and a buffer of that many ids (or none).
+    let platforms: Vec<cl_platform_id> =
+        match ids(&mut |n, v, r| unsafe { (cl.clGetPlatformIDs)(n, v, r) }) {
+            Ok(p) => p,
+            // The ICD loader's answer when no driver is installed.
+            Err(ffi::CL_PLATFORM_NOT_FOUND_KHR) => Vec::new(),
+            Err(code) => return Err(cl_error(code, "clGetPlatformIDs").into_message()),
+        };
     let find = |p: cl_platform_id, ty| -> Vec<cl_device_id> {
-        cl3::device::get_device_ids(p, ty)
+        // SAFETY: clGetDeviceIDs of a platform the library listed, with a count and a buffer
+        // of that many ids (or none).
+        ids(&mut |n, v, r| unsafe { (cl.clGetDeviceIDs)(p, ty, n, v, r) })
             .unwrap_or_default()
             .into_iter()
             .filter(|&d| {
-                device_string(d, cl3::device::CL_DEVICE_VERSION)
+                device_string(d, ffi::CL_DEVICE_VERSION)
                     .map(|v| version_number(&v) >= 120)
                     .unwrap_or(false)
             })
@@ -207,12 +267,12 @@ fn load() -> std::result::Result<Platforms, String> {
     };
     let mut per_platform: Vec<(cl_platform_id, Vec<cl_device_id>)> = platforms
         .iter()
-        .map(|&p| (p, find(p, cl3::device::CL_DEVICE_TYPE_GPU)))
+        .map(|&p| (p, find(p, ffi::CL_DEVICE_TYPE_GPU)))
         .collect();
     if per_platform.iter().all(|(_, d)| d.is_empty()) {
         per_platform = platforms
             .iter()
-            .map(|&p| (p, find(p, cl3::device::CL_DEVICE_TYPE_CPU)))
+            .map(|&p| (p, find(p, ffi::CL_DEVICE_TYPE_CPU)))
             .collect();
     }
     let no_images = std::env::var(NO_IMAGES_ENV).is_ok_and(|v| !v.is_empty() && v != "0");
@@ -226,21 +286,27 @@ fn load() -> std::result::Result<Platforms, String> {
         if ids.is_empty() {
             continue;
         }
-        let ctx = match cl3::context::create_context(
-            &ids,
-            std::ptr::null(),
-            None,
-            std::ptr::null_mut(),
-        ) {
-            Ok(c) => c,
-            Err(code) => return Err(cl_error(code, "clCreateContext").into_message()),
+        let mut status = ffi::CL_INVALID_VALUE;
+        // SAFETY: the platform's devices (a non-empty list), no properties, no callback.
+        let ctx = unsafe {
+            (cl.clCreateContext)(
+                std::ptr::null(),
+                ids.len() as ffi::cl_uint,
+                ids.as_ptr(),
+                None,
+                std::ptr::null_mut(),
+                &mut status,
+            )
         };
-        let pname = cl3::platform::get_platform_data(p, cl3::platform::CL_PLATFORM_NAME)
-            .map(|b| {
-                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-                String::from_utf8_lossy(&b[..end]).into_owned()
-            })
-            .unwrap_or_default();
+        let ctx = created(ctx, status)
+            .map_err(|code| cl_error(code, "clCreateContext").into_message())?;
+        // SAFETY: clGetPlatformInfo of a listed platform with its size/value/size_ret triple
+        // as `info_bytes` passes it.
+        let pname = info_bytes(&mut |n, v, r| unsafe {
+            (cl.clGetPlatformInfo)(p, ffi::CL_PLATFORM_NAME, n, v, r)
+        })
+        .map(|b| text(&b))
+        .unwrap_or_default();
         let ci = out.contexts.len();
         out.contexts.push(ctx);
         out.platform_names.push(pname);
@@ -252,10 +318,10 @@ fn load() -> std::result::Result<Platforms, String> {
                 context: ci,
                 queue,
                 fill_queue,
-                name: device_string(d, cl3::device::CL_DEVICE_NAME).unwrap_or_default(),
-                version: device_string(d, cl3::device::CL_DEVICE_VERSION).unwrap_or_default(),
+                name: device_string(d, ffi::CL_DEVICE_NAME).unwrap_or_default(),
+                version: device_string(d, ffi::CL_DEVICE_VERSION).unwrap_or_default(),
                 image_support: !no_images
-                    && device_uint(d, cl3::device::CL_DEVICE_IMAGE_SUPPORT)
+                    && device_uint(d, ffi::CL_DEVICE_IMAGE_SUPPORT)
                         .map(|v| v != 0)
                         .unwrap_or(false),
             });
@@ -271,18 +337,21 @@ pub(crate) fn create_queue(
     device: cl_device_id,
 ) -> Result<cl_command_queue> {
     let mut status: cl_int = 0;
-    let props: [u64; 1] = [0];
-    let q = match cl.clCreateCommandQueueWithProperties(
-        ctx,
-        device,
-        props.as_ptr() as *const _,
-        &mut status,
+    let props: [ffi::cl_queue_properties; 1] = [0];
+    let q = match (
+        cl.clCreateCommandQueueWithProperties,
+        cl.clCreateCommandQueue,
     ) {
-        Some(q) => q,
+        // SAFETY: a context and one of its devices, an empty (0-terminated) property list.
+        (Some(f), _) => unsafe { f(ctx, device, props.as_ptr(), &mut status) },
         // OpenCL 1.2 platforms lack the 2.0 entry point.
-        None => cl
-            .clCreateCommandQueue(ctx, device, 0, &mut status)
-            .ok_or_else(|| Error::tvm("OpenCL: the OpenCL library has no clCreateCommandQueue"))?,
+        // SAFETY: a context and one of its devices, no properties.
+        (None, Some(f)) => unsafe { f(ctx, device, 0, &mut status) },
+        (None, None) => {
+            return Err(Error::tvm(
+                "OpenCL: the OpenCL library has no clCreateCommandQueue",
+            ))
+        }
     };
     if status != 0 || q.is_null() {
         return Err(cl_error(status, "clCreateCommandQueue"));
@@ -411,8 +480,9 @@ mod tests {
         let e = cl_error(-5, "clEnqueueReadBuffer");
         assert!(e.message.contains("CL_OUT_OF_RESOURCES"), "{}", e.message);
         assert!(e.message.contains("clEnqueueReadBuffer"), "{}", e.message);
-        assert!(check(None, "clFoo").is_err());
-        assert!(check(Some(0), "clFoo").is_ok());
+        assert!(check(-36, "clFoo").is_err());
+        assert!(check(0, "clFoo").is_ok());
+        assert_eq!(error_name(-9999), "UNKNOWN_ERROR");
     }
 
     #[test]

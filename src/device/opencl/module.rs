@@ -13,7 +13,8 @@
 
 use super::super::kernel_args::ArgConv;
 use super::api::{buffer_of, platforms_for};
-use super::{check, current_device, ok, queue_for};
+use super::ffi::{self, cl_kernel, cl_program};
+use super::{check, created, current_device, ok, queue_for};
 use crate::module::blob::{with_lent_reader, BlobReader};
 use crate::module::function_info::{
     self, map_from_json, map_to_json, meta_file_path, FunctionInfoMap, LaunchParamConfig,
@@ -25,7 +26,6 @@ use crate::packed_func::function::Function;
 use crate::packed_func::registry::Registrar;
 use crate::packed_func::types::{type_code as tc, DLDevice, DLTensor, TVMValue, DL_OPENCL};
 use crate::packed_func::value::{Args, RetValue};
-use cl3::types::{cl_kernel, cl_program};
 use std::collections::HashMap;
 use std::ffi::{c_void, CString};
 use std::sync::{Arc, Mutex};
@@ -81,25 +81,29 @@ impl Inner {
                  '{DELIMITER}{name}' line)"
             ))
         })?;
-        let prog = ok(
-            cl3::program::create_program_with_source(plat.contexts[d.context], &[src.as_str()]),
-            "clCreateProgramWithSource",
-        )?;
-        if let Err(code) =
-            cl3::program::build_program(prog, &[d.id], c"", None, std::ptr::null_mut())
-        {
-            let log = cl3::program::get_program_build_data(
-                prog,
-                d.id,
-                cl3::program::CL_PROGRAM_BUILD_LOG,
-            )
-            .map(|b| {
-                let end = b.iter().position(|&c| c == 0).unwrap_or(b.len());
-                String::from_utf8_lossy(&b[..end]).into_owned()
+        let cl = plat.cl;
+        let mut status = ffi::CL_INVALID_VALUE;
+        let (text, len) = (src.as_ptr() as *const std::ffi::c_char, src.len());
+        // SAFETY: a live context and one source string given with its length (no NUL needed).
+        let prog = unsafe {
+            (cl.clCreateProgramWithSource)(plat.contexts[d.context], 1, &text, &len, &mut status)
+        };
+        let prog = ok(created(prog, status), "clCreateProgramWithSource")?;
+        // SAFETY: the program just created, one of its context's devices, empty options, no
+        // callback.
+        let code = unsafe {
+            (cl.clBuildProgram)(prog, 1, &d.id, c"".as_ptr(), None, std::ptr::null_mut())
+        };
+        if code != ffi::CL_SUCCESS {
+            // SAFETY: clGetProgramBuildInfo of the program and device just built, with its
+            // size/value/size_ret triple as `info_bytes` passes it.
+            let log = super::info_bytes(&mut |n, v, r| unsafe {
+                (cl.clGetProgramBuildInfo)(prog, d.id, ffi::CL_PROGRAM_BUILD_LOG, n, v, r)
             })
+            .map(|b| super::text(&b))
             .unwrap_or_default();
             // SAFETY: the program was created above and is released once.
-            let _ = unsafe { cl3::program::release_program(prog) };
+            let _ = unsafe { (cl.clReleaseProgram)(prog) };
             return Err(Error::tvm_fmt(format_args!(
                 "OpenCL build error for kernel {name} on opencl({id}) ({}): {} ({code})\n{log}",
                 d.name,
@@ -114,9 +118,11 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         let progs = self.programs.get_mut().unwrap_or_else(|e| e.into_inner());
+        // Programs exist only once the library is loaded.
+        let Some(cl) = super::loaded() else { return };
         for &p in progs.values() {
             // SAFETY: a program this module built, released once.
-            let _ = unsafe { cl3::program::release_program(p as cl_program) };
+            let _ = unsafe { (cl.clReleaseProgram)(p as cl_program) };
         }
     }
 }
@@ -235,9 +241,10 @@ impl Drop for Kernel {
     fn drop(&mut self) {
         for m in &mut self.per_device {
             let k = *m.get_mut().unwrap_or_else(|e| e.into_inner());
-            if k != 0 {
+            // Kernels exist only once the library is loaded.
+            if let (true, Some(cl)) = (k != 0, super::loaded()) {
                 // SAFETY: a kernel this callable created, released once.
-                let _ = unsafe { cl3::kernel::release_kernel(k as cl_kernel) };
+                let _ = unsafe { (cl.clReleaseKernel)(k as cl_kernel) };
             }
         }
     }
@@ -361,10 +368,10 @@ impl Kernel {
         let mut k = slot.lock().unwrap_or_else(|e| e.into_inner());
         if *k == 0 {
             let prog = self.inner.program(&self.name, id)?;
-            *k = ok(
-                cl3::kernel::create_kernel(prog, &self.cname),
-                "clCreateKernel",
-            )? as usize;
+            let mut status = ffi::CL_INVALID_VALUE;
+            // SAFETY: a built program and a NUL-terminated kernel name.
+            let kernel = unsafe { (p.cl.clCreateKernel)(prog, self.cname.as_ptr(), &mut status) };
+            *k = ok(created(kernel, status), "clCreateKernel")? as usize;
         }
         let kernel = *k as cl_kernel;
         for i in 0..n {
@@ -377,31 +384,33 @@ impl Kernel {
             } else {
                 bytes.as_ptr()
             };
-            let r =
-                p.cl.clSetKernelArg(kernel, i as u32, size, ptr as *const c_void);
-            if r != Some(0) {
+            // SAFETY: a live kernel; `ptr` points at `size` readable bytes (a cl_mem or a
+            // scalar).
+            let r = unsafe { (p.cl.clSetKernelArg)(kernel, i as u32, size, ptr as *const c_void) };
+            if r != ffi::CL_SUCCESS {
                 return Err(Error::tvm_fmt(format_args!(
-                    "{}: cannot set argument {i} ({} bytes): {}",
+                    "{}: cannot set argument {i} ({} bytes): {} ({r})",
                     self.name,
                     size,
-                    match r {
-                        Some(code) => format!("{} ({code})", super::error_name(code)),
-                        None => "clSetKernelArg is missing".into(),
-                    }
+                    super::error_name(r)
                 )));
             }
         }
-        let r = p.cl.clEnqueueNDRangeKernel(
-            queue,
-            kernel,
-            work_dim as u32,
-            std::ptr::null(),
-            global.as_ptr(),
-            local.as_ptr(),
-            0,
-            std::ptr::null(),
-            std::ptr::null_mut(),
-        );
+        // SAFETY: a live kernel of the queue's context, `work_dim` (1 to 3) entries in each size
+        // array, no events.
+        let r = unsafe {
+            (p.cl.clEnqueueNDRangeKernel)(
+                queue,
+                kernel,
+                work_dim as u32,
+                std::ptr::null(),
+                global.as_ptr(),
+                local.as_ptr(),
+                0,
+                std::ptr::null(),
+                std::ptr::null_mut(),
+            )
+        };
         drop(k);
         check(r, "clEnqueueNDRangeKernel").map_err(|e| {
             Error::tvm_fmt(format_args!(
