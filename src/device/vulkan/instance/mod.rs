@@ -6,6 +6,7 @@
 //! loads `libvulkan`. Without a loader or a driver the context records why, and every Vulkan
 //! call fails with that reason.
 
+mod fns;
 mod memory;
 mod properties;
 mod stream;
@@ -122,9 +123,13 @@ impl Context {
             .engine_name(c"tvm")
             .api_version(api);
         let ci = vk::InstanceCreateInfo::default().application_info(&app);
-        // SAFETY: valid create info that lives through the call.
-        let instance = unsafe { entry.create_instance(&ci, None) }
+        let mut handle = vk::Instance::null();
+        // SAFETY: valid create info that lives through the call, and a place for the handle.
+        unsafe { (entry.fp_v1_0().create_instance)(&ci, std::ptr::null(), &mut handle) }
+            .result()
             .map_err(|e| format!("vkCreateInstance failed: {e} (no Vulkan driver installed?)"))?;
+        // SAFETY: the instance was just created through `entry`.
+        let instance = unsafe { fns::instance(&entry, handle) };
         // SAFETY: a live instance.
         let physicals = match unsafe { instance.enumerate_physical_devices() } {
             Ok(p) => p,
@@ -314,9 +319,14 @@ impl Device {
         if api >= vk::API_VERSION_1_2 {
             dci = dci.push_next(&mut en_f16i8).push_next(&mut en_s8);
         }
-        // SAFETY: valid create info (features enabled only where supported).
-        let device = unsafe { instance.create_device(pd, &dci, None) }
+        let mut handle = vk::Device::null();
+        // SAFETY: valid create info (features enabled only where supported) and a place for
+        // the handle.
+        unsafe { (instance.fp_v1_0().create_device)(pd, &dci, std::ptr::null(), &mut handle) }
+            .result()
             .map_err(|e| format!("vkCreateDevice failed: {e}"))?;
+        // SAFETY: the device was just created through `instance`.
+        let device = unsafe { fns::device(instance, handle) };
         // SAFETY: the family and index were requested at creation.
         let queue = unsafe { device.get_device_queue(family as u32, 0) };
         let stream = StreamState::create(&device, family as u32)
