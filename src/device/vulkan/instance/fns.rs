@@ -1,6 +1,6 @@
 //! The entry-point tables of `ash::Instance` and `ash::Device`, each filled by one loop over
 //! its names. ash's own loaders spend about 100 bytes of code and a stub on every one of the
-//! ~210 core entry points of Vulkan 1.0 to 1.3; here each costs its name and one copy.
+//! ~210 core entry points of Vulkan 1.0 to 1.3; here each costs its name and its offset.
 
 use ash::vk;
 use std::ffi::{c_void, CStr};
@@ -13,11 +13,20 @@ unsafe extern "system" fn missing() {
     std::process::abort()
 }
 
-/// Fills `slots` with the entry points named, in order, by `names`: ash's field names
-/// separated by spaces (`destroy_device`), looked up as Vulkan names (`vkDestroyDevice`).
-fn load(names: &str, get: &mut dyn FnMut(&CStr) -> *const c_void, slots: &mut [*const c_void]) {
+/// Writes the entry points named, in order, by `names` at the matching `offsets` from
+/// `table`: `names` are ash's field names separated by spaces (`destroy_device`), looked up
+/// as Vulkan names (`vkDestroyDevice`).
+///
+/// # Safety
+/// `table` points to a table with a function pointer at each of `offsets`, as many as names.
+unsafe fn load(
+    names: &str,
+    offsets: &[u16],
+    get: &mut dyn FnMut(&CStr) -> *const c_void,
+    table: *mut u8,
+) {
     let mut buf = [0u8; 64];
-    for (name, slot) in names.split_ascii_whitespace().zip(slots) {
+    for (name, &offset) in names.split_ascii_whitespace().zip(offsets) {
         buf[..2].copy_from_slice(b"vk");
         let mut n = 2;
         for word in name.split('_') {
@@ -28,35 +37,39 @@ fn load(names: &str, get: &mut dyn FnMut(&CStr) -> *const c_void, slots: &mut [*
         }
         buf[n] = 0;
         let p = CStr::from_bytes_until_nul(&buf).map_or(std::ptr::null(), &mut *get);
-        *slot = if p.is_null() {
+        let p = if p.is_null() {
             missing as unsafe extern "system" fn() as *const c_void
         } else {
             p
         };
+        // SAFETY: a function pointer's place in the table (the caller's promise); the driver's
+        // entry point of the field's name has the field's signature, `missing` is never called.
+        unsafe {
+            table
+                .add(offset.into())
+                .cast::<*const c_void>()
+                .write_unaligned(p)
+        };
     }
 }
 
-/// One ash table (`ash::<table>`) with the listed fields (all of them) loaded through `get`.
+/// One ash table (`ash::<table>`), every field listed, loaded through `get`.
 macro_rules! table {
     ($table:ident, $get:expr, $($f:ident)*) => {{
-        const N: usize = [$(stringify!($f)),*].len();
-        let mut slots = [std::ptr::null::<c_void>(); N];
-        load(concat!($(stringify!($f), " "),*), $get, &mut slots);
-        let missing = missing as unsafe extern "system" fn() as *const c_void;
-        let mut slots = slots.into_iter();
-        // Each transmute's target is the type of the field it initialises.
-        #[allow(clippy::missing_transmute_annotations)]
-        let table = ash::$table {
-            $(
-                // SAFETY: `load` filled every slot (N of them, one per field) with the
-                // driver's entry point of the field's name, whose signature is the field's
-                // type, or with `missing`, which is never called (see there).
-                $f: unsafe {
-                    std::mem::transmute::<*const c_void, _>(slots.next().unwrap_or(missing))
-                },
-            )*
-        };
-        table
+        // The pattern names every field (it does not compile otherwise) and the table is as
+        // large as that many function pointers, so `load` writes all of it.
+        const _: fn(ash::$table) = |ash::$table { $($f: _),* }| ();
+        const OFFSETS: &[u16] = &[$(std::mem::offset_of!(ash::$table, $f) as u16),*];
+        const _: () = assert!(
+            std::mem::size_of::<ash::$table>()
+                == OFFSETS.len() * std::mem::size_of::<*const c_void>()
+        );
+        const NAMES: &str = concat!($(stringify!($f), " "),*);
+        let mut table = std::mem::MaybeUninit::<ash::$table>::uninit();
+        // SAFETY: each offset is that of a field, every field a function pointer.
+        unsafe { load(NAMES, OFFSETS, $get, table.as_mut_ptr().cast()) };
+        // SAFETY: `load` wrote every field (see above).
+        unsafe { table.assume_init() }
     }};
 }
 
@@ -194,6 +207,8 @@ fn device_tables(
 ///
 /// # Safety
 /// `handle` is a live instance created through `entry`.
+// Out of line: built in place, the tables are not split into 210 copied fields.
+#[inline(never)]
 pub(super) unsafe fn instance(entry: &ash::Entry, handle: vk::Instance) -> ash::Instance {
     let gipa = entry.static_fn().get_instance_proc_addr;
     let mut get = |name: &CStr| {
@@ -209,6 +224,8 @@ pub(super) unsafe fn instance(entry: &ash::Entry, handle: vk::Instance) -> ash::
 ///
 /// # Safety
 /// `handle` is a live device created through `instance`.
+// Out of line: built in place, the tables are not split into 210 copied fields.
+#[inline(never)]
 pub(super) unsafe fn device(instance: &ash::Instance, handle: vk::Device) -> ash::Device {
     let gdpa = instance.fp_v1_0().get_device_proc_addr;
     let mut get = |name: &CStr| {
