@@ -6,11 +6,13 @@
 //! loads `libvulkan`. Without a loader or a driver the context records why, and every Vulkan
 //! call fails with that reason.
 
+mod blocks;
 mod fns;
 mod memory;
 mod properties;
 mod stream;
 
+pub(crate) use blocks::Allocation;
 pub(crate) use memory::HostBuffer;
 pub use properties::Properties;
 pub(crate) use stream::{
@@ -44,7 +46,7 @@ pub struct Device {
     pub staging_coherent: bool,
     pub(crate) stream: Mutex<StreamState>,
     /// Sub-allocates device-local memory for data space and workspace.
-    pub(crate) allocator: Mutex<gpu_allocator::vulkan::Allocator>,
+    pub(crate) allocator: Mutex<blocks::Blocks>,
 }
 
 /// The process-wide Vulkan context.
@@ -331,16 +333,6 @@ impl Device {
         let queue = unsafe { device.get_device_queue(family as u32, 0) };
         let stream = StreamState::create(&device, family as u32)
             .map_err(|e| format!("cannot create the command stream: {e}"))?;
-        let allocator =
-            gpu_allocator::vulkan::Allocator::new(&gpu_allocator::vulkan::AllocatorCreateDesc {
-                instance: instance.clone(),
-                device: device.clone(),
-                physical_device: pd,
-                debug_settings: Default::default(),
-                buffer_device_address: false,
-                allocation_sizes: Default::default(),
-            })
-            .map_err(|e| format!("cannot create the memory allocator: {e}"))?;
         Ok(Some(Device {
             physical: pd,
             device,
@@ -352,7 +344,12 @@ impl Device {
             staging_mtype,
             staging_coherent,
             stream: Mutex::new(stream),
-            allocator: Mutex::new(allocator),
+            allocator: Mutex::new(blocks::Blocks::new(
+                compute_mtype,
+                mem.memory_types[compute_mtype as usize]
+                    .property_flags
+                    .contains(vk::MemoryPropertyFlags::HOST_VISIBLE),
+            )),
         }))
     }
 
