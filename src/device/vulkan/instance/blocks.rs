@@ -29,6 +29,8 @@ struct Block {
 /// The blocks of the device-local memory type.
 pub(crate) struct Blocks {
     mtype: u32,
+    /// The size of the memory type's heap: no larger buffer is tried.
+    heap_size: u64,
     block_size: u64,
     blocks: Vec<Block>,
 }
@@ -54,9 +56,16 @@ impl Block {
                 (offset.checked_add(size)? <= end).then_some((k, offset))
             })?;
         let (start, end) = self.free[k];
-        let rest = [(start, offset), (offset + size, end)];
-        self.free
-            .splice(k..=k, rest.into_iter().filter(|r| r.0 < r.1));
+        if offset + size < end {
+            self.free[k].0 = offset + size;
+            if start < offset {
+                self.free.insert(k, (start, offset));
+            }
+        } else if start < offset {
+            self.free[k].1 = offset;
+        } else {
+            self.free.remove(k);
+        }
         self.used += 1;
         Some(offset)
     }
@@ -76,11 +85,12 @@ impl Block {
 }
 
 impl Blocks {
-    /// No blocks yet, for memory type `mtype`.
-    pub fn new(mtype: u32, host_visible: bool) -> Blocks {
+    /// No blocks yet, for memory type `mtype` on a heap of `heap_size` bytes.
+    pub fn new(mtype: u32, heap_size: u64, host_visible: bool) -> Blocks {
         const MIB: u64 = 1 << 20;
         Blocks {
             mtype,
+            heap_size,
             block_size: if host_visible { 64 * MIB } else { 256 * MIB },
             blocks: Vec::new(),
         }
@@ -97,6 +107,9 @@ impl Blocks {
             return Err("No compatible memory type available".into());
         }
         let (size, align) = (req.size, req.alignment.max(1));
+        if size > self.heap_size {
+            return Err("Out of memory".into());
+        }
         let dedicated = size > self.block_size;
         if !dedicated {
             for b in self.blocks.iter_mut().filter(|b| !b.dedicated) {

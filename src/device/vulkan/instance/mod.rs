@@ -346,6 +346,7 @@ impl Device {
             stream: Mutex::new(stream),
             allocator: Mutex::new(blocks::Blocks::new(
                 compute_mtype,
+                compute_memory_size,
                 mem.memory_types[compute_mtype as usize]
                     .property_flags
                     .contains(vk::MemoryPropertyFlags::HOST_VISIBLE),
