@@ -28,7 +28,7 @@ pub struct DeviceBuffer {
     /// The buffer.
     pub buffer: vk::Buffer,
     /// Its memory (a piece of a larger block).
-    allocation: Option<gpu_allocator::vulkan::Allocation>,
+    allocation: Option<instance::Allocation>,
     /// Its size in bytes.
     pub size: u64,
     /// The TVM device id it lives on.

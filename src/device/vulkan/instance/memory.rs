@@ -1,7 +1,7 @@
-//! Buffers and memory of a Vulkan device: device-local buffers (through the sub-allocator),
+//! Buffers and memory of a Vulkan device: device-local buffers (placed in `blocks`),
 //! host-visible mapped buffers, and flushes and invalidations of mapped memory.
 
-use super::{vk_err, Device};
+use super::{vk_err, Allocation, Device};
 use crate::packed_func::error::{Error, Result};
 use ash::vk;
 
@@ -70,8 +70,7 @@ impl Device {
         &self,
         size: u64,
         usage: vk::BufferUsageFlags,
-    ) -> Result<(vk::Buffer, gpu_allocator::vulkan::Allocation)> {
-        use gpu_allocator::vulkan::{AllocationCreateDesc, AllocationScheme};
+    ) -> Result<(vk::Buffer, Allocation)> {
         let d = &self.device;
         let ci = vk::BufferCreateInfo::default()
             .size(size.max(4))
@@ -86,13 +85,7 @@ impl Device {
             .allocator
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .allocate(&AllocationCreateDesc {
-                name: "tvm data space",
-                requirements,
-                location: gpu_allocator::MemoryLocation::GpuOnly,
-                linear: true,
-                allocation_scheme: AllocationScheme::GpuAllocatorManaged,
-            });
+            .allocate(d, &requirements);
         let alloc = match alloc {
             Ok(a) => a,
             Err(e) => {
@@ -104,7 +97,7 @@ impl Device {
             }
         };
         // SAFETY: memory of this device, large and aligned enough at this offset.
-        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, alloc.memory(), alloc.offset()) } {
+        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, alloc.memory, alloc.offset) } {
             self.free_device_buffer(buffer, alloc);
             return Err(vk_err("vkBindBufferMemory", e));
         }
@@ -112,18 +105,13 @@ impl Device {
     }
 
     /// Destroys a device-local buffer (no pending command may use it).
-    pub(crate) fn free_device_buffer(
-        &self,
-        buffer: vk::Buffer,
-        alloc: gpu_allocator::vulkan::Allocation,
-    ) {
+    pub(crate) fn free_device_buffer(&self, buffer: vk::Buffer, alloc: Allocation) {
         // SAFETY: a buffer of this device, no longer used.
         unsafe { self.device.destroy_buffer(buffer, None) };
-        let _ = self
-            .allocator
+        self.allocator
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .free(alloc);
+            .free(&self.device, alloc);
     }
 
     /// Destroys a buffer and its memory (the caller made sure no pending command uses it).

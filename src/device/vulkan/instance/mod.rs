@@ -6,10 +6,13 @@
 //! loads `libvulkan`. Without a loader or a driver the context records why, and every Vulkan
 //! call fails with that reason.
 
+mod blocks;
+mod fns;
 mod memory;
 mod properties;
 mod stream;
 
+pub(crate) use blocks::Allocation;
 pub(crate) use memory::HostBuffer;
 pub use properties::Properties;
 pub(crate) use stream::{
@@ -43,7 +46,7 @@ pub struct Device {
     pub staging_coherent: bool,
     pub(crate) stream: Mutex<StreamState>,
     /// Sub-allocates device-local memory for data space and workspace.
-    pub(crate) allocator: Mutex<gpu_allocator::vulkan::Allocator>,
+    pub(crate) allocator: Mutex<blocks::Blocks>,
 }
 
 /// The process-wide Vulkan context.
@@ -122,9 +125,13 @@ impl Context {
             .engine_name(c"tvm")
             .api_version(api);
         let ci = vk::InstanceCreateInfo::default().application_info(&app);
-        // SAFETY: valid create info that lives through the call.
-        let instance = unsafe { entry.create_instance(&ci, None) }
+        let mut handle = vk::Instance::null();
+        // SAFETY: valid create info that lives through the call, and a place for the handle.
+        unsafe { (entry.fp_v1_0().create_instance)(&ci, std::ptr::null(), &mut handle) }
+            .result()
             .map_err(|e| format!("vkCreateInstance failed: {e} (no Vulkan driver installed?)"))?;
+        // SAFETY: the instance was just created through `entry`.
+        let instance = unsafe { fns::instance(&entry, handle) };
         // SAFETY: a live instance.
         let physicals = match unsafe { instance.enumerate_physical_devices() } {
             Ok(p) => p,
@@ -314,23 +321,18 @@ impl Device {
         if api >= vk::API_VERSION_1_2 {
             dci = dci.push_next(&mut en_f16i8).push_next(&mut en_s8);
         }
-        // SAFETY: valid create info (features enabled only where supported).
-        let device = unsafe { instance.create_device(pd, &dci, None) }
+        let mut handle = vk::Device::null();
+        // SAFETY: valid create info (features enabled only where supported) and a place for
+        // the handle.
+        unsafe { (instance.fp_v1_0().create_device)(pd, &dci, std::ptr::null(), &mut handle) }
+            .result()
             .map_err(|e| format!("vkCreateDevice failed: {e}"))?;
+        // SAFETY: the device was just created through `instance`.
+        let device = unsafe { fns::device(instance, handle) };
         // SAFETY: the family and index were requested at creation.
         let queue = unsafe { device.get_device_queue(family as u32, 0) };
         let stream = StreamState::create(&device, family as u32)
             .map_err(|e| format!("cannot create the command stream: {e}"))?;
-        let allocator =
-            gpu_allocator::vulkan::Allocator::new(&gpu_allocator::vulkan::AllocatorCreateDesc {
-                instance: instance.clone(),
-                device: device.clone(),
-                physical_device: pd,
-                debug_settings: Default::default(),
-                buffer_device_address: false,
-                allocation_sizes: Default::default(),
-            })
-            .map_err(|e| format!("cannot create the memory allocator: {e}"))?;
         Ok(Some(Device {
             physical: pd,
             device,
@@ -342,7 +344,13 @@ impl Device {
             staging_mtype,
             staging_coherent,
             stream: Mutex::new(stream),
-            allocator: Mutex::new(allocator),
+            allocator: Mutex::new(blocks::Blocks::new(
+                compute_mtype,
+                compute_memory_size,
+                mem.memory_types[compute_mtype as usize]
+                    .property_flags
+                    .contains(vk::MemoryPropertyFlags::HOST_VISIBLE),
+            )),
         }))
     }
 
