@@ -126,16 +126,13 @@ pub(crate) fn info_bytes(
     query: &mut dyn FnMut(usize, *mut c_void, *mut usize) -> cl_int,
 ) -> std::result::Result<Vec<u8>, cl_int> {
     let mut size = 0usize;
-    match query(0, std::ptr::null_mut(), &mut size) {
-        0 => {}
-        code => return Err(code),
-    }
+    created((), query(0, std::ptr::null_mut(), &mut size))?;
     let mut b = vec![0u8; size];
     if size > 0 {
-        match query(size, b.as_mut_ptr() as *mut c_void, std::ptr::null_mut()) {
-            0 => {}
-            code => return Err(code),
-        }
+        created(
+            (),
+            query(size, b.as_mut_ptr() as *mut c_void, std::ptr::null_mut()),
+        )?;
     }
     Ok(b)
 }

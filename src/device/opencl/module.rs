@@ -239,10 +239,11 @@ unsafe impl Sync for Kernel {}
 
 impl Drop for Kernel {
     fn drop(&mut self) {
+        // Kernels exist only once the library is loaded.
+        let Some(cl) = super::loaded() else { return };
         for m in &mut self.per_device {
             let k = *m.get_mut().unwrap_or_else(|e| e.into_inner());
-            // Kernels exist only once the library is loaded.
-            if let (true, Some(cl)) = (k != 0, super::loaded()) {
+            if k != 0 {
                 // SAFETY: a kernel this callable created, released once.
                 let _ = unsafe { (cl.clReleaseKernel)(k as cl_kernel) };
             }
