@@ -366,21 +366,34 @@ fn write_f64(f: f64, out: &mut String) {
         out.push_str("0.0");
         return;
     }
-    // core's shortest round-trip digits, in scientific form: `1.2345e-7`.
+    // core's shortest round-trip digits, as `Debug` lays them out: fixed notation from 1e-4
+    // to below 1e16 (`0.00012`, `1.0`, `123.45`), scientific otherwise (`1.2345e-7`).
+    // (`Debug` rather than `LowerExp`, whose formatting code would be in the library for
+    // this one use; `Debug` for floats is there anyway.)
     let mut buf = StackBuf { b: [0; 40], len: 0 };
-    let _ = write!(buf, "{a:e}");
+    let _ = write!(buf, "{a:?}");
     let text = &buf.b[..buf.len];
     let mut digits = [0u8; 20];
     let mut n = 0;
+    // Digits before the point (leading zeros included), and leading zeros.
+    let mut before_point = None;
+    let mut seen = 0i32;
+    let mut lead = 0i32;
     let mut exp: i32 = 0;
     let mut exp_neg = false;
     let mut in_exp = false;
     for &c in text {
         match c {
             b'e' => in_exp = true,
+            b'.' => before_point = Some(seen),
             b'-' if in_exp => exp_neg = true,
             b'0'..=b'9' if in_exp => exp = exp * 10 + i32::from(c - b'0'),
+            b'0' if n == 0 => {
+                seen += 1;
+                lead += 1;
+            }
             b'0'..=b'9' if n < digits.len() => {
+                seen += 1;
                 digits[n] = c;
                 n += 1;
             }
@@ -389,6 +402,14 @@ fn write_f64(f: f64, out: &mut String) {
     }
     if exp_neg {
         exp = -exp;
+    }
+    if !in_exp {
+        // Fixed notation: the first significant digit's power of ten, and no trailing zeros
+        // (shortest digits never end in one; these are the layout's padding).
+        exp = before_point.unwrap_or(seen) - 1 - lead;
+        while n > 0 && digits[n - 1] == b'0' {
+            n -= 1;
+        }
     }
     if n == 0 {
         out.push_str("0.0");
