@@ -253,14 +253,16 @@ pub unsafe fn save_dltensor(out: &mut Vec<u8>, t: &DLTensor) -> Result<()> {
     let size = saved_data_size(t.dtype, num_elems)
         .filter(|&s| s <= i64::MAX as u64)
         .ok_or_else(|| Error::value_fmt(format_args!("array of shape {shape:?} is too large")))?;
-    out.extend_from_slice(&NDARRAY_MAGIC.to_le_bytes());
-    out.extend_from_slice(&0u64.to_le_bytes());
-    out.extend_from_slice(&DL_CPU.to_le_bytes());
-    out.extend_from_slice(&0i32.to_le_bytes());
-    out.extend_from_slice(&t.ndim.to_le_bytes());
-    out.push(t.dtype.code);
-    out.push(t.dtype.bits);
-    out.extend_from_slice(&t.dtype.lanes.to_le_bytes());
+    // The fixed part of the header (magic, reserved, device, rank, data type) is written in
+    // one piece.
+    let mut head = [0u8; 32];
+    head[..8].copy_from_slice(&NDARRAY_MAGIC.to_le_bytes());
+    head[16..20].copy_from_slice(&DL_CPU.to_le_bytes());
+    head[24..28].copy_from_slice(&t.ndim.to_le_bytes());
+    head[28] = t.dtype.code;
+    head[29] = t.dtype.bits;
+    head[30..32].copy_from_slice(&t.dtype.lanes.to_le_bytes());
+    out.extend_from_slice(&head);
     for &d in shape {
         out.extend_from_slice(&d.to_le_bytes());
     }
@@ -492,8 +494,9 @@ pub fn read_arrays(r: &mut dyn ByteSource, arrays: &[PendingArray]) -> Result<Ve
 /// Serialises a parameter dictionary in the reference's `SaveParams` format.
 pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
-    out.extend_from_slice(&NDARRAY_LIST_MAGIC.to_le_bytes());
-    out.extend_from_slice(&0u64.to_le_bytes());
+    let mut head = [0u8; 16];
+    head[..8].copy_from_slice(&NDARRAY_LIST_MAGIC.to_le_bytes());
+    out.extend_from_slice(&head);
     let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
     write_strings(&mut out, &names);
     out.extend_from_slice(&(params.len() as u64).to_le_bytes());

@@ -100,7 +100,6 @@ pub(super) fn setup_ops(
         }
     }
     shapes.push(0);
-    let mut shapes = shapes.into_boxed_slice();
     let base = shapes.as_mut_ptr();
     let mut eid_slots = vec![Vec::new(); g.num_entries()];
     let mut tensors = Vec::with_capacity(slots.len());
@@ -125,14 +124,13 @@ pub(super) fn setup_ops(
         });
         eid_slots[s.eid].push(k);
     }
-    let mut tensors = tensors.into_boxed_slice();
-    let values: Box<[TVMValue]> = tensors
+    let values: Vec<TVMValue> = tensors
         .iter_mut()
         .map(|t| TVMValue {
             v_handle: t as *mut DLTensor as *mut c_void,
         })
         .collect();
-    let codes: Box<[i32]> = vec![tc::DLTENSOR_HANDLE; tensors.len()].into_boxed_slice();
+    let codes = vec![tc::DLTENSOR_HANDLE; tensors.len()];
     Ok(State {
         _storage_pool: storage_pool,
         data_entry,

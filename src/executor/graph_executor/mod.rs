@@ -60,13 +60,13 @@ struct State {
     /// One op per node.
     ops: Vec<Op>,
     /// The argument tensors of all ops.
-    tensors: Box<[DLTensor]>,
+    tensors: Vec<DLTensor>,
     /// Their `TVMValue`s (pointers to `tensors`).
-    values: Box<[TVMValue]>,
+    values: Vec<TVMValue>,
     /// Their type codes (`kTVMDLTensorHandle`).
-    codes: Box<[i32]>,
+    codes: Vec<i32>,
     /// Shapes the argument tensors point into.
-    _shapes: Box<[i64]>,
+    _shapes: Vec<i64>,
     /// For each entry, the argument tensors that refer to it.
     eid_slots: Vec<Vec<usize>>,
     /// The last node `execute_node` ran (debug executor), or -1.
