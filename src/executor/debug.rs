@@ -2,6 +2,7 @@
 //! CLI and the `profile` function) and as the reference's profiling report JSON (for
 //! `profile_rpc`, which Python turns back into a `Report`).
 
+use crate::packed_func::json::{put, write_string};
 use crate::packed_func::types::{device_name, DLDevice};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -34,11 +35,11 @@ impl NodeProfile {
                 out.push_str(", ");
             }
             out.push_str(t);
-            out.push('[');
+            put(&mut out, b'[');
             for (j, d) in s.iter().enumerate() {
                 let _ = write!(out, "{}{d}", if j > 0 { ", " } else { "" });
             }
-            out.push(']');
+            put(&mut out, b']');
         }
         out
     }
@@ -75,10 +76,6 @@ pub struct ProfileReport {
 /// The reference's device string: `cpu0`, `cuda1`.
 pub fn device_string(d: DLDevice) -> String {
     format!("{}{}", device_name(d.device_type), d.device_id)
-}
-
-fn json_str(s: &str) -> String {
-    crate::packed_func::json::Value::from(s).to_string()
 }
 
 impl ProfileReport {
@@ -229,7 +226,7 @@ impl ProfileReport {
         let mut s = String::from("{\"calls\":[");
         for (k, n) in self.nodes.iter().enumerate() {
             if k > 0 {
-                s.push(',');
+                put(&mut s, b',');
             }
             s.push_str("{\"Duration (us)\":");
             push_dur(&mut s, n.time_us);
@@ -248,28 +245,28 @@ impl ProfileReport {
                 if k == "hash" {
                     s.push_str(",\"Hash\":");
                 } else if k.contains("layout") {
-                    s.push(',');
-                    s.push_str(&json_str(k));
-                    s.push(':');
+                    put(&mut s, b',');
+                    write_string(k, &mut s);
+                    put(&mut s, b':');
                 } else {
                     continue;
                 }
                 push_string(&mut s, v);
             }
-            s.push('}');
+            put(&mut s, b'}');
         }
         s.push_str("],\"device_metrics\":{");
         for (k, d) in self.devices.iter().enumerate() {
             if k > 0 {
-                s.push(',');
+                put(&mut s, b',');
             }
             let name = device_string(*d);
-            s.push_str(&json_str(&name));
+            write_string(&name, &mut s);
             s.push_str(":{\"Duration (us)\":");
             push_dur(&mut s, self.total_us);
             s.push_str(",\"Count\":{\"count\":1},\"Name\":{\"string\":\"Total\"},\"Device\":");
             push_string(&mut s, &name);
-            s.push('}');
+            put(&mut s, b'}');
         }
         let _ = write!(
             s,
@@ -289,8 +286,8 @@ fn push_dur(s: &mut String, us: f64) {
 /// Appends `{"string":<v as a JSON string>}`.
 fn push_string(s: &mut String, v: &str) {
     s.push_str("{\"string\":");
-    s.push_str(&json_str(v));
-    s.push('}');
+    write_string(v, s);
+    put(s, b'}');
 }
 
 /// Packs `run_individual` results as the reference does: the node count (`i64`), then each

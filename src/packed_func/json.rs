@@ -155,26 +155,26 @@ impl Value {
             Value::Number(n) => write_number(*n, out),
             Value::String(s) => write_string(s, out),
             Value::Array(items) => {
-                out.push('[');
+                put(out, b'[');
                 for (i, v) in items.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        put(out, b',');
                     }
                     v.write_to(out);
                 }
-                out.push(']');
+                put(out, b']');
             }
             Value::Object(m) => {
-                out.push('{');
+                put(out, b'{');
                 for (i, (k, v)) in m.iter().enumerate() {
                     if i > 0 {
-                        out.push(',');
+                        put(out, b',');
                     }
                     write_string(k, out);
-                    out.push(':');
+                    put(out, b':');
                     v.write_to(out);
                 }
-                out.push('}');
+                put(out, b'}');
             }
         }
     }
@@ -290,8 +290,8 @@ impl From<Map> for Value {
 
 /// Appends `s` as a JSON string: `"` and `\` escaped, control characters as `\n`-style or
 /// `\u00xx` escapes, everything else as it is.
-fn write_string(s: &str, out: &mut String) {
-    out.push('"');
+pub(crate) fn write_string(s: &str, out: &mut String) {
+    put(out, b'"');
     let mut run = 0;
     for (i, &b) in s.as_bytes().iter().enumerate() {
         let short = match b {
@@ -310,15 +310,28 @@ fn write_string(s: &str, out: &mut String) {
         if short.is_empty() {
             const HEX: &[u8; 16] = b"0123456789abcdef";
             out.push_str("\\u00");
-            out.push(HEX[(b >> 4) as usize] as char);
-            out.push(HEX[(b & 15) as usize] as char);
+            put(out, HEX[(b >> 4) as usize]);
+            put(out, HEX[(b & 15) as usize]);
         } else {
             out.push_str(short);
         }
         run = i + 1;
     }
     out.push_str(&s[run..]);
-    out.push('"');
+    put(out, b'"');
+}
+
+/// Appends one ASCII character (out of line: the writer's many one-character appends share
+/// one copy of `String::push`).
+#[inline(never)]
+pub(crate) fn put(out: &mut String, c: u8) {
+    out.push(char::from(c));
+}
+
+/// Appends ASCII digits.
+#[inline(never)]
+fn put_ascii(out: &mut String, b: &[u8]) {
+    out.push_str(std::str::from_utf8(b).unwrap_or_default());
 }
 
 fn write_number(n: Number, out: &mut String) {
@@ -359,7 +372,7 @@ fn write_f64(f: f64, out: &mut String) {
         return;
     }
     if f.is_sign_negative() {
-        out.push('-');
+        put(out, b'-');
     }
     let a = f.abs();
     if a == 0.0 {
@@ -420,39 +433,34 @@ fn write_f64(f: f64, out: &mut String) {
         digits[n - 1] -= 1;
     }
     let d = &digits[..n];
-    let push = |out: &mut String, b: &[u8]| {
-        for &c in b {
-            out.push(c as char);
-        }
-    };
     let n = n as i32;
     if (-5..=15).contains(&exp) {
         if n - 1 <= exp {
             // 1234e7 -> 12340000000.0
-            push(out, d);
+            put_ascii(out, d);
             for _ in 0..exp + 1 - n {
-                out.push('0');
+                put(out, b'0');
             }
             out.push_str(".0");
         } else if exp >= 0 {
             // 1234e-2 -> 12.34
             let (int, frac) = d.split_at(exp as usize + 1);
-            push(out, int);
-            out.push('.');
-            push(out, frac);
+            put_ascii(out, int);
+            put(out, b'.');
+            put_ascii(out, frac);
         } else {
             // 1234e-6 -> 0.001234
             out.push_str("0.");
             for _ in 0..-exp - 1 {
-                out.push('0');
+                put(out, b'0');
             }
-            push(out, d);
+            put_ascii(out, d);
         }
     } else {
-        push(out, &d[..1]);
+        put_ascii(out, &d[..1]);
         if n > 1 {
-            out.push('.');
-            push(out, &d[1..]);
+            put(out, b'.');
+            put_ascii(out, &d[1..]);
         }
         let _ = write!(
             out,

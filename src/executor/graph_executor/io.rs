@@ -158,7 +158,7 @@ impl Executor {
             is_output[self.graph.eid(e)] = true;
         }
         let mut copy = Vec::new();
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         for (name, arr) in p {
             let Some(i) = self.input_index(name) else {
                 continue;
@@ -250,7 +250,7 @@ impl Executor {
 
     pub(crate) fn get_input(&self, index: usize) -> Result<NDArray> {
         let eid = self.check_input(index)?;
-        Ok(self.state.lock()?.data_entry[eid].clone())
+        Ok(self.state.lock_cold()?.data_entry[eid].clone())
     }
 
     pub(crate) fn get_output(&self, index: usize) -> Result<NDArray> {
@@ -323,7 +323,7 @@ impl Executor {
             })?;
             let arr = other.get_input(j)?;
             let eid = self.check_input(i)?;
-            let mut st = self.state.lock()?;
+            let mut st = self.state.lock_cold()?;
             let have = st.data_entry[eid].dltensor();
             let t = arr.dltensor();
             // SAFETY: a live array's shape.
@@ -344,7 +344,7 @@ impl Executor {
 
     /// Leaves the inputs named `name` out of the input info.
     fn mark_param(&self, name: &str) -> Result<()> {
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         for &i in self.inputs_named(name) {
             st.is_param[i as usize] = true;
         }
@@ -360,7 +360,7 @@ impl Executor {
     ) -> Result<()> {
         let g = &self.graph;
         if input {
-            let st = self.state.lock()?;
+            let st = self.state.lock_cold()?;
             for (i, &nid) in g.input_nodes.iter().enumerate() {
                 if !st.is_param[i] {
                     let eid = g.entry_id(nid, 0);

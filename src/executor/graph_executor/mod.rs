@@ -31,6 +31,7 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, TVMValue};
 use args::setup_ops;
 use ops::Op;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use storage::{check_kernels_can_reach, setup_storage};
@@ -116,6 +117,32 @@ impl<T> Drop for Guard<'_, T> {
     }
 }
 
+/// The guard of the cold paths (parameters, information, the debug executor): taken and
+/// released out of line, one copy of that code for all of them. (`run`, `set_input`,
+/// `get_output` and the zero-copy functions take [`ExecLock::lock`], inlined.)
+struct ColdGuard<'a, T>(ManuallyDrop<Guard<'a, T>>);
+
+impl<T> std::ops::Deref for ColdGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T> std::ops::DerefMut for ColdGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.0
+    }
+}
+
+impl<T> Drop for ColdGuard<'_, T> {
+    #[inline(never)]
+    fn drop(&mut self) {
+        // SAFETY: the guard is dropped here only, once.
+        unsafe { ManuallyDrop::drop(&mut self.0) }
+    }
+}
+
 impl<T> ExecLock<T> {
     fn new(v: T) -> Self {
         ExecLock {
@@ -139,6 +166,12 @@ impl<T> ExecLock<T> {
             g,
             owner: &self.owner,
         })
+    }
+
+    /// [`ExecLock::lock`] for the cold paths.
+    #[inline(never)]
+    fn lock_cold(&self) -> Result<ColdGuard<'_, T>> {
+        self.lock().map(|g| ColdGuard(ManuallyDrop::new(g)))
     }
 }
 

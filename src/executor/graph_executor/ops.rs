@@ -146,7 +146,7 @@ impl Executor {
     /// Runs ops up to and including `nid` (from the start, or on from the last node run).
     pub(crate) fn execute_node(&self, nid: i64) -> Result<()> {
         let nid = self.check_node(nid)? as i64;
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         let st = &mut *st;
         let start = if nid < st.last_executed_node {
             0
@@ -163,7 +163,7 @@ impl Executor {
     /// A CPU copy of output `index` of node `nid`, which must be the last node executed.
     pub(crate) fn get_node_output(&self, nid: i64, index: i64) -> Result<NDArray> {
         let nid = self.check_node(nid)?;
-        let st = self.state.lock()?;
+        let st = self.state.lock_cold()?;
         if st.last_executed_node != nid as i64 {
             return Err(Error::value_fmt(format_args!(
                 "get_node_output: node {nid} is not the last executed node ({}); call \
@@ -188,7 +188,7 @@ impl Executor {
     /// output.
     pub(crate) fn debug_get_output(&self, nid: i64, out: Option<&DLTensor>) -> Result<NDArray> {
         let nid = self.check_node(nid)?;
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         let st = &mut *st;
         self.run_ops(st, 0, nid + 1)?;
         let arr = st.data_entry[self.graph.entry_id(nid as u32, 0)].clone();

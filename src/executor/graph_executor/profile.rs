@@ -28,7 +28,7 @@ impl Executor {
     pub(crate) fn run_individual_node(&self, nid: i64, cfg: &TimeEvalConfig) -> Result<Vec<f64>> {
         let nid = self.check_node(nid)?;
         cfg.validate()?;
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         self.time_node(&mut st, nid, cfg)
     }
 
@@ -43,7 +43,7 @@ impl Executor {
     /// Times each node's op: one full run first, then per node `repeat` measurements.
     pub(crate) fn run_individual(&self, cfg: &TimeEvalConfig) -> Result<Vec<Vec<f64>>> {
         cfg.validate()?;
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         let st = &mut *st;
         let n = st.ops.len();
         self.run_ops(st, 0, n)?;
@@ -63,7 +63,7 @@ impl Executor {
     /// Times every op over `runs` full runs (after three warm-up runs); `runs == 0` picks
     /// between 1 and 100 runs to fill about 100 ms.
     pub(crate) fn profile(&self, runs: usize) -> Result<ProfileReport> {
-        let mut st = self.state.lock()?;
+        let mut st = self.state.lock_cold()?;
         let st = &mut *st;
         let warm = Instant::now();
         let n = st.ops.len();
