@@ -2,7 +2,7 @@
 //! CLI and the `profile` function) and as the reference's profiling report JSON (for
 //! `profile_rpc`, which Python turns back into a `Report`).
 
-use crate::packed_func::json::{put, write_string};
+use crate::packed_func::json::{put, put_str, write_string};
 use crate::packed_func::types::{device_name, DLDevice};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -32,9 +32,9 @@ impl NodeProfile {
         let mut out = String::new();
         for (k, (t, s)) in self.arg_shapes.iter().enumerate() {
             if k > 0 {
-                out.push_str(", ");
+                put_str(&mut out, ", ");
             }
-            out.push_str(t);
+            put_str(&mut out, t);
             put(&mut out, b'[');
             for (j, d) in s.iter().enumerate() {
                 let _ = write!(out, "{}{d}", if j > 0 { ", " } else { "" });
@@ -228,13 +228,13 @@ impl ProfileReport {
             if k > 0 {
                 put(&mut s, b',');
             }
-            s.push_str("{\"Duration (us)\":");
+            put_str(&mut s, "{\"Duration (us)\":");
             push_dur(&mut s, n.time_us);
-            s.push_str(",\"Count\":{\"count\":1},\"Name\":");
+            put_str(&mut s, ",\"Count\":{\"count\":1},\"Name\":");
             push_string(&mut s, &n.op);
-            s.push_str(",\"Device\":");
+            put_str(&mut s, ",\"Device\":");
             push_string(&mut s, &device_string(n.device));
-            s.push_str(",\"Argument Shapes\":");
+            put_str(&mut s, ",\"Argument Shapes\":");
             push_string(&mut s, &n.shape_string());
             let _ = write!(
                 s,
@@ -243,7 +243,7 @@ impl ProfileReport {
             );
             for (k, v) in &n.attrs {
                 if k == "hash" {
-                    s.push_str(",\"Hash\":");
+                    put_str(&mut s, ",\"Hash\":");
                 } else if k.contains("layout") {
                     put(&mut s, b',');
                     write_string(k, &mut s);
@@ -255,16 +255,19 @@ impl ProfileReport {
             }
             put(&mut s, b'}');
         }
-        s.push_str("],\"device_metrics\":{");
+        put_str(&mut s, "],\"device_metrics\":{");
         for (k, d) in self.devices.iter().enumerate() {
             if k > 0 {
                 put(&mut s, b',');
             }
             let name = device_string(*d);
             write_string(&name, &mut s);
-            s.push_str(":{\"Duration (us)\":");
+            put_str(&mut s, ":{\"Duration (us)\":");
             push_dur(&mut s, self.total_us);
-            s.push_str(",\"Count\":{\"count\":1},\"Name\":{\"string\":\"Total\"},\"Device\":");
+            put_str(
+                &mut s,
+                ",\"Count\":{\"count\":1},\"Name\":{\"string\":\"Total\"},\"Device\":",
+            );
             push_string(&mut s, &name);
             put(&mut s, b'}');
         }
@@ -285,7 +288,7 @@ fn push_dur(s: &mut String, us: f64) {
 
 /// Appends `{"string":<v as a JSON string>}`.
 fn push_string(s: &mut String, v: &str) {
-    s.push_str("{\"string\":");
+    put_str(s, "{\"string\":");
     write_string(v, s);
     put(s, b'}');
 }

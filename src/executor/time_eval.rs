@@ -100,6 +100,12 @@ pub(crate) fn sync_device(dev: DLDevice) -> Result<()> {
     if dev.device_type == DL_CPU {
         return Ok(());
     }
+    sync_accelerator(dev)
+}
+
+/// [`sync_device`] for a device other than the CPU (out of line: one copy for all callers).
+#[inline(never)]
+fn sync_accelerator(dev: DLDevice) -> Result<()> {
     device::api(dev)?.sync(dev)
 }
 

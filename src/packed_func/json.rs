@@ -150,8 +150,8 @@ impl Value {
     /// Appends the compact JSON text of the value.
     pub fn write_to(&self, out: &mut String) {
         match self {
-            Value::Null => out.push_str("null"),
-            Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+            Value::Null => put_str(out, "null"),
+            Value::Bool(b) => put_str(out, if *b { "true" } else { "false" }),
             Value::Number(n) => write_number(*n, out),
             Value::String(s) => write_string(s, out),
             Value::Array(items) => {
@@ -306,18 +306,18 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
             _ => continue,
         };
         // Escapes replace ASCII bytes only, so `run..i` lies on character boundaries.
-        out.push_str(&s[run..i]);
+        put_str(out, &s[run..i]);
         if short.is_empty() {
             const HEX: &[u8; 16] = b"0123456789abcdef";
-            out.push_str("\\u00");
+            put_str(out, "\\u00");
             put(out, HEX[(b >> 4) as usize]);
             put(out, HEX[(b & 15) as usize]);
         } else {
-            out.push_str(short);
+            put_str(out, short);
         }
         run = i + 1;
     }
-    out.push_str(&s[run..]);
+    put_str(out, &s[run..]);
     put(out, b'"');
 }
 
@@ -331,7 +331,13 @@ pub(crate) fn put(out: &mut String, c: u8) {
 /// Appends ASCII digits.
 #[inline(never)]
 fn put_ascii(out: &mut String, b: &[u8]) {
-    out.push_str(std::str::from_utf8(b).unwrap_or_default());
+    put_str(out, std::str::from_utf8(b).unwrap_or_default());
+}
+
+/// Appends a string (out of line, for the same reason as [`put`]).
+#[inline(never)]
+pub(crate) fn put_str(out: &mut String, s: &str) {
+    out.push_str(s);
 }
 
 fn write_number(n: Number, out: &mut String) {
@@ -368,7 +374,7 @@ impl fmt::Write for StackBuf {
 /// Non-finite values are `null`.
 fn write_f64(f: f64, out: &mut String) {
     if !f.is_finite() {
-        out.push_str("null");
+        put_str(out, "null");
         return;
     }
     if f.is_sign_negative() {
@@ -376,7 +382,7 @@ fn write_f64(f: f64, out: &mut String) {
     }
     let a = f.abs();
     if a == 0.0 {
-        out.push_str("0.0");
+        put_str(out, "0.0");
         return;
     }
     // core's shortest round-trip digits, as `Debug` lays them out: fixed notation from 1e-4
@@ -425,7 +431,7 @@ fn write_f64(f: f64, out: &mut String) {
         }
     }
     if n == 0 {
-        out.push_str("0.0");
+        put_str(out, "0.0");
         return;
     }
     // Between two equally near shortest forms core takes the upper, serde_json the even one.
@@ -441,7 +447,7 @@ fn write_f64(f: f64, out: &mut String) {
             for _ in 0..exp + 1 - n {
                 put(out, b'0');
             }
-            out.push_str(".0");
+            put_str(out, ".0");
         } else if exp >= 0 {
             // 1234e-2 -> 12.34
             let (int, frac) = d.split_at(exp as usize + 1);
@@ -450,7 +456,7 @@ fn write_f64(f: f64, out: &mut String) {
             put_ascii(out, frac);
         } else {
             // 1234e-6 -> 0.001234
-            out.push_str("0.");
+            put_str(out, "0.");
             for _ in 0..-exp - 1 {
                 put(out, b'0');
             }
@@ -592,6 +598,8 @@ struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    #[cold]
+    #[inline(never)]
     fn error_at(&self, offset: usize, what: &'static str) -> ParseError {
         let before = &self.b[..offset.min(self.b.len())];
         let line_start = before
@@ -606,6 +614,8 @@ impl Reader<'_> {
         }
     }
 
+    #[cold]
+    #[inline(never)]
     fn error(&self, what: &'static str) -> ParseError {
         self.error_at(self.pos, what)
     }

@@ -28,6 +28,7 @@ use crate::device;
 use crate::module::Module;
 use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::json::put_str;
 use crate::packed_func::types::{DLDataType, DLDevice, DLTensor, TVMValue};
 use args::setup_ops;
 use ops::Op;
@@ -319,9 +320,9 @@ impl Executor {
         let mut list = String::new();
         for i in 0..n.min(20) {
             if i > 0 {
-                list.push_str(", ");
+                put_str(&mut list, ", ");
             }
-            list.push_str(self.input_name(i));
+            put_str(&mut list, self.input_name(i));
         }
         Error::value_fmt(format_args!(
             "graph has no input named '{name}'; inputs are: {list}{}",

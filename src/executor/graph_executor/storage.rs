@@ -102,7 +102,7 @@ fn missing_device(sid: usize, device_type: i32, devices: &[DLDevice]) -> Error {
     let mut given = String::new();
     for (k, d) in devices.iter().enumerate() {
         if k > 0 {
-            given.push_str(", ");
+            crate::packed_func::json::put_str(&mut given, ", ");
         }
         let _ = write!(given, "{}({})", device_name(d.device_type), d.device_id);
     }
