@@ -111,8 +111,12 @@ impl FactoryNode {
         let d = &self.d;
         params::write_string(&mut out, &d.graph_json);
         out.extend_from_slice(&(d.params.len() as u64).to_le_bytes());
-        let names: Vec<&str> = d.params.iter().map(|(n, _)| n.as_str()).collect();
-        params::write_strings(&mut out, &names);
+        // The names as `write_strings` writes them (a count, then each), without collecting
+        // them first.
+        out.extend_from_slice(&(d.params.len() as u64).to_le_bytes());
+        for (n, _) in &d.params {
+            params::write_string(&mut out, n);
+        }
         for (_, a) in &d.params {
             params::save_ndarray(&mut out, a)?;
         }
@@ -192,7 +196,11 @@ pub fn params_from_map(o: ObjectRef) -> Result<Vec<(String, NDArray)>> {
 }
 
 fn devices_from(args: &Args<'_>, from: usize) -> Result<Vec<DLDevice>> {
-    (from..args.len()).map(|i| args.device(i)).collect()
+    let mut devs = Vec::with_capacity(args.len().saturating_sub(from));
+    for i in from..args.len() {
+        devs.push(args.device(i)?);
+    }
+    Ok(devs)
 }
 
 fn first_import(this: &ObjectRef) -> Result<Module> {

@@ -123,7 +123,11 @@ fn ints(a: &Args<'_>, from: usize, n: usize, what: &str) -> Result<Vec<i64>> {
             a.len()
         )));
     }
-    (from..from + n).map(|i| a.i64(i)).collect()
+    let mut v = Vec::with_capacity(n);
+    for i in from..from + n {
+        v.push(a.i64(i)?);
+    }
+    Ok(v)
 }
 
 /// The debug executor's measuring settings, checked as the reference checks them.

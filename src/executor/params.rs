@@ -497,8 +497,11 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     let mut head = [0u8; 16];
     head[..8].copy_from_slice(&NDARRAY_LIST_MAGIC.to_le_bytes());
     out.extend_from_slice(&head);
-    let names: Vec<&str> = params.iter().map(|(n, _)| n.as_str()).collect();
-    write_strings(&mut out, &names);
+    // The names as `write_strings` writes them, without collecting them first.
+    out.extend_from_slice(&(params.len() as u64).to_le_bytes());
+    for (n, _) in params {
+        write_string(&mut out, n);
+    }
     out.extend_from_slice(&(params.len() as u64).to_le_bytes());
     for (name, a) in params {
         save_ndarray(&mut out, a)

@@ -504,12 +504,12 @@ fn is_even_tie_below(v: f64, digits: &[u8], k: i32) -> bool {
         if k > 22 {
             return false;
         }
-        (m, q, a * 5u128.pow(k as u32), k)
+        (m, q, a * pow5(k.unsigned_abs()), k)
     } else {
         if -k > 25 {
             return false;
         }
-        (m * 5u128.pow(k.unsigned_abs()), q, a, k)
+        (m * pow5(k.unsigned_abs()), q, a, k)
     };
     let (tx, ty) = (x.trailing_zeros() as i32, y.trailing_zeros() as i32);
     if x >> tx != y >> ty || xs + tx != ys + ty {
@@ -520,15 +520,24 @@ fn is_even_tie_below(v: f64, digits: &[u8], k: i32) -> bool {
     // 5^(k+1) ≤ 2^(q-2-k).
     if m == 1 << 52 && biased > 1 {
         let (b, c) = (k + 1, q - 2 - k);
-        let pow5 = |e: i32| 5u128.pow(e.unsigned_abs());
         return match (b >= 0, c >= 0) {
-            (true, true) => c >= 127 || pow5(b) <= 1u128 << c,
+            (true, true) => c >= 127 || pow5(b.unsigned_abs()) <= 1u128 << c,
             (true, false) => false,
             (false, true) => true,
-            (false, false) => -c < 127 && (1u128 << -c) <= pow5(b),
+            (false, false) => -c < 127 && (1u128 << -c) <= pow5(b.unsigned_abs()),
         };
     }
     true
+}
+
+/// 5^e, for the small exponents above (at most 25: no overflow).
+#[inline(never)]
+fn pow5(e: u32) -> u128 {
+    let mut r: u128 = 1;
+    for _ in 0..e {
+        r *= 5;
+    }
+    r
 }
 
 // ---------------------------------------------------------------------------------------

@@ -346,7 +346,7 @@ impl Executor {
     fn mark_param(&self, name: &str) -> Result<()> {
         let mut st = self.state.lock_cold()?;
         for &i in self.inputs_named(name) {
-            st.is_param[i as usize] = true;
+            st.is_param[i] = true;
         }
         Ok(())
     }

@@ -182,7 +182,7 @@ pub(crate) struct Executor {
     lib: Module,
     devices: Vec<DLDevice>,
     /// Input indices sorted by name (equal names in input order), for lookups by name.
-    inputs_by_name: Box<[u32]>,
+    inputs_by_name: Vec<usize>,
     state: ExecLock<State>,
 }
 
@@ -204,13 +204,10 @@ impl Executor {
         }
         let graph = Graph::parse(graph_json)?;
         let name = |i: usize| graph.nodes[graph.input_nodes[i] as usize].name.as_str();
-        let inputs_by_name: Box<[u32]> =
+        let inputs_by_name =
             crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
                 name(a).cmp(name(b))
-            })
-            .into_iter()
-            .map(|i| i as u32)
-            .collect();
+            });
         let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
         check_kernels_can_reach(&graph, &lib, &data_entry)?;
         let state = setup_ops(&graph, &lib, storage_pool, data_entry)?;
@@ -247,16 +244,16 @@ impl Executor {
     }
 
     /// The inputs named `name`, in input order (usually one).
-    fn inputs_named(&self, name: &str) -> &[u32] {
+    fn inputs_named(&self, name: &str) -> &[usize] {
         let v = &self.inputs_by_name;
-        let lo = v.partition_point(|&i| self.input_name(i as usize) < name);
-        let hi = lo + v[lo..].partition_point(|&i| self.input_name(i as usize) == name);
+        let lo = v.partition_point(|&i| self.input_name(i) < name);
+        let hi = lo + v[lo..].partition_point(|&i| self.input_name(i) == name);
         &v[lo..hi]
     }
 
     /// The input named `name` (the last one, when several share it).
     pub(crate) fn input_index(&self, name: &str) -> Option<usize> {
-        self.inputs_named(name).last().map(|&i| i as usize)
+        self.inputs_named(name).last().copied()
     }
 
     /// Index of an output by `"name:i"` key (output `i`, whose node is `name`), or by node
