@@ -203,6 +203,15 @@ fn devices_from(args: &Args<'_>, from: usize) -> Result<Vec<DLDevice>> {
     Ok(devs)
 }
 
+/// What one of a factory's functions does, given the factory and its module object.
+type FactoryBody = fn(&FactoryData, Option<&ObjectRef>, Args<'_>, &mut RetValue) -> Result<()>;
+
+/// The library a factory's module object imports (its first import).
+fn imported_lib(this: Option<&ObjectRef>) -> Result<Module> {
+    let this = this.ok_or_else(|| Error::internal("GraphExecutorFactory: no module object"))?;
+    first_import(this)
+}
+
 fn first_import(this: &ObjectRef) -> Result<Module> {
     Module::from_object(this.clone())?
         .imports()
@@ -225,34 +234,26 @@ impl ModuleNode for FactoryNode {
     }
 
     fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
-        // Functions that need the factory's imports need its module object.
-        let this = this.cloned();
-        let node = move || -> Result<(ObjectRef, Module)> {
-            let this = this
-                .clone()
-                .ok_or_else(|| Error::internal("GraphExecutorFactory: no module object"))?;
-            let lib = first_import(&this)?;
-            Ok((this, lib))
-        };
-        let d = self.d.clone();
-        let f = if name == d.module_name {
-            Function::from_rust(move |a, rv| {
-                let (_this, lib) = node()?;
+        // One closure type for all the functions (a plain function per name), so that there
+        // is one copy of the wrapping code.
+        let body: FactoryBody = if name == self.d.module_name {
+            |d, this, a, rv| {
+                let lib = imported_lib(this)?;
                 let devs = devices_from(&a, 0)?;
-                *rv = create_executor(&d, lib, &devs, false)?.into_object().into();
+                *rv = create_executor(d, lib, &devs, false)?.into_object().into();
                 Ok(())
-            })
+            }
         } else {
             match name {
-                "get_graph_json" => Function::from_rust(move |_a, rv| {
+                "get_graph_json" => |d, _this, _a, rv| {
                     *rv = RetValue::Str(d.graph_json.clone());
                     Ok(())
-                }),
-                "get_graph_params" => Function::from_rust(move |_a, rv| {
+                },
+                "get_graph_params" => |d, _this, _a, rv| {
                     *rv = params_to_map(&d.params).into();
                     Ok(())
-                }),
-                "debug_create" => Function::from_rust(move |a, rv| {
+                },
+                "debug_create" => |d, this, a, rv| {
                     if a.is_empty() {
                         return Err(Error::value(
                             "debug_create expects (module_name, device, ...)",
@@ -265,13 +266,13 @@ impl ModuleNode for FactoryNode {
                             d.module_name
                         )));
                     }
-                    let (_this, lib) = node()?;
+                    let lib = imported_lib(this)?;
                     let devs = devices_from(&a, 1)?;
-                    *rv = create_executor(&d, lib, &devs, true)?.into_object().into();
+                    *rv = create_executor(d, lib, &devs, true)?.into_object().into();
                     Ok(())
-                }),
-                "remove_params" => Function::from_rust(move |_a, rv| {
-                    let (_this, lib) = node()?;
+                },
+                "remove_params" => |d, this, _a, rv| {
+                    let lib = imported_lib(this)?;
                     let m = Module::new(Box::new(FactoryNode::new(
                         d.graph_json.clone(),
                         Vec::new(),
@@ -280,18 +281,23 @@ impl ModuleNode for FactoryNode {
                     m.import(&lib)?;
                     *rv = m.into_object().into();
                     Ok(())
-                }),
-                "cuda_graph_create" => Function::from_rust(|_a, _rv| {
+                },
+                "cuda_graph_create" => |_d, _this, _a, _rv| {
                     Err(Error::new(
                         crate::packed_func::ErrorKind::RuntimeError,
                         "cuda_graph_create: the CUDA graph executor is not supported by this \
                          runtime",
                     ))
-                }),
+                },
                 _ => return Ok(None),
             }
         };
-        Ok(Some(f))
+        // Functions that need the factory's imports need its module object.
+        let this = this.cloned();
+        let d = self.d.clone();
+        Ok(Some(Function::from_rust(move |a, rv| {
+            body(&d, this.as_ref(), a, rv)
+        })))
     }
 
     fn property_mask(&self) -> i32 {

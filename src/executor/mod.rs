@@ -68,6 +68,24 @@ fn params_arg(a: &Args<'_>, i: usize, what: &str) -> Result<Vec<(String, NDArray
     factory::params_from_map(o.to_ref()).map_err(|e| ctx(e, format_args!("{what}")))
 }
 
+/// `runtime.SaveParams` (and its other name).
+#[cfg(feature = "graph")]
+fn save_params_global(a: Args<'_>, rv: &mut RetValue, name: &str) -> Result<()> {
+    a.expect_len(1, name)?;
+    let p = params_arg(&a, 0, name)?;
+    *rv = RetValue::Bytes(params::save_params(&p)?);
+    Ok(())
+}
+
+/// `runtime.LoadParams` (and its other name).
+#[cfg(feature = "graph")]
+fn load_params_global(a: Args<'_>, rv: &mut RetValue, name: &str) -> Result<()> {
+    a.expect_len(1, name)?;
+    let bytes = functions::bytes_arg(&a, 0, name)?;
+    *rv = factory::params_to_map(&params::load_params(bytes)?).into();
+    Ok(())
+}
+
 #[cfg(feature = "graph")]
 fn save_params_to_file(a: Args<'_>) -> Result<()> {
     a.expect_len(2, "runtime.SaveParamsToFile")?;
@@ -128,22 +146,20 @@ fn register_graph(b: &mut Registrar) {
             Ok(())
         });
     }
-    for name in ["runtime.SaveParams", "tvm.relay._save_param_dict"] {
-        b.add(name, move |a, rv| {
-            a.expect_len(1, name)?;
-            let p = params_arg(&a, 0, name)?;
-            *rv = RetValue::Bytes(params::save_params(&p)?);
-            Ok(())
-        });
-    }
-    for name in ["runtime.LoadParams", "tvm.relay._load_param_dict"] {
-        b.add(name, move |a, rv| {
-            a.expect_len(1, name)?;
-            let bytes = functions::bytes_arg(&a, 0, name)?;
-            *rv = factory::params_to_map(&params::load_params(bytes)?).into();
-            Ok(())
-        });
-    }
+    // Each name a function of its own that captures nothing (a plain function pointer, not
+    // a boxed closure), the work shared.
+    b.add("runtime.SaveParams", |a, rv| {
+        save_params_global(a, rv, "runtime.SaveParams")
+    });
+    b.add("tvm.relay._save_param_dict", |a, rv| {
+        save_params_global(a, rv, "tvm.relay._save_param_dict")
+    });
+    b.add("runtime.LoadParams", |a, rv| {
+        load_params_global(a, rv, "runtime.LoadParams")
+    });
+    b.add("tvm.relay._load_param_dict", |a, rv| {
+        load_params_global(a, rv, "tvm.relay._load_param_dict")
+    });
     b.add("runtime.SaveParamsToFile", |a, _rv| save_params_to_file(a));
     b.add("runtime.LoadParamsFromFile", |a, rv| {
         *rv = load_params_from_file(a)?;
