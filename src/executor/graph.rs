@@ -144,25 +144,26 @@ fn as_array<'a>(v: &'a Value, what: Ctx<'_>) -> Result<&'a [Value]> {
     }
 }
 
-/// A list of `u32`s; each failing entry is named `what`.
-fn u32_list(a: &[Value], what: &str) -> Result<Vec<u32>> {
-    let mut out = Vec::with_capacity(a.len());
+/// Reads a list of `u32`s into `out` (empty); each failing entry is named `what`. (The
+/// lists are read into the graph in place, not returned and moved.)
+fn u32_list(a: &[Value], what: &str, out: &mut Vec<u32>) -> Result<()> {
+    out.reserve_exact(a.len());
     for v in a {
         out.push(as_u32(v, Ctx::S(what), "")?);
     }
-    Ok(out)
+    Ok(())
 }
 
-/// The strings of `attrs.{key}`.
-fn str_list(a: &[Value], key: &str) -> Result<Vec<String>> {
-    let mut out = Vec::with_capacity(a.len());
+/// Reads the strings of `attrs.{key}` into `out` (empty).
+fn str_list(a: &[Value], key: &str, out: &mut Vec<String>) -> Result<()> {
+    out.reserve_exact(a.len());
     for v in a {
         match v {
             Value::String(s) => out.push(s.clone()),
             _ => return Err(bad(format_args!("attrs.{key} entries must be strings"))),
         }
     }
-    Ok(out)
+    Ok(())
 }
 
 /// An attribute value of a node: TVM writes them as strings; numbers are accepted too.
@@ -196,8 +197,9 @@ fn parse_entry(v: &Value, what: Ctx<'_>) -> Result<NodeEntry> {
     })
 }
 
+/// Reads node `nid` and appends it to `out`.
 #[inline(never)]
-fn parse_node(nid: usize, v: &Value) -> Result<Node> {
+fn parse_node(nid: usize, v: &Value, out: &mut Vec<Node>) -> Result<()> {
     let Some(obj) = v.as_object() else {
         return Err(bad(format_args!("node {nid} must be an object")));
     };
@@ -277,7 +279,8 @@ fn parse_node(nid: usize, v: &Value) -> Result<Node> {
         )));
     }
     node.name = name.to_string();
-    Ok(node)
+    out.push(node);
+    Ok(())
 }
 
 /// Reads one graph attribute `["<type>", <list>]`, checking the type tag.
@@ -349,13 +352,21 @@ impl Graph {
         let list = field_list(obj, "nodes")?;
         g.nodes.reserve_exact(list.len());
         for (i, n) in list.iter().enumerate() {
-            g.nodes.push(parse_node(i, n)?);
+            parse_node(i, n, &mut g.nodes)?;
         }
         if g.nodes.len() >= u32::MAX as usize {
             return Err(bad(format_args!("too many nodes")));
         }
-        g.input_nodes = u32_list(field_list(obj, "arg_nodes")?, "arg_nodes entry")?;
-        g.node_row_ptr = u32_list(field_list(obj, "node_row_ptr")?, "node_row_ptr entry")?;
+        u32_list(
+            field_list(obj, "arg_nodes")?,
+            "arg_nodes entry",
+            &mut g.input_nodes,
+        )?;
+        u32_list(
+            field_list(obj, "node_row_ptr")?,
+            "node_row_ptr entry",
+            &mut g.node_row_ptr,
+        )?;
         let list = field_list(obj, "heads")?;
         g.outputs.reserve_exact(list.len());
         for (i, v) in list.iter().enumerate() {
@@ -365,10 +376,15 @@ impl Graph {
         let Some(attrs) = field(obj, "attrs")?.as_object() else {
             return Err(bad(format_args!("attrs must be an object")));
         };
-        g.dltype_names = str_list(need_list(attrs, "dltype", "list_str")?, "dltype")?;
-        g.storage_id = u32_list(
+        str_list(
+            need_list(attrs, "dltype", "list_str")?,
+            "dltype",
+            &mut g.dltype_names,
+        )?;
+        u32_list(
             need_list(attrs, "storage_id", "list_int")?,
             "attrs.storage_id entry",
+            &mut g.storage_id,
         )?;
         let list = need_list(attrs, "shape", "list_shape")?;
         g.shape.reserve_exact(list.len());
@@ -397,7 +413,7 @@ impl Graph {
             }
         }
         if let Some(l) = typed_list(attrs, "storage_scope", "list_str")? {
-            g.storage_scope = Some(str_list(l, "storage_scope")?);
+            str_list(l, "storage_scope", g.storage_scope.insert(Vec::new()))?;
         }
 
         g.dltype.reserve_exact(g.dltype_names.len());

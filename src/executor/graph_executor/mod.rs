@@ -208,7 +208,15 @@ impl Executor {
             crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
                 name(a).cmp(name(b))
             });
-        let (storage_pool, data_entry) = setup_storage(&graph, &lib, devices, &lookup)?;
+        let (mut storage_pool, mut data_entry) = (Vec::new(), Vec::new());
+        setup_storage(
+            &graph,
+            &lib,
+            devices,
+            &lookup,
+            &mut storage_pool,
+            &mut data_entry,
+        )?;
         check_kernels_can_reach(&graph, &lib, &data_entry)?;
         let state = setup_ops(&graph, &lib, storage_pool, data_entry)?;
         Ok(Executor {

@@ -116,13 +116,16 @@ fn missing_device(sid: usize, device_type: i32, devices: &[DLDevice]) -> Error {
 }
 
 /// Plans the pool (one array per storage id, sized for its largest entry, on the device its
-/// entries name) and makes one view per entry.
+/// entries name) into `storage` and makes one view per entry into `entries` (both empty;
+/// filled in place rather than returned and moved).
 pub(super) fn setup_storage(
     g: &Graph,
     lib: &Module,
     devices: &[DLDevice],
     lookup: &LinkedParamLookup,
-) -> Result<(Vec<Option<NDArray>>, Vec<NDArray>)> {
+    storage: &mut Vec<Option<NDArray>>,
+    entries: &mut Vec<NDArray>,
+) -> Result<()> {
     let num_sids = g
         .storage_id
         .iter()
@@ -248,7 +251,7 @@ pub(super) fn setup_storage(
             pe.linked = linked;
         }
     }
-    let mut storage = Vec::with_capacity(pool.len());
+    storage.reserve_exact(pool.len());
     for (sid, pe) in pool.into_iter().enumerate() {
         if !pe.used {
             storage.push(None);
@@ -283,7 +286,7 @@ pub(super) fn setup_storage(
             .map_err(|e| ctx(e, format_args!("graph executor: allocating storage")))?;
         storage.push(Some(NDArray::from_object(arr)?));
     }
-    let mut entries = Vec::with_capacity(g.num_entries());
+    entries.reserve_exact(g.num_entries());
     for i in 0..g.num_entries() {
         let sid = g.storage_id[i] as usize;
         let base = storage[sid]
@@ -294,5 +297,5 @@ pub(super) fn setup_storage(
             .map_err(|e| ctx(e, format_args!("graph entry {i} (storage {sid})")))?;
         entries.push(v);
     }
-    Ok((storage, entries))
+    Ok(())
 }
