@@ -330,14 +330,14 @@ fn parse_json(json: &str) -> std::result::Result<Value, crate::packed_func::json
 impl Graph {
     /// Parses and validates a graph.
     pub fn parse(json: &str) -> Result<Graph> {
-        let root = parse_json(json)
-            .map_err(|e| Error::tvm_fmt(format_args!("cannot parse graph JSON: {e}")))?;
-        let Some(obj) = root.as_object() else {
-            return Err(bad(format_args!("the top level must be an object")));
-        };
+        let mut g = Graph::empty();
+        g.read(json)?;
+        Ok(g)
+    }
 
-        // One owned value filled in place, so that every early return drops just it.
-        let mut g = Graph {
+    /// A graph with nothing in it, for [`Graph::read`].
+    pub(crate) fn empty() -> Graph {
+        Graph {
             nodes: Vec::new(),
             input_nodes: Vec::new(),
             outputs: Vec::new(),
@@ -348,7 +348,18 @@ impl Graph {
             device_index: None,
             storage_scope: None,
             shape: Vec::new(),
+        }
+    }
+
+    /// [`Graph::parse`] into an empty graph, filled in place (not returned and moved); on an
+    /// error it holds what was read so far.
+    pub(crate) fn read(&mut self, json: &str) -> Result<()> {
+        let root = parse_json(json)
+            .map_err(|e| Error::tvm_fmt(format_args!("cannot parse graph JSON: {e}")))?;
+        let Some(obj) = root.as_object() else {
+            return Err(bad(format_args!("the top level must be an object")));
         };
+        let g = self;
         let list = field_list(obj, "nodes")?;
         g.nodes.reserve_exact(list.len());
         for (i, n) in list.iter().enumerate() {
@@ -424,8 +435,7 @@ impl Graph {
             }
         }
 
-        g.validate()?;
-        Ok(g)
+        g.validate()
     }
 
     /// Checks that `e` names an existing output of an existing node.

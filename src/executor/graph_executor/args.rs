@@ -5,25 +5,33 @@ use super::super::graph::{Graph, OpType};
 use super::ops::{Op, OpKind};
 use super::State;
 use crate::module::Module;
-use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{FuncImpl, Function};
 use crate::packed_func::types::{type_code as tc, DLTensor, TVMValue};
 use std::ffi::c_void;
 
-/// Builds the state: every node's argument list and function over the entries' arrays.
-pub(super) fn setup_ops(
-    g: &Graph,
-    lib: &Module,
-    storage_pool: Vec<Option<NDArray>>,
-    data_entry: Vec<NDArray>,
-) -> Result<State> {
+/// Builds the state: every node's argument list and function over the entries' arrays, in
+/// `st`, whose pool and entries are set up and whose other vectors are empty (filled in
+/// place, not returned and moved).
+pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
+    let State {
+        data_entry,
+        is_param,
+        borrowed,
+        ops,
+        tensors,
+        values,
+        codes,
+        _shapes: shapes,
+        eid_slots,
+        ..
+    } = st;
     struct Slot {
         eid: usize,
         flat: bool,
     }
     let mut slots: Vec<Slot> = Vec::new();
-    let mut ops = Vec::with_capacity(g.nodes.len());
+    ops.reserve_exact(g.nodes.len());
     // Functions looked up so far (a graph calls each a few times).
     let mut funcs: Vec<(&str, Function)> = Vec::new();
     for (nid, node) in g.nodes.iter().enumerate() {
@@ -86,7 +94,6 @@ pub(super) fn setup_ops(
         });
     }
     // Shapes: every entry's shape, then one flattened size per flattened slot.
-    let mut shapes: Vec<i64> = Vec::new();
     let mut entry_off = Vec::with_capacity(g.num_entries());
     for s in &g.shape {
         entry_off.push(shapes.len());
@@ -101,8 +108,8 @@ pub(super) fn setup_ops(
     }
     shapes.push(0);
     let base = shapes.as_mut_ptr();
-    let mut eid_slots = vec![Vec::new(); g.num_entries()];
-    let mut tensors = Vec::with_capacity(slots.len());
+    eid_slots.resize(g.num_entries(), Vec::new());
+    tensors.reserve_exact(slots.len());
     for (k, s) in slots.iter().enumerate() {
         let entry = data_entry[s.eid].dltensor();
         let (ndim, off) = if s.flat {
@@ -124,24 +131,11 @@ pub(super) fn setup_ops(
         });
         eid_slots[s.eid].push(k);
     }
-    let values: Vec<TVMValue> = tensors
-        .iter_mut()
-        .map(|t| TVMValue {
-            v_handle: t as *mut DLTensor as *mut c_void,
-        })
-        .collect();
-    let codes = vec![tc::DLTENSOR_HANDLE; tensors.len()];
-    Ok(State {
-        _storage_pool: storage_pool,
-        data_entry,
-        is_param: vec![false; g.input_nodes.len()],
-        borrowed: vec![false; g.num_entries()],
-        ops,
-        tensors,
-        values,
-        codes,
-        _shapes: shapes,
-        eid_slots,
-        last_executed_node: -1,
-    })
+    values.extend(tensors.iter_mut().map(|t| TVMValue {
+        v_handle: t as *mut DLTensor as *mut c_void,
+    }));
+    codes.resize(tensors.len(), tc::DLTENSOR_HANDLE);
+    is_param.resize(g.input_nodes.len(), false);
+    borrowed.resize(g.num_entries(), false);
+    Ok(())
 }

@@ -202,23 +202,37 @@ impl Executor {
         for &d in devices {
             device::api(d).map_err(|e| crate::executor::ctx(e, format_args!("graph executor")))?;
         }
-        let graph = Graph::parse(graph_json)?;
+        let mut graph = Graph::empty();
+        graph.read(graph_json)?;
         let name = |i: usize| graph.nodes[graph.input_nodes[i] as usize].name.as_str();
         let inputs_by_name =
             crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
                 name(a).cmp(name(b))
             });
-        let (mut storage_pool, mut data_entry) = (Vec::new(), Vec::new());
+        // The state is filled in place by the steps below.
+        let mut state = State {
+            _storage_pool: Vec::new(),
+            data_entry: Vec::new(),
+            is_param: Vec::new(),
+            borrowed: Vec::new(),
+            ops: Vec::new(),
+            tensors: Vec::new(),
+            values: Vec::new(),
+            codes: Vec::new(),
+            _shapes: Vec::new(),
+            eid_slots: Vec::new(),
+            last_executed_node: -1,
+        };
         setup_storage(
             &graph,
             &lib,
             devices,
             &lookup,
-            &mut storage_pool,
-            &mut data_entry,
+            &mut state._storage_pool,
+            &mut state.data_entry,
         )?;
-        check_kernels_can_reach(&graph, &lib, &data_entry)?;
-        let state = setup_ops(&graph, &lib, storage_pool, data_entry)?;
+        check_kernels_can_reach(&graph, &lib, &state.data_entry)?;
+        setup_ops(&graph, &lib, &mut state)?;
         Ok(Executor {
             graph,
             lib,
