@@ -147,12 +147,7 @@ fn create_executor(
             d.module_name
         )));
     }
-    let exec = Arc::new(Executor::new(
-        &d.graph_json,
-        lib,
-        devices,
-        LinkedParamLookup::Default,
-    )?);
+    let exec = Executor::new(&d.graph_json, lib, devices, LinkedParamLookup::Default)?;
     if d.share_params {
         exec.use_factory_params(&d.params)?;
     } else {

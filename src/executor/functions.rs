@@ -415,6 +415,6 @@ pub(crate) fn create(a: Args<'_>, debug: bool) -> Result<Module> {
         }
     }
     let devs = devices_from(&a, start, what)?;
-    let exec = Arc::new(Executor::new(json, lib, &devs, lookup)?);
+    let exec = Executor::new(json, lib, &devs, lookup)?;
     Ok(super::graph_executor::make_module(exec, debug))
 }

@@ -52,12 +52,7 @@ impl GraphExecutor {
     }
 
     fn build(graph_json: &str, lib: Module, devices: &[DLDevice], debug: bool) -> Result<Self> {
-        let exec = Arc::new(Executor::new(
-            graph_json,
-            lib,
-            devices,
-            LinkedParamLookup::Default,
-        )?);
+        let exec = Executor::new(graph_json, lib, devices, LinkedParamLookup::Default)?;
         let module = make_module(exec.clone(), debug);
         Ok(GraphExecutor { exec, module })
     }

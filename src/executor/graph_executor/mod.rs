@@ -34,6 +34,7 @@ use args::setup_ops;
 use ops::Op;
 use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 use storage::{check_kernels_can_reach, setup_storage};
 
@@ -188,12 +189,13 @@ pub(crate) struct Executor {
 
 impl Executor {
     /// Builds an executor: parses the graph, plans and allocates storage, prepares the ops.
+    /// (Shared from the start: built into its `Arc`, not returned and moved there.)
     pub(crate) fn new(
         graph_json: &str,
         lib: Module,
         devices: &[DLDevice],
         lookup: LinkedParamLookup,
-    ) -> Result<Executor> {
+    ) -> Result<Arc<Executor>> {
         if devices.is_empty() {
             return Err(Error::value(
                 "graph executor: at least one device is needed",
@@ -233,13 +235,13 @@ impl Executor {
         )?;
         check_kernels_can_reach(&graph, &lib, &state.data_entry)?;
         setup_ops(&graph, &lib, &mut state)?;
-        Ok(Executor {
+        Ok(Arc::new(Executor {
             graph,
             lib,
             devices: devices.to_vec(),
             inputs_by_name,
             state: ExecLock::new(state),
-        })
+        }))
     }
 
     /// The library.
