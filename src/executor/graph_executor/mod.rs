@@ -204,44 +204,47 @@ impl Executor {
         for &d in devices {
             device::api(d).map_err(|e| crate::executor::ctx(e, format_args!("graph executor")))?;
         }
-        let mut graph = Graph::empty();
+        // One value filled in place by the steps below, so that an error drops just it.
+        let mut ex = Executor {
+            graph: Graph::empty(),
+            lib,
+            devices: devices.to_vec(),
+            inputs_by_name: Vec::new(),
+            state: ExecLock::new(State {
+                _storage_pool: Vec::new(),
+                data_entry: Vec::new(),
+                is_param: Vec::new(),
+                borrowed: Vec::new(),
+                ops: Vec::new(),
+                tensors: Vec::new(),
+                values: Vec::new(),
+                codes: Vec::new(),
+                _shapes: Vec::new(),
+                eid_slots: Vec::new(),
+                last_executed_node: -1,
+            }),
+        };
+        let graph = &mut ex.graph;
         graph.read(graph_json)?;
         let name = |i: usize| graph.nodes[graph.input_nodes[i] as usize].name.as_str();
-        let inputs_by_name =
+        ex.inputs_by_name =
             crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
                 name(a).cmp(name(b))
             });
-        // The state is filled in place by the steps below.
-        let mut state = State {
-            _storage_pool: Vec::new(),
-            data_entry: Vec::new(),
-            is_param: Vec::new(),
-            borrowed: Vec::new(),
-            ops: Vec::new(),
-            tensors: Vec::new(),
-            values: Vec::new(),
-            codes: Vec::new(),
-            _shapes: Vec::new(),
-            eid_slots: Vec::new(),
-            last_executed_node: -1,
-        };
+        let (graph, lib) = (&ex.graph, &ex.lib);
+        // Nobody else has the lock yet: no poisoning.
+        let state = ex.state.m.get_mut().unwrap_or_else(|e| e.into_inner());
         setup_storage(
-            &graph,
-            &lib,
+            graph,
+            lib,
             devices,
             &lookup,
             &mut state._storage_pool,
             &mut state.data_entry,
         )?;
-        check_kernels_can_reach(&graph, &lib, &state.data_entry)?;
-        setup_ops(&graph, &lib, &mut state)?;
-        Ok(Arc::new(Executor {
-            graph,
-            lib,
-            devices: devices.to_vec(),
-            inputs_by_name,
-            state: ExecLock::new(state),
-        }))
+        check_kernels_can_reach(graph, lib, &state.data_entry)?;
+        setup_ops(graph, lib, state)?;
+        Ok(Arc::new(ex))
     }
 
     /// The library.
