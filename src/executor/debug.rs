@@ -155,20 +155,9 @@ impl ProfileReport {
             "Op", "Time (us)", "Percent", "Calls"
         );
         for o in &self.ops {
-            let _ = writeln!(
-                s,
-                "{:<w$}  {:>12.3}  {:>7.2}%  {:>5}",
-                o.name, o.time_us, o.percent, o.calls
-            );
+            op_row(&mut s, w, &o.name, o.time_us, o.percent, o.calls);
         }
-        let _ = writeln!(
-            s,
-            "{:<w$}  {:>12.3}  {:>7.2}%  {:>5}",
-            "Total",
-            self.total_us,
-            100.0,
-            self.nodes.len()
-        );
+        op_row(&mut s, w, "Total", self.total_us, 100.0, self.nodes.len());
         s
     }
 
@@ -279,6 +268,15 @@ impl ProfileReport {
         );
         s
     }
+}
+
+/// One row of the per-op table (the ops' rows and the total share it).
+#[inline(never)]
+fn op_row(s: &mut String, w: usize, name: &str, time_us: f64, percent: f64, calls: usize) {
+    let _ = writeln!(
+        s,
+        "{name:<w$}  {time_us:>12.3}  {percent:>7.2}%  {calls:>5}"
+    );
 }
 
 /// Appends `{"microseconds":<us>}`.

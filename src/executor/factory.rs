@@ -110,10 +110,10 @@ impl FactoryNode {
         let mut out = Vec::new();
         let d = &self.d;
         params::write_string(&mut out, &d.graph_json);
-        out.extend_from_slice(&(d.params.len() as u64).to_le_bytes());
+        params::put_bytes(&mut out, &(d.params.len() as u64).to_le_bytes());
         // The names as `write_strings` writes them (a count, then each), without collecting
         // them first.
-        out.extend_from_slice(&(d.params.len() as u64).to_le_bytes());
+        params::put_bytes(&mut out, &(d.params.len() as u64).to_le_bytes());
         for (n, _) in &d.params {
             params::write_string(&mut out, n);
         }

@@ -169,15 +169,21 @@ pub fn read_strings(r: &mut dyn ByteSource, what: &str) -> Result<Vec<String>> {
     Ok(out)
 }
 
+/// Appends bytes (out of line: the writers' many appends share one copy).
+#[inline(never)]
+pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+    out.extend_from_slice(b);
+}
+
 /// Appends a `u64`-length-prefixed string.
 pub fn write_string(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
+    put_bytes(out, &(s.len() as u64).to_le_bytes());
+    put_bytes(out, s.as_bytes());
 }
 
 /// Appends a vector of strings.
 pub fn write_strings<S: AsRef<str>>(out: &mut Vec<u8>, v: &[S]) {
-    out.extend_from_slice(&(v.len() as u64).to_le_bytes());
+    put_bytes(out, &(v.len() as u64).to_le_bytes());
     for s in v {
         write_string(out, s.as_ref());
     }
@@ -262,14 +268,14 @@ pub unsafe fn save_dltensor(out: &mut Vec<u8>, t: &DLTensor) -> Result<()> {
     head[28] = t.dtype.code;
     head[29] = t.dtype.bits;
     head[30..32].copy_from_slice(&t.dtype.lanes.to_le_bytes());
-    out.extend_from_slice(&head);
+    put_bytes(out, &head);
     for &d in shape {
-        out.extend_from_slice(&d.to_le_bytes());
+        put_bytes(out, &d.to_le_bytes());
     }
-    out.extend_from_slice(&(size as i64).to_le_bytes());
+    put_bytes(out, &(size as i64).to_le_bytes());
     // SAFETY: caller contract.
     let data = unsafe { tensor_bytes(t, size as usize)? };
-    out.extend_from_slice(&data);
+    put_bytes(out, &data);
     Ok(())
 }
 
@@ -496,13 +502,13 @@ pub fn save_params(params: &[(String, NDArray)]) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     let mut head = [0u8; 16];
     head[..8].copy_from_slice(&NDARRAY_LIST_MAGIC.to_le_bytes());
-    out.extend_from_slice(&head);
+    put_bytes(&mut out, &head);
     // The names as `write_strings` writes them, without collecting them first.
-    out.extend_from_slice(&(params.len() as u64).to_le_bytes());
+    put_bytes(&mut out, &(params.len() as u64).to_le_bytes());
     for (n, _) in params {
         write_string(&mut out, n);
     }
-    out.extend_from_slice(&(params.len() as u64).to_le_bytes());
+    put_bytes(&mut out, &(params.len() as u64).to_le_bytes());
     for (name, a) in params {
         save_ndarray(&mut out, a)
             .map_err(|e| super::ctx(e, format_args!("saving parameter '{name}'")))?;

@@ -780,7 +780,7 @@ impl Reader<'_> {
             match c {
                 b'"' | b'\\' => {
                     // `run` and `pos` sit next to ASCII bytes: character boundaries.
-                    out.push_str(&self.s[run..self.pos]);
+                    put_str(&mut out, &self.s[run..self.pos]);
                     self.pos += 1;
                     if c == b'"' {
                         return Ok(out);
