@@ -54,7 +54,7 @@ type Row = Map;
 
 /// `{unit: x}`, a metric.
 #[inline(never)]
-fn metric(unit: &str, x: Value) -> Value {
+pub(crate) fn metric(unit: &str, x: Value) -> Value {
     let mut m = Map::new();
     m.insert(unit.to_string(), x);
     Value::Object(m)
@@ -62,7 +62,7 @@ fn metric(unit: &str, x: Value) -> Value {
 
 /// Sets `key` of a row (one out-of-line copy of the map's insertion).
 #[inline(never)]
-fn set(row: &mut Row, key: &str, v: Value) {
+pub(crate) fn set(row: &mut Row, key: &str, v: Value) {
     row.insert(key.to_string(), v);
 }
 
