@@ -203,6 +203,7 @@ pub struct Decoded {
 }
 
 /// Decodes every instruction (structure only; indices are checked by [`validate`]).
+#[inline(never)]
 pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     let n = offsets.len();
     // The argument list is sized exactly first (one fresh heap page costs more than the pass).
@@ -326,6 +327,7 @@ pub fn encode(exec: &Executable) -> (Vec<i64>, Vec<i64>) {
 
 /// Checks every VM function: its instruction range, the registers, constant and function
 /// indices its instructions use, and that jumps stay inside it.
+#[inline(never)]
 pub fn validate(exec: &Executable) -> Result<()> {
     let n_instr = exec.code.len() as i64;
     let nconst = exec.constants.len() as u64;

@@ -275,6 +275,7 @@ impl Executable {
 
     /// The sections of an executable's body; `None` with the error left in the reader.
     #[allow(clippy::type_complexity)]
+    #[inline(never)]
     fn parse<'a>(
         r: &mut Reader<'a>,
     ) -> Option<(Vec<FuncInfo>, Vec<Constant>, Words<'a>, Words<'a>)> {
@@ -400,6 +401,7 @@ impl Executable {
     }
 
     /// Builds and validates an executable from its sections, the code as stored.
+    #[inline(never)]
     fn from_words(
         funcs: Vec<FuncInfo>,
         constants: Vec<Constant>,
