@@ -60,43 +60,47 @@ pub fn load_vm(exec_module: &Module, profiler: bool) -> Result<Module> {
     Ok(vm)
 }
 
+/// A function of the executable module.
+enum ExecFn {
+    Stats,
+    AsText,
+    AsPython,
+    HasFunction,
+    /// `vm_load_executable` (or, `true`, `vm_profiler_load_executable`) of this module.
+    Load(Module, bool),
+}
+
 impl ModuleNode for ExecutableNode {
     fn type_key(&self) -> &str {
         self.type_key
     }
 
     fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
-        let exec = self.exec.clone();
-        let f = match name {
-            "stats" => Function::from_rust(move |_, rv| {
-                *rv = RetValue::Str(exec.stats());
-                Ok(())
-            }),
-            "as_text" => Function::from_rust(move |_, rv| {
-                *rv = RetValue::Str(bytecode::as_text(&exec));
-                Ok(())
-            }),
-            "as_python" => Function::from_rust(move |_, rv| {
-                *rv = RetValue::Str(bytecode::as_python(&exec));
-                Ok(())
-            }),
-            "has_function" => Function::from_rust(move |a, rv| {
-                // An int, as v0.16 returns bools (its frontend has no bool code).
-                *rv = RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64);
-                Ok(())
-            }),
+        let op = match name {
+            "stats" => ExecFn::Stats,
+            "as_text" => ExecFn::AsText,
+            "as_python" => ExecFn::AsPython,
+            "has_function" => ExecFn::HasFunction,
             "vm_load_executable" | "vm_profiler_load_executable" => {
                 let Some(this) = this else { return Ok(None) };
                 let m = Module::from_object(this.clone())?;
-                let profiler = name == "vm_profiler_load_executable";
-                Function::from_rust(move |_, rv| {
-                    *rv = RetValue::Object(load_vm(&m, profiler)?.into_object());
-                    Ok(())
-                })
+                ExecFn::Load(m, name == "vm_profiler_load_executable")
             }
             _ => return Ok(None),
         };
-        Ok(Some(f))
+        let exec = self.exec.clone();
+        // One closure type for all the executable's functions: what each does is `op`.
+        Ok(Some(Function::from_rust(move |a, rv| {
+            *rv = match &op {
+                ExecFn::Stats => RetValue::Str(exec.stats()),
+                ExecFn::AsText => RetValue::Str(bytecode::as_text(&exec)),
+                ExecFn::AsPython => RetValue::Str(bytecode::as_python(&exec)),
+                // An int, as v0.16 returns bools (its frontend has no bool code).
+                ExecFn::HasFunction => RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64),
+                ExecFn::Load(m, profiler) => RetValue::Object(load_vm(m, *profiler)?.into_object()),
+            };
+            Ok(())
+        })))
     }
 
     fn property_mask(&self) -> i32 {
