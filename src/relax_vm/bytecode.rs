@@ -116,13 +116,27 @@ fn bad(msg: std::fmt::Arguments<'_>) -> Error {
     Error::value_fmt(format_args!("invalid Relax VM executable: {msg}"))
 }
 
+#[cold]
+#[inline(never)]
+fn bad_reg(at: usize, r: i64) -> Error {
+    bad(format_args!("instruction {at}: invalid register {r}"))
+}
+
+#[cold]
+#[inline(never)]
+fn runs_past_end(i: usize, off: i64, words: usize) -> Error {
+    bad(format_args!(
+        "instruction {i} at word {off} runs past the end of the code ({words} words)"
+    ))
+}
+
 #[inline]
 fn reg(raw: i64, at: usize) -> Result<Reg> {
     match raw {
         VOID_REG => Ok(Reg::Void),
         VM_REG => Ok(Reg::Vm),
         r if (0..MAX_REGISTERS).contains(&r) => Ok(Reg::R(r as u32)),
-        r => Err(bad(format_args!("instruction {at}: invalid register {r}"))),
+        r => Err(bad_reg(at, r)),
     }
 }
 
@@ -173,9 +187,19 @@ impl<'a> Words<'a> {
     /// Word `i`, if there is one.
     #[inline]
     pub fn get(&self, i: usize) -> Option<i64> {
-        let at = i.checked_mul(8)?;
-        let b = self.0.get(at..at.checked_add(8)?)?;
-        Some(i64::from_le_bytes(b.try_into().ok()?))
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: `i < len()`, so bytes `8 * i .. 8 * i + 8` lie in the slice (whose length
+        // is a multiple of 8); an unaligned read of them.
+        let b = unsafe {
+            self.0
+                .as_ptr()
+                .add(8 * i)
+                .cast::<[u8; 8]>()
+                .read_unaligned()
+        };
+        Some(i64::from_le_bytes(b))
     }
     /// All words.
     pub fn iter(self) -> impl Iterator<Item = i64> + 'a {
@@ -229,12 +253,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     let mut next = 0i64;
     let mut canonical = true;
     for (i, off) in offsets.iter().enumerate() {
-        let past_end = || {
-            bad(format_args!(
-                "instruction {i} at word {off} runs past the end of the code ({} words)",
-                data.len()
-            ))
-        };
+        let past_end = || runs_past_end(i, off, data.len());
         // The instruction's words: from its offset to the end of the code.
         let start = usize::try_from(off)
             .ok()
