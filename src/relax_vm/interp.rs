@@ -187,7 +187,18 @@ impl Drop for ActiveGuard {
 }
 
 /// Runs `f` on the VM a context pointer names, if that VM is running on this thread.
+#[inline]
 pub fn with_ctx<R>(ctx: *mut c_void, f: impl FnOnce(&VmCore) -> Result<R>) -> Result<R> {
+    let p = running_vm(ctx)?;
+    // SAFETY: a pointer is on the stack only while an ActiveGuard borrowed from that live
+    // VM exists further up this thread's call stack, which outlives this call.
+    f(unsafe { &*p })
+}
+
+/// The VM a context pointer names, if that VM is running on this thread (the part of
+/// [`with_ctx`] that is the same for every caller).
+#[inline(never)]
+fn running_vm(ctx: *mut c_void) -> Result<*const VmCore> {
     let found = ACTIVE.with(|a| {
         a.borrow()
             .iter()
@@ -195,14 +206,9 @@ pub fn with_ctx<R>(ctx: *mut c_void, f: impl FnOnce(&VmCore) -> Result<R>) -> Re
             .copied()
             .find(|&p| p as *mut c_void == ctx)
     });
-    match found {
-        // SAFETY: a pointer is on the stack only while an ActiveGuard borrowed from that live
-        // VM exists further up this thread's call stack.
-        Some(p) => f(unsafe { &*p }),
-        None => Err(Error::value(
-            "the VM context pointer does not name a Relax VM running on this thread",
-        )),
-    }
+    found.ok_or_else(|| {
+        Error::value("the VM context pointer does not name a Relax VM running on this thread")
+    })
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
