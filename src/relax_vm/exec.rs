@@ -541,8 +541,76 @@ impl Executable {
 
     /// `stats()`: constants and globals, as the reference prints them.
     pub fn stats(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "Relax VM executable statistics:\n  Constant pool (# {}): [",
+            self.constants.len()
+        );
+        for (k, c) in self.constants.iter().enumerate() {
+            if k > 0 {
+                s += ", ";
+            }
+            match c {
+                Constant::NDArray(a) if a.shape().is_empty() => s += "scalar",
+                Constant::NDArray(a) => join_into(&mut s, "[", a.shape()),
+                Constant::Shape(d) => join_into(&mut s, "shapetuple[", d),
+                Constant::Str(b) => {
+                    s.push('"');
+                    s += &String::from_utf8_lossy(b);
+                    s.push('"');
+                }
+                Constant::Int(i) => {
+                    let _ = write!(s, "{i}");
+                }
+                Constant::Float(f) => {
+                    let _ = write!(s, "{f}");
+                }
+                Constant::DataType(t) => s += &crate::packed_func::dtype::dtype_to_string(*t),
+            }
+        }
+        let _ = write!(s, "]\n  Globals (#{}): [", self.funcs.len());
+        for (k, f) in self.funcs.iter().enumerate() {
+            if k > 0 {
+                s += ", ";
+            }
+            s += &f.name;
+        }
+        s += "]\n";
+        s
+    }
+}
+
+/// Appends `open`, the numbers separated by ", ", and `]`.
+fn join_into(s: &mut String, open: &str, v: &[i64]) {
+    use std::fmt::Write as _;
+    *s += open;
+    for (k, d) in v.iter().enumerate() {
+        if k > 0 {
+            *s += ", ";
+        }
+        let _ = write!(s, "{d}");
+    }
+    s.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::blob::{BlobFile, BlobReader};
+
+    /// `stats()` as first written (one string per constant, joined), the reference for
+    /// [`Executable::stats`].
+    fn old_stats(e: &Executable) -> String {
+        fn join(v: &[i64]) -> String {
+            v.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
         let mut items = Vec::new();
-        for c in &self.constants {
+        for c in &e.constants {
             items.push(match c {
                 Constant::NDArray(a) => {
                     if a.shape().is_empty() {
@@ -558,28 +626,49 @@ impl Executable {
                 Constant::DataType(t) => crate::packed_func::dtype::dtype_to_string(*t),
             });
         }
-        let names: Vec<&str> = self.funcs.iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = e.funcs.iter().map(|f| f.name.as_str()).collect();
         format!(
             "Relax VM executable statistics:\n  Constant pool (# {}): [{}]\n  Globals (#{}): [{}]\n",
-            self.constants.len(),
+            e.constants.len(),
             items.join(", "),
-            self.funcs.len(),
+            e.funcs.len(),
             names.join(", ")
         )
     }
-}
 
-fn join(v: &[i64]) -> String {
-    v.iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::module::blob::{BlobFile, BlobReader};
+    #[test]
+    fn stats_are_those_first_written() {
+        let f = |name: &str| FuncInfo {
+            kind: FuncKind::PackedFunc,
+            name: name.into(),
+            start_instr: 0,
+            end_instr: 0,
+            num_args: -2,
+            register_file_size: 0,
+            param_names: vec![],
+        };
+        let scalar = NDArray::from_slice(&[1.5f32], &[]).unwrap();
+        let arr = NDArray::from_slice(&[1i32, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+        let consts = vec![
+            Constant::NDArray(scalar),
+            Constant::NDArray(arr),
+            Constant::Shape(vec![]),
+            Constant::Shape(vec![1, -2, 3]),
+            Constant::Str(b"a \"b\" \xff".to_vec()),
+            Constant::Int(-7),
+            Constant::Float(0.1),
+            Constant::Float(1e300),
+            Constant::Float(f64::NAN),
+            Constant::DataType(DLDataType::new(2, 32, 1)),
+        ];
+        for (funcs, consts) in [
+            (vec![], vec![]),
+            (vec![f("main"), f("vm.builtin.alloc_storage")], consts),
+        ] {
+            let e = Executable::from_parts(funcs, consts, vec![], vec![]).unwrap();
+            assert_eq!(e.stats(), old_stats(&e));
+        }
+    }
 
     #[test]
     fn large_constants_of_an_executable_in_a_library_file_are_read_from_it() {

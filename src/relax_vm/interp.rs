@@ -541,9 +541,9 @@ impl VmCore {
         }
         let depth = DEPTH.with(Cell::get);
         if depth >= MAX_CALL_DEPTH {
-            return Err(Error::new(
+            return Err(Error::with_args(
                 ErrorKind::RuntimeError,
-                format!(
+                format_args!(
                     "Relax VM call depth exceeds {MAX_CALL_DEPTH} nested calls (in {})",
                     f.name
                 ),
@@ -552,9 +552,9 @@ impl VmCore {
         let nreg = f.register_file_size.max(f.num_args) as usize;
         let held = STACK_REGISTERS.with(Cell::get);
         if nreg > MAX_STACK_REGISTERS.saturating_sub(held) {
-            return Err(Error::new(
+            return Err(Error::with_args(
                 ErrorKind::RuntimeError,
-                format!(
+                format_args!(
                     "Relax VM stack budget exceeded: calling {} ({nreg} registers) with {held} \
                      registers held by {depth} running frames would pass the budget of \
                      {MAX_STACK_REGISTERS} registers",
@@ -580,7 +580,7 @@ impl VmCore {
             codes: Vec::with_capacity(8),
         };
         self.run(st, index, &mut frame)
-            .map_err(|e| e.context(format!("in Relax VM function {}", f.name)))
+            .map_err(|e| e.context(format_args!("in Relax VM function {}", f.name)))
     }
 
     #[inline]
