@@ -190,7 +190,12 @@ fn add_fast<F>(r: &mut Registrar, name: &str, kind: Fast, f: F)
 where
     F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
 {
-    let func = Function::from_rust(f);
+    add_fast_function(r, name, kind, Function::from_rust(f));
+}
+
+/// The part of [`add_fast`] that is the same for every builtin.
+#[inline(never)]
+fn add_fast_function(r: &mut Registrar, name: &str, kind: Fast, func: Function) {
     FAST.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((func.as_object().clone(), kind));
