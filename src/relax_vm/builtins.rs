@@ -718,14 +718,14 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add_weak("vm.builtin.debug_print", |a, _| {
-        let parts: Vec<String> = (0..a.len()).map(|i| describe(&a, i)).collect();
+        let parts: Vec<String> = describe_from(&a, 0);
         println!("{}", parts.join(" "));
         Ok(())
     });
     r.add_weak("relax.run.print", |a, _| {
         // (format string, *values): "{}" placeholders, as Python's str.format.
         let fmt = a.str(0).unwrap_or("").to_string();
-        let vals: Vec<String> = (1..a.len()).map(|i| describe(&a, i)).collect();
+        let vals: Vec<String> = describe_from(&a, 1);
         println!("{}", format_py(&fmt, &vals));
         Ok(())
     });
@@ -741,11 +741,11 @@ pub(crate) fn register(r: &mut Registrar) {
             } else {
                 ""
             };
-            let vals: Vec<String> = (2..a.len()).map(|i| describe(&a, i)).collect();
+            let vals: Vec<String> = describe_from(&a, 2);
             let msg = format_py(fmt, &vals);
-            return Err(Error::new(
+            return Err(Error::with_args(
                 ErrorKind::Verbatim,
-                format!(
+                format_args!(
                     "AssertionError: {}",
                     if msg.is_empty() {
                         "Assertion Failed"
@@ -762,6 +762,16 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = RetValue::Object(NDArray::from_slice(&dims, &[dims.len() as i64])?.into_object());
         Ok(())
     });
+}
+
+/// [`describe`] of the arguments from `from` on.
+#[inline(never)]
+fn describe_from(a: &Args<'_>, from: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for i in from..a.len() {
+        out.push(describe(a, i));
+    }
+    out
 }
 
 /// A printable form of argument `i` (for debug printing).
