@@ -437,13 +437,19 @@ pub fn validate(exec: &Executable) -> Result<()> {
     Ok(())
 }
 
+/// Appends `s` (one out-of-line copy of the string append for the many pieces).
+#[inline(never)]
+pub(crate) fn push(os: &mut String, s: &str) {
+    os.push_str(s);
+}
+
 fn reg_text(os: &mut String, r: Reg) {
     match r {
         Reg::R(i) => {
             put!(os, "%{i}");
         }
-        Reg::Void => os.push_str("%void"),
-        Reg::Vm => os.push_str("%vm"),
+        Reg::Void => push(os, "%void"),
+        Reg::Vm => push(os, "%vm"),
     }
 }
 
@@ -458,7 +464,7 @@ fn reg_raw(r: Reg) -> i64 {
 /// `as_text()`: the reference's readable disassembly.
 pub fn as_text(exec: &Executable) -> String {
     let name = |os: &mut String, i: u32| match exec.funcs.get(i as usize) {
-        Some(f) => os.push_str(&f.name),
+        Some(f) => push(os, &f.name),
         None => {
             put!(os, "unknown_func_index({i})");
         }
@@ -485,14 +491,14 @@ pub fn as_text(exec: &Executable) -> String {
         }
         put!(&mut os, "@{}:\n", f.name);
         for pc in f.start_instr..f.end_instr {
-            os += "  ";
+            push(&mut os, "  ");
             let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
                     args.clear();
                     for (k, a) in exec.args_of(ins).iter().enumerate() {
                         if k > 0 {
-                            args += ", ";
+                            push(&mut args, ", ");
                         }
                         match a.get() {
                             Arg::Reg(r) => reg_text(&mut args, r),
@@ -503,9 +509,9 @@ pub fn as_text(exec: &Executable) -> String {
                                 put!(&mut args, "c[{c}]");
                             }
                             Arg::Func(g) => {
-                                args += "f[";
+                                push(&mut args, "f[");
                                 name(&mut args, g);
-                                args += "]";
+                                push(&mut args, "]");
                             }
                         }
                     }
@@ -533,9 +539,9 @@ pub fn as_text(exec: &Executable) -> String {
                     put!(&mut os, ", {off}");
                 }
             }
-            os += "\n";
+            push(&mut os, "\n");
         }
-        os += "\n";
+        push(&mut os, "\n");
     }
     os
 }
@@ -562,15 +568,15 @@ pub fn as_python(exec: &Executable) -> String {
             let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
-                    os += "    ib.emit_call(";
+                    push(&mut os, "    ib.emit_call(");
                     name(&mut os, func);
-                    os += ", args=[";
+                    push(&mut os, ", args=[");
                     for (k, a) in exec.args_of(ins).iter().enumerate() {
                         if k > 0 {
-                            os += ", ";
+                            push(&mut os, ", ");
                         }
                         match a.get() {
-                            Arg::Reg(Reg::Vm) => os += "ib.r(vm)",
+                            Arg::Reg(Reg::Vm) => push(&mut os, "ib.r(vm)"),
                             Arg::Reg(r) => {
                                 put!(&mut os, "ib.r({})", reg_raw(r));
                             }
@@ -581,17 +587,17 @@ pub fn as_python(exec: &Executable) -> String {
                                 put!(&mut os, "ib.c({c})");
                             }
                             Arg::Func(g) => {
-                                os += "ib.f(";
+                                push(&mut os, "ib.f(");
                                 name(&mut os, g);
-                                os += ")";
+                                push(&mut os, ")");
                             }
                         }
                     }
-                    os += "]";
+                    push(&mut os, "]");
                     if dst != Reg::Void {
                         put!(&mut os, ", dst=ib.r({})", reg_raw(dst));
                     }
-                    os += ")\n";
+                    push(&mut os, ")\n");
                 }
                 Instr::Ret(r) => {
                     put!(&mut os, "    ib.emit_ret(ib.r({}))\n", reg_raw(r));

@@ -7,7 +7,7 @@
 //! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
 //! Everything is read with bounds checks and validated before a VM runs it.
 
-use super::bytecode::{self, Instr, Words};
+use super::bytecode::{self, push, Instr, Words};
 use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource, PendingArray};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
@@ -550,15 +550,15 @@ impl Executable {
         );
         for (k, c) in self.constants.iter().enumerate() {
             if k > 0 {
-                s += ", ";
+                push(&mut s, ", ");
             }
             match c {
-                Constant::NDArray(a) if a.shape().is_empty() => s += "scalar",
+                Constant::NDArray(a) if a.shape().is_empty() => push(&mut s, "scalar"),
                 Constant::NDArray(a) => join_into(&mut s, "[", a.shape()),
                 Constant::Shape(d) => join_into(&mut s, "shapetuple[", d),
                 Constant::Str(b) => {
                     s.push('"');
-                    s += &String::from_utf8_lossy(b);
+                    push(&mut s, &String::from_utf8_lossy(b));
                     s.push('"');
                 }
                 Constant::Int(i) => {
@@ -567,17 +567,19 @@ impl Executable {
                 Constant::Float(f) => {
                     let _ = write!(s, "{f}");
                 }
-                Constant::DataType(t) => s += &crate::packed_func::dtype::dtype_to_string(*t),
+                Constant::DataType(t) => {
+                    push(&mut s, &crate::packed_func::dtype::dtype_to_string(*t))
+                }
             }
         }
         let _ = write!(s, "]\n  Globals (#{}): [", self.funcs.len());
         for (k, f) in self.funcs.iter().enumerate() {
             if k > 0 {
-                s += ", ";
+                push(&mut s, ", ");
             }
-            s += &f.name;
+            push(&mut s, &f.name);
         }
-        s += "]\n";
+        push(&mut s, "]\n");
         s
     }
 }
@@ -585,10 +587,10 @@ impl Executable {
 /// Appends `open`, the numbers separated by ", ", and `]`.
 fn join_into(s: &mut String, open: &str, v: &[i64]) {
     use std::fmt::Write as _;
-    *s += open;
+    push(s, open);
     for (k, d) in v.iter().enumerate() {
         if k > 0 {
-            *s += ", ";
+            push(s, ", ");
         }
         let _ = write!(s, "{d}");
     }
