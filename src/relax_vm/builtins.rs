@@ -2,6 +2,7 @@
 //! storage and tensor allocation, tuples, closures, branches), plus the functions the
 //! reference registers from Python (`vm.builtin.debug_print`, `relax.run.*`).
 
+use super::bytecode::push;
 use super::interp::{with_ctx, ClosureObj, Fast};
 use super::memory::{self, StorageObj};
 use crate::ndarray::{create_view, NDArray, NDArrayObj};
@@ -816,11 +817,11 @@ fn format_py(fmt: &str, vals: &[String]) -> String {
     let mut it = vals.iter();
     let mut rest = fmt;
     while let Some(p) = rest.find("{}") {
-        out += &rest[..p];
-        out += it.next().map(String::as_str).unwrap_or("{}");
+        push(&mut out, &rest[..p]);
+        push(&mut out, it.next().map(String::as_str).unwrap_or("{}"));
         rest = &rest[p + 2..];
     }
-    out += rest;
+    push(&mut out, rest);
     if fmt.is_empty() {
         out = vals.join(" ");
     }

@@ -8,7 +8,7 @@
 //! VM runs on the calling thread (checked against a thread-local stack of running VMs), so a
 //! stray pointer is an error, never a dereference.
 
-use super::bytecode::{Arg, Instr, PackedArg, Reg};
+use super::bytecode::{push, Arg, Instr, PackedArg, Reg};
 use super::exec::{Constant, Executable, FuncKind};
 use super::memory::{self, Allocator, StorageObj};
 use crate::module::Module;
@@ -984,8 +984,8 @@ fn missing_funcs(missing: &[String]) -> Error {
     let mut cut = String::new();
     for n in missing {
         if let Some(m) = crate::packed_func::features::built_without(n) {
-            cut += "; ";
-            cut += &m;
+            push(&mut cut, "; ");
+            push(&mut cut, &m);
         }
     }
     Error::value_fmt(format_args!(

@@ -3,6 +3,7 @@
 //! `profile` (and the graph debug executor's `profile_rpc`) hand their reports to Python this
 //! way.
 
+use super::bytecode::push;
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::json::{self, Map, Value};
@@ -119,11 +120,11 @@ fn sum_rows(rows: &[&Row]) -> Row {
 fn pad(out: &mut String, s: &str, w: usize, left: bool) {
     let fill = w.saturating_sub(s.chars().count());
     if left {
-        out.push_str(s);
+        push(out, s);
     }
     out.extend(std::iter::repeat_n(' ', fill));
     if !left {
-        out.push_str(s);
+        push(out, s);
     }
 }
 
@@ -145,7 +146,7 @@ impl ReportObj {
             for c in &calls {
                 let mut key = cell(c, "Name");
                 key.push('\u{0}');
-                key += &cell(c, "Argument Shapes");
+                push(&mut key, &cell(c, "Argument Shapes"));
                 match keys.iter().position(|k| *k == key) {
                     Some(i) => groups[i].push(c),
                     None => {
@@ -227,7 +228,7 @@ impl ReportObj {
             let start = out.len();
             for (i, s) in c.enumerate() {
                 if i > 0 {
-                    out.push_str("  ");
+                    push(&mut out, "  ");
                 }
                 pad(&mut out, s, widths[i], i == 0);
             }
@@ -240,11 +241,11 @@ impl ReportObj {
             line(&mut c.iter().map(String::as_str));
         }
         if let Some(conf) = self.json["configuration"].as_object() {
-            out += "\nConfiguration\n-------------\n";
+            push(&mut out, "\nConfiguration\n-------------\n");
             for (k, v) in entries(conf) {
-                out += k;
-                out += ": ";
-                out += &metric_text(v);
+                push(&mut out, k);
+                push(&mut out, ": ");
+                push(&mut out, &metric_text(v));
                 out.push('\n');
             }
         }
@@ -271,10 +272,10 @@ impl ReportObj {
                 let t = cell(c, h);
                 if t.contains(',') {
                     out.push('"');
-                    out += &t;
+                    push(&mut out, &t);
                     out.push('"');
                 } else {
-                    out += &t;
+                    push(&mut out, &t);
                 }
             }
             out.push('\n');

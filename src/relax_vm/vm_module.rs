@@ -2,7 +2,7 @@
 //! v0.20) with its loaders, and the VM (`relax.VirtualMachine`) with everything TVM's Python
 //! `VirtualMachine` calls.
 
-use super::bytecode;
+use super::bytecode::{self, push};
 use super::exec::{Executable, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
 use super::report::{metric, set};
@@ -319,13 +319,13 @@ fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DL
         let mut shapes = String::new();
         for (k, (t, s)) in c.shapes.iter().enumerate() {
             if k > 0 {
-                shapes += ", ";
+                push(&mut shapes, ", ");
             }
-            shapes += t;
+            push(&mut shapes, t);
             shapes.push('[');
             for (j, d) in s.iter().enumerate() {
                 if j > 0 {
-                    shapes += ", ";
+                    push(&mut shapes, ", ");
                 }
                 let _ = std::fmt::Write::write_fmt(&mut shapes, format_args!("{d}"));
             }
