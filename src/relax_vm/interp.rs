@@ -332,6 +332,7 @@ impl VmCore {
 
     /// `vm_initialization`: allocators per device, constants on `devices[0]`, and every
     /// function of the table resolved (kernel libraries first, then the registry).
+    #[inline(never)]
     pub fn init(&self, devices: Vec<DLDevice>, alloc_types: Vec<i64>) -> Result<()> {
         if devices.is_empty() || devices.len() != alloc_types.len() {
             return Err(Error::value(

@@ -255,6 +255,7 @@ impl VmNode {
             })
     }
 
+    #[inline(never)]
     fn profile(core: &VmCore, args: &Args<'_>) -> Result<String> {
         let fname = args.str(0)?;
         let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
