@@ -2,7 +2,7 @@
 //! storage and tensor allocation, tuples, closures, branches), plus the functions the
 //! reference registers from Python (`vm.builtin.debug_print`, `relax.run.*`).
 
-use super::bytecode::push;
+use super::bytecode::{owned, push};
 use super::interp::{with_ctx, ClosureObj, Fast};
 use super::memory::{self, StorageObj};
 use crate::ndarray::{create_view, NDArray, NDArrayObj};
@@ -45,8 +45,8 @@ fn err_ctx(a: &Args<'_>, i: usize) -> String {
 fn type_key_of(v: &ArgValue<'_>) -> String {
     match v {
         ArgValue::Object(o) => o.to_ref().type_key(),
-        ArgValue::Null => "None".into(),
-        v => v.kind_name().into(),
+        ArgValue::Null => owned("None"),
+        v => owned(v.kind_name()),
     }
 }
 
@@ -725,7 +725,7 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add_weak("relax.run.print", |a, _| {
         // (format string, *values): "{}" placeholders, as Python's str.format.
-        let fmt = a.str(0).unwrap_or("").to_string();
+        let fmt = owned(a.str(0).unwrap_or(""));
         let vals: Vec<String> = describe_from(&a, 1);
         println!("{}", format_py(&fmt, &vals));
         Ok(())
@@ -780,19 +780,13 @@ fn describe(a: &Args<'_>, i: usize) -> String {
     match a.get(i) {
         Ok(ArgValue::Int(v)) => v.to_string(),
         Ok(ArgValue::Float(v)) => v.to_string(),
-        Ok(ArgValue::Bool(v)) => {
-            if v {
-                "True".into()
-            } else {
-                "False".into()
-            }
-        }
+        Ok(ArgValue::Bool(v)) => owned(if v { "True" } else { "False" }),
         Ok(ArgValue::Str(s)) => s.to_string_lossy().into_owned(),
-        Ok(ArgValue::Null) => "None".into(),
+        Ok(ArgValue::Null) => owned("None"),
         Ok(ArgValue::DataType(t)) => dtype_to_string(t),
         Ok(ArgValue::Object(o)) => {
             if let Some(s) = o.downcast_ref::<StringObj>() {
-                s.as_str().to_string()
+                owned(s.as_str())
             } else if let Some(s) = o.downcast_ref::<ShapeTupleObj>() {
                 format!("{:?}", s.dims())
             } else if let Some(t) = o.downcast_ref::<NDArrayObj>() {
@@ -806,7 +800,7 @@ fn describe(a: &Args<'_>, i: usize) -> String {
                 o.to_ref().type_key()
             }
         }
-        Ok(v) => v.kind_name().into(),
+        Ok(v) => owned(v.kind_name()),
         Err(e) => e.into_message(),
     }
 }

@@ -437,6 +437,12 @@ pub fn validate(exec: &Executable) -> Result<()> {
     Ok(())
 }
 
+/// `s` as a `String` (one out-of-line copy of the allocation and copy for the many sites).
+#[inline(never)]
+pub(crate) fn owned(s: &str) -> String {
+    s.to_string()
+}
+
 /// Appends `s` (one out-of-line copy of the string append for the many pieces).
 #[inline(never)]
 pub(crate) fn push(os: &mut String, s: &str) {
@@ -556,7 +562,7 @@ pub fn as_python(exec: &Executable) -> String {
             put!(os, "ib.unknown_func_index({i})");
         }
     };
-    let mut os = String::from("ib = rx.Builder()\n");
+    let mut os = owned("ib = rx.Builder()\n");
     for f in exec.funcs.iter().filter(|f| f.kind == FuncKind::VmFunc) {
         put!(
             &mut os,

@@ -7,7 +7,7 @@
 //! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
 //! Everything is read with bounds checks and validated before a VM runs it.
 
-use super::bytecode::{self, push, Instr, Words};
+use super::bytecode::{self, owned, push, Instr, Words};
 use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource, PendingArray};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
@@ -180,7 +180,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self, section: &str, what: &str) -> Option<String> {
         let b = self.bytes(section, what)?;
         match std::str::from_utf8(b) {
-            Ok(s) => Some(s.to_string()),
+            Ok(s) => Some(owned(s)),
             Err(_) => self.fail(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
             ))),

@@ -8,7 +8,7 @@
 //! VM runs on the calling thread (checked against a thread-local stack of running VMs), so a
 //! stray pointer is an error, never a dereference.
 
-use super::bytecode::{push, Arg, Instr, PackedArg, Reg};
+use super::bytecode::{owned, push, Arg, Instr, PackedArg, Reg};
 use super::exec::{Constant, Executable, FuncKind};
 use super::memory::{self, Allocator, StorageObj};
 use crate::module::Module;
@@ -52,7 +52,7 @@ impl ClosureObj {
     /// A new closure object.
     pub fn new_ref(func_name: &str, imp: Function) -> ObjectRef {
         ObjectRef::new(ClosureObj {
-            func_name: func_name.to_string(),
+            func_name: owned(func_name),
             imp,
         })
     }

@@ -3,7 +3,7 @@
 //! `profile` (and the graph debug executor's `profile_rpc`) hand their reports to Python this
 //! way.
 
-use super::bytecode::push;
+use super::bytecode::{owned, push};
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::json::{self, Map, Value};
@@ -38,7 +38,7 @@ fn metric_text(v: &Value) -> String {
         return x.to_string();
     }
     if let Some(x) = field(v, "string").and_then(Value::as_str) {
-        return x.to_string();
+        return owned(x);
     }
     v.to_string()
 }
@@ -57,14 +57,14 @@ type Row = Map;
 #[inline(never)]
 pub(crate) fn metric(unit: &str, x: Value) -> Value {
     let mut m = Map::new();
-    m.insert(unit.to_string(), x);
+    m.insert(owned(unit), x);
     Value::Object(m)
 }
 
 /// Sets `key` of a row (one out-of-line copy of the map's insertion).
 #[inline(never)]
 pub(crate) fn set(row: &mut Row, key: &str, v: Value) {
-    row.insert(key.to_string(), v);
+    row.insert(owned(key), v);
 }
 
 /// The entries of a row or object, in key order (one out-of-line copy of the map's walk).

@@ -2,7 +2,7 @@
 //! v0.20) with its loaders, and the VM (`relax.VirtualMachine`) with everything TVM's Python
 //! `VirtualMachine` calls.
 
-use super::bytecode::{self, push};
+use super::bytecode::{self, owned, push};
 use super::exec::{Executable, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
 use super::report::{metric, set};
@@ -117,7 +117,7 @@ impl ModuleNode for ExecutableNode {
     }
 
     fn get_format(&self) -> Result<String> {
-        Ok("bin".into())
+        Ok(owned("bin"))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -238,7 +238,7 @@ impl VmNode {
         core.inputs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(fname.to_string(), regs);
+            .insert(owned(fname), regs);
         Ok(())
     }
 
@@ -408,7 +408,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 ));
             }
             let fname = a.str(0)?;
-            let save = a.str(1)?.to_string();
+            let save = owned(a.str(1)?);
             let include_return = a.i64(2)? != 0;
             let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
             let st = core.state()?;
@@ -480,7 +480,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
             core.outputs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(fname.to_string(), out);
+                .insert(owned(fname), out);
             Ok(())
         }
         VmFn::SetInstrument => {
