@@ -176,8 +176,13 @@ impl ReportObj {
         let mut tail: Vec<Row> = Vec::new();
         let mut all: Vec<&Row> = order.iter().map(|&i| &rows[i]).collect();
         if col_sums {
-            let mut s = sum_rows(&all);
-            s.retain(|_, v| SUMMED.iter().any(|u| number(v, u).is_some()));
+            // The summed columns only (a new row through `set`: no inlined `retain`).
+            let mut s = Row::new();
+            for (k, v) in entries(&sum_rows(&all)) {
+                if SUMMED.iter().any(|u| number(v, u).is_some()) {
+                    set(&mut s, k, v.clone());
+                }
+            }
             name_row(&mut s, "Sum");
             let mut sep = Row::new();
             name_row(&mut sep, "----------");
