@@ -645,9 +645,10 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("vm.builtin.make_tuple", |a, rv| {
-        let items = (0..a.len())
-            .map(|i| obj_or_null(&a, i))
-            .collect::<Result<Vec<_>>>()?;
+        let mut items = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            items.push(obj_or_null(&a, i)?);
+        }
         *rv = RetValue::Object(ArrayObj::new_ref(items));
         Ok(())
     });

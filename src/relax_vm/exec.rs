@@ -8,7 +8,7 @@
 //! Everything is read with bounds checks and validated before a VM runs it.
 
 use super::bytecode::{self, owned, push, Instr, Words};
-use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource, PendingArray};
+use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
@@ -367,7 +367,12 @@ impl Executable {
             };
             constants.push(c);
         }
-        let (index, pending): (Vec<usize>, Vec<PendingArray>) = arrays.into_iter().unzip();
+        let mut index = Vec::with_capacity(arrays.len());
+        let mut pending = Vec::with_capacity(arrays.len());
+        for (i, p) in arrays {
+            index.push(i);
+            pending.push(p);
+        }
         let loaded = match read_arrays(r, &pending) {
             Ok(l) => l,
             Err(e) => return r.fail(e.context("invalid Relax VM executable: a constant array")),

@@ -122,7 +122,9 @@ fn pad(out: &mut String, s: &str, w: usize, left: bool) {
     if left {
         push(out, s);
     }
-    out.extend(std::iter::repeat_n(' ', fill));
+    for _ in 0..fill {
+        out.push(' ');
+    }
     if !left {
         push(out, s);
     }
