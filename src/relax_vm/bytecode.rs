@@ -333,12 +333,12 @@ pub fn encode(exec: &Executable) -> (Vec<i64>, Vec<i64>) {
             Instr::Call {
                 dst, func, nargs, ..
             } => {
-                data.extend([1, reg_raw(dst), func as i64, nargs as i64]);
+                data.extend_from_slice(&[1, reg_raw(dst), func as i64, nargs as i64]);
                 data.extend(exec.args_of(ins).iter().map(|a| arg_raw(a.get())));
             }
-            Instr::Ret(r) => data.extend([2, reg_raw(r)]),
-            Instr::Goto(off) => data.extend([3, off]),
-            Instr::If(c, off) => data.extend([4, reg_raw(c), off]),
+            Instr::Ret(r) => data.extend_from_slice(&[2, reg_raw(r)]),
+            Instr::Goto(off) => data.extend_from_slice(&[3, off]),
+            Instr::If(c, off) => data.extend_from_slice(&[4, reg_raw(c), off]),
         }
     }
     (offsets, data)
