@@ -244,12 +244,14 @@ pub(crate) fn reg_to_c(v: &RetValue) -> (TVMValue, i32) {
 
 /// Copies C arguments into register values (objects gain a reference).
 pub(crate) fn args_to_regs(values: &[TVMValue], codes: &[i32]) -> Result<Vec<RetValue>> {
-    values
-        .iter()
-        .zip(codes)
+    // A plain loop into an exact allocation (a `Result` collect grows its vector and takes
+    // an instantiation of its own).
+    let mut regs = Vec::with_capacity(values.len().min(codes.len()));
+    for (&v, &c) in values.iter().zip(codes) {
         // SAFETY: the caller's arguments are valid for their codes during the call.
-        .map(|(&v, &c)| unsafe { RetValue::from_c_copy(v, c) }.map(norm))
-        .collect()
+        regs.push(norm(unsafe { RetValue::from_c_copy(v, c) }?));
+    }
+    Ok(regs)
 }
 
 struct Frame {
