@@ -58,6 +58,16 @@ pub struct Registrar {
     _private: (),
 }
 
+/// Marks `name` as a weak registration (the part of [`Registrar::add_weak`] that is the
+/// same for every function).
+#[inline(never)]
+fn mark_weak(name: &str) {
+    let mut weak = WEAK.lock().unwrap_or_else(|e| e.into_inner());
+    if !weak.iter().any(|n| n == name) {
+        weak.push(name.to_string());
+    }
+}
+
 impl Registrar {
     /// Registers a Rust function under `name` (replacing an earlier one of that name).
     pub fn add<F>(&mut self, name: &str, f: F)
@@ -84,11 +94,7 @@ impl Registrar {
     where
         F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
     {
-        let mut weak = WEAK.lock().unwrap_or_else(|e| e.into_inner());
-        if !weak.iter().any(|n| n == name) {
-            weak.push(name.to_string());
-        }
-        drop(weak);
+        mark_weak(name);
         self.add(name, f);
     }
 

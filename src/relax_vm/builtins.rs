@@ -2,6 +2,7 @@
 //! storage and tensor allocation, tuples, closures, branches), plus the functions the
 //! reference registers from Python (`vm.builtin.debug_print`, `relax.run.*`).
 
+use super::bytecode::{owned, push};
 use super::interp::{with_ctx, ClosureObj, Fast};
 use super::memory::{self, StorageObj};
 use crate::ndarray::{create_view, NDArray, NDArrayObj};
@@ -18,14 +19,15 @@ use crate::packed_func::types::{
 use crate::packed_func::value::{ArgValue, Args, RetValue};
 use std::sync::Mutex;
 
-fn type_err(m: String) -> Error {
-    Error::new(ErrorKind::TypeError, m)
+// The builtins' errors: each site passes its `format_args!`, formatted out of line.
+fn type_err(m: std::fmt::Arguments<'_>) -> Error {
+    Error::with_args(ErrorKind::TypeError, m)
 }
-fn value_err(m: String) -> Error {
-    Error::new(ErrorKind::ValueError, m)
+fn value_err(m: std::fmt::Arguments<'_>) -> Error {
+    Error::with_args(ErrorKind::ValueError, m)
 }
-fn runtime_err(m: String) -> Error {
-    Error::new(ErrorKind::RuntimeError, m)
+fn runtime_err(m: std::fmt::Arguments<'_>) -> Error {
+    Error::with_args(ErrorKind::RuntimeError, m)
 }
 
 /// The optional error context string at `i` (null or absent: empty).
@@ -43,8 +45,8 @@ fn err_ctx(a: &Args<'_>, i: usize) -> String {
 fn type_key_of(v: &ArgValue<'_>) -> String {
     match v {
         ArgValue::Object(o) => o.to_ref().type_key(),
-        ArgValue::Null => "None".into(),
-        v => v.kind_name().into(),
+        ArgValue::Null => owned("None"),
+        v => owned(v.kind_name()),
     }
 }
 
@@ -57,7 +59,7 @@ fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
             crate::ndarray::handle_of(&o.to_ref())
         }
         v => {
-            return Err(type_err(format!(
+            return Err(type_err(format_args!(
                 "the shape heap must be a tensor, got {}",
                 type_key_of(&v)
             )))
@@ -66,9 +68,9 @@ fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
     // SAFETY: a tensor argument is valid during the call.
     let t = unsafe { &*t };
     if t.dtype != DLDataType::new(DL_INT, 64, 1) || t.device.device_type != DL_CPU {
-        return Err(type_err(
-            "the shape heap must be an int64 CPU tensor".into(),
-        ));
+        return Err(type_err(format_args!(
+            "the shape heap must be an int64 CPU tensor"
+        )));
     }
     // SAFETY: as above.
     let n: i64 = unsafe { crate::ndarray::shape_of(t) }.iter().product();
@@ -78,9 +80,9 @@ fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
 }
 
 fn heap_slot(heap: Option<(*mut i64, usize)>, reg: i64) -> Result<*mut i64> {
-    let (p, n) = heap.ok_or_else(|| value_err("the shape heap is missing".into()))?;
+    let (p, n) = heap.ok_or_else(|| value_err(format_args!("the shape heap is missing")))?;
     if reg < 0 || reg as usize >= n {
-        return Err(value_err(format!(
+        return Err(value_err(format_args!(
             "shape heap index {reg} is out of range for a heap of {n}"
         )));
     }
@@ -97,12 +99,12 @@ fn shape_arg(a: &Args<'_>, i: usize) -> Result<Vec<i64>> {
             if let Some(t) = o.downcast_ref::<NDArrayObj>() {
                 return Ok(t.shape().to_vec());
             }
-            Err(type_err(format!(
+            Err(type_err(format_args!(
                 "argument {i}: expected a shape or tensor, got {}",
                 o.to_ref().type_key()
             )))
         }
-        v => Err(type_err(format!(
+        v => Err(type_err(format_args!(
             "argument {i}: expected a shape or tensor, got {}",
             type_key_of(&v)
         ))),
@@ -118,7 +120,7 @@ fn obj_or_null(a: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
         ArgValue::Object(o) => Ok(Some(o.to_ref())),
         ArgValue::Null => Ok(None),
         ArgValue::Str(s) => Ok(Some(StringObj::from_bytes(s.to_bytes()))),
-        v => Err(type_err(format!(
+        v => Err(type_err(format_args!(
             "argument {i}: a tuple holds objects only, got {}",
             v.kind_name()
         ))),
@@ -137,7 +139,7 @@ fn scalar_int(arr: &NDArray) -> Result<i64> {
     let t = arr.dltensor();
     let dt = t.dtype;
     if !(dt.code == DL_INT || dt.code == DL_UINT || dt.code == DL_BOOL) || arr.nbytes() == 0 {
-        return Err(value_err(format!(
+        return Err(value_err(format_args!(
             "expected a scalar integer tensor, got {}",
             dtype_to_string(dt)
         )));
@@ -151,7 +153,7 @@ fn scalar_int(arr: &NDArray) -> Result<i64> {
             16 => *(p as *const i16) as i64,
             32 => *(p as *const i32) as i64,
             64 => *(p as *const i64),
-            b => return Err(value_err(format!("Unknown scalar int type: {b} bits"))),
+            b => return Err(value_err(format_args!("Unknown scalar int type: {b} bits"))),
         }
     })
 }
@@ -189,7 +191,12 @@ fn add_fast<F>(r: &mut Registrar, name: &str, kind: Fast, f: F)
 where
     F: Fn(Args<'_>, &mut RetValue) -> Result<()> + Send + Sync + 'static,
 {
-    let func = Function::from_rust(f);
+    add_fast_function(r, name, kind, Function::from_rust(f));
+}
+
+/// The part of [`add_fast`] that is the same for every builtin.
+#[inline(never)]
+fn add_fast_function(r: &mut Registrar, name: &str, kind: Fast, func: Function) {
     FAST.lock()
         .unwrap_or_else(|e| e.into_inner())
         .push((func.as_object().clone(), kind));
@@ -201,16 +208,16 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.alloc_shape_heap", |a, rv| {
         let size = a.i64(1)?;
         if !(0..=(1 << 24)).contains(&size) {
-            return Err(value_err(format!("invalid shape heap size {size}")));
+            return Err(value_err(format_args!("invalid shape heap size {size}")));
         }
         with_ctx(a.handle(0)?, |vm| {
             let st = vm.state()?;
             let host = st.devices.len() - 1;
             let dev = st.devices[host];
             if dev.device_type != DL_CPU {
-                return Err(value_err(
-                    "the last VM device (the host) must be the CPU".into(),
-                ));
+                return Err(value_err(format_args!(
+                    "the last VM device (the host) must be the CPU"
+                )));
             }
             let buf = StorageObj::allocate(
                 st.allocators[host].clone(),
@@ -235,7 +242,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let reg = a.i64(3)?;
         let ctx = err_ctx(&a, 4);
         match code {
-            0 if v != reg => Err(runtime_err(format!(
+            0 if v != reg => Err(runtime_err(format_args!(
                 "{ctx} match_cast error,  PrimValue mismatch to specified constant."
             ))),
             // SAFETY: heap_slot checked the index.
@@ -244,24 +251,24 @@ pub(crate) fn register(r: &mut Registrar) {
                 Ok(())
             },
             // SAFETY: as above.
-            3 if v != unsafe { *heap_slot(heap, reg)? } => Err(runtime_err(format!(
+            3 if v != unsafe { *heap_slot(heap, reg)? } => Err(runtime_err(format_args!(
                 "{ctx} match_cast error,  PrimValue mismatch to a previous populated value."
             ))),
             0 | 2 | 3 => Ok(()),
-            c => Err(value_err(format!("Unknown match shape code: {c}"))),
+            c => Err(value_err(format_args!("Unknown match shape code: {c}"))),
         }
     });
     add_fast(r, "vm.builtin.match_shape", Fast::MatchShape, |a, _| {
         if a.len() < 3 {
-            return Err(value_err(
-                "vm.builtin.match_shape: too few arguments".into(),
-            ));
+            return Err(value_err(format_args!(
+                "vm.builtin.match_shape: too few arguments"
+            )));
         }
         let shape = shape_arg(&a, 0)?;
         let heap = heap_arg(&a, 1)?;
         let size = a.i64(2)?;
         if size < 0 || size > a.len() as i64 || (3 + 2 * size) as u64 > a.len() as u64 {
-            return Err(value_err(format!(
+            return Err(value_err(format_args!(
                 "vm.builtin.match_shape: {size} dimensions need {} arguments, got {}",
                 size.max(0).saturating_mul(2).saturating_add(3),
                 a.len()
@@ -269,7 +276,7 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         let ctx = err_ctx(&a, (3 + 2 * size) as usize);
         if shape.len() as i64 != size {
-            return Err(runtime_err(format!(
+            return Err(runtime_err(format_args!(
                 "{ctx} match_cast shape size mismatch."
             )));
         }
@@ -278,7 +285,7 @@ pub(crate) fn register(r: &mut Registrar) {
             let reg = a.i64(4 + 2 * i)?;
             match code {
                 0 if dim != reg => {
-                    return Err(runtime_err(format!(
+                    return Err(runtime_err(format_args!(
                         "{ctx} match_cast error,  shape[{i}] mismatch to specified constant."
                     )))
                 }
@@ -286,12 +293,12 @@ pub(crate) fn register(r: &mut Registrar) {
                 1 => unsafe { *heap_slot(heap, reg)? = dim },
                 // SAFETY: as above.
                 3 if dim != unsafe { *heap_slot(heap, reg)? } => {
-                    return Err(runtime_err(format!(
+                    return Err(runtime_err(format_args!(
                     "{ctx} match_cast error,  shape[{i}] mismatch to a previous populated value."
                 )))
                 }
                 0 | 2 | 3 => {}
-                c => return Err(value_err(format!("Unknown match shape code: {c}"))),
+                c => return Err(value_err(format_args!("Unknown match shape code: {c}"))),
             }
         }
         Ok(())
@@ -304,7 +311,7 @@ pub(crate) fn register(r: &mut Registrar) {
             0 => reg,
             // SAFETY: heap_slot checked the index.
             1 => unsafe { *heap_slot(heap, reg)? },
-            c => return Err(value_err(format!("Invalid shape code: {c}"))),
+            c => return Err(value_err(format_args!("Invalid shape code: {c}"))),
         });
         Ok(())
     });
@@ -312,7 +319,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let heap = heap_arg(&a, 0)?;
         let size = a.i64(1)?;
         if size < 0 || size > a.len() as i64 || (2 + 2 * size) as u64 > a.len() as u64 {
-            return Err(value_err(format!(
+            return Err(value_err(format_args!(
                 "vm.builtin.make_shape: {size} dimensions but {} arguments",
                 a.len()
             )));
@@ -325,7 +332,7 @@ pub(crate) fn register(r: &mut Registrar) {
                 0 => reg,
                 // SAFETY: heap_slot checked the index.
                 1 => unsafe { *heap_slot(heap, reg)? },
-                c => return Err(value_err(format!("Invalid shape code: {c}"))),
+                c => return Err(value_err(format_args!("Invalid shape code: {c}"))),
             });
         }
         *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
@@ -337,7 +344,7 @@ pub(crate) fn register(r: &mut Registrar) {
         Fast::CheckTensorInfo,
         |a, _| {
             if a.len() != 3 && a.len() != 4 {
-                return Err(value_err(format!(
+                return Err(value_err(format_args!(
                     "vm.builtin.check_tensor_info expects 3 or 4 arguments, got {}",
                     a.len()
                 )));
@@ -354,13 +361,13 @@ pub(crate) fn register(r: &mut Registrar) {
                 _ => None,
             }
             .ok_or_else(|| {
-                type_err(format!(
+                type_err(format_args!(
                     "{ctx} expect a Tensor but get {}",
                     type_key_of(&arg)
                 ))
             })?;
             if ndim != -1 && t.shape().len() as i64 != ndim {
-                return Err(value_err(format!(
+                return Err(value_err(format_args!(
                     "{ctx} expect Tensor with ndim {ndim} but get {}",
                     t.shape().len()
                 )));
@@ -368,7 +375,7 @@ pub(crate) fn register(r: &mut Registrar) {
             if let Some(d) = dtype {
                 // DataType::Void() (bits 0) means "any dtype".
                 if d.bits != 0 && t.dtype() != d {
-                    return Err(value_err(format!(
+                    return Err(value_err(format_args!(
                         "{ctx} expect Tensor with dtype {} but get {}",
                         dtype_to_string(d),
                         dtype_to_string(t.dtype())
@@ -387,13 +394,13 @@ pub(crate) fn register(r: &mut Registrar) {
             _ => None,
         }
         .ok_or_else(|| {
-            type_err(format!(
+            type_err(format_args!(
                 "{ctx} expect a Shape but get {}",
                 type_key_of(&arg)
             ))
         })?;
         if ndim != -1 && s.dims().len() as i64 != ndim {
-            return Err(value_err(format!(
+            return Err(value_err(format_args!(
                 "{ctx} expect Shape with ndim {ndim} but get {}",
                 s.dims().len()
             )));
@@ -406,7 +413,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let arg = a.get(0)?;
         let ok = match arg {
             ArgValue::Object(o) => {
-                return Err(type_err(format!(
+                return Err(type_err(format_args!(
                     "{ctx}, expected dtype {}, but received ObjectRef of type {}",
                     dtype_to_string(dt),
                     o.to_ref().type_key()
@@ -420,7 +427,7 @@ pub(crate) fn register(r: &mut Registrar) {
             _ => false,
         };
         if !ok {
-            return Err(type_err(format!(
+            return Err(type_err(format_args!(
                 "{ctx}, expected dtype {}, but received {}",
                 dtype_to_string(dt),
                 arg.kind_name()
@@ -437,13 +444,13 @@ pub(crate) fn register(r: &mut Registrar) {
             _ => None,
         }
         .ok_or_else(|| {
-            type_err(format!(
+            type_err(format_args!(
                 "{ctx} expect a Tuple but get {}",
                 type_key_of(&arg)
             ))
         })?;
         if t.items.len() as i64 != size {
-            return Err(value_err(format!(
+            return Err(value_err(format_args!(
                 "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
                 t.items.len()
             )));
@@ -456,7 +463,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let ok = matches!(arg, ArgValue::Object(o)
             if o.downcast_ref::<PackedFuncObj>().is_some() || o.downcast_ref::<ClosureObj>().is_some());
         if !ok {
-            return Err(type_err(format!(
+            return Err(type_err(format_args!(
                 "{ctx} expect a Function but get {}",
                 type_key_of(&arg)
             )));
@@ -476,7 +483,7 @@ pub(crate) fn register(r: &mut Registrar) {
                 let st = vm.state()?;
                 let n = st.devices.len() as i64;
                 if dev_index < -1 || dev_index >= n {
-                    return Err(value_err(format!(
+                    return Err(value_err(format_args!(
                         "The device index {dev_index} is out of VM physical devices list ({n})"
                     )));
                 }
@@ -518,13 +525,17 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add("vm.builtin.invoke_closure", |a, rv| {
         if a.len() < 2 {
-            return Err(value_err(
-                "vm.builtin.invoke_closure expects (vm, closure, *args)".into(),
-            ));
+            return Err(value_err(format_args!(
+                "vm.builtin.invoke_closure expects (vm, closure, *args)"
+            )));
         }
         let f = a
             .object(1)?
-            .ok_or_else(|| type_err("vm.builtin.invoke_closure: the closure is null".into()))?
+            .ok_or_else(|| {
+                type_err(format_args!(
+                    "vm.builtin.invoke_closure: the closure is null"
+                ))
+            })?
             .to_ref();
         with_ctx(a.handle(0)?, |vm| {
             // SAFETY: the call's own arguments, valid for their codes during it.
@@ -534,9 +545,9 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add("vm.builtin.call_tir_dyn", |a, rv| {
         if a.len() < 2 {
-            return Err(value_err(
-                "vm.builtin.call_tir_dyn expects (func, *args, shape)".into(),
-            ));
+            return Err(value_err(format_args!(
+                "vm.builtin.call_tir_dyn expects (func, *args, shape)"
+            )));
         }
         let f = Function::from_object(a.object_ref::<PackedFuncObj>(0)?)?;
         let last = a.len() - 1;
@@ -593,18 +604,18 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add("vm.builtin.invoke_debug_func", |a, rv| {
         if a.len() < 3 {
-            return Err(value_err(
-                "vm.builtin.invoke_debug_func expects (io, name, line, *args)".into(),
-            ));
+            return Err(value_err(format_args!(
+                "vm.builtin.invoke_debug_func expects (io, name, line, *args)"
+            )));
         }
         if !matches!(a.get(0)?, ArgValue::Null) {
-            return Err(value_err(
-                "IOEffect is expected to be lowered to None.".into(),
-            ));
+            return Err(value_err(format_args!(
+                "IOEffect is expected to be lowered to None."
+            )));
         }
         let name = a.str(1)?;
         let f = registry::get(name).ok_or_else(|| {
-            value_err(format!(
+            value_err(format_args!(
                 "{name} is not found. Use the decorator `@tvm.register_func(\"{name}\")` to \
                  register it."
             ))
@@ -634,9 +645,10 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("vm.builtin.make_tuple", |a, rv| {
-        let items = (0..a.len())
-            .map(|i| obj_or_null(&a, i))
-            .collect::<Result<Vec<_>>>()?;
+        let mut items = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            items.push(obj_or_null(&a, i)?);
+        }
         *rv = RetValue::Object(ArrayObj::new_ref(items));
         Ok(())
     });
@@ -651,14 +663,14 @@ pub(crate) fn register(r: &mut Registrar) {
         };
         let dt = arr.dtype();
         if arr.shape().len() != 1 || dt.code != DL_INT {
-            return Err(value_err(format!(
+            return Err(value_err(format_args!(
                 "tensor_to_shape expects a 1-d integer tensor, got {} of rank {}",
                 dtype_to_string(dt),
                 arr.shape().len()
             )));
         }
         if !matches!(dt.bits, 16 | 32 | 64) {
-            return Err(value_err(format!(
+            return Err(value_err(format_args!(
                 "Unknown scalar int type: {}",
                 dtype_to_string(dt)
             )));
@@ -708,14 +720,14 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add_weak("vm.builtin.debug_print", |a, _| {
-        let parts: Vec<String> = (0..a.len()).map(|i| describe(&a, i)).collect();
+        let parts: Vec<String> = describe_from(&a, 0);
         println!("{}", parts.join(" "));
         Ok(())
     });
     r.add_weak("relax.run.print", |a, _| {
         // (format string, *values): "{}" placeholders, as Python's str.format.
-        let fmt = a.str(0).unwrap_or("").to_string();
-        let vals: Vec<String> = (1..a.len()).map(|i| describe(&a, i)).collect();
+        let fmt = owned(a.str(0).unwrap_or(""));
+        let vals: Vec<String> = describe_from(&a, 1);
         println!("{}", format_py(&fmt, &vals));
         Ok(())
     });
@@ -731,11 +743,11 @@ pub(crate) fn register(r: &mut Registrar) {
             } else {
                 ""
             };
-            let vals: Vec<String> = (2..a.len()).map(|i| describe(&a, i)).collect();
+            let vals: Vec<String> = describe_from(&a, 2);
             let msg = format_py(fmt, &vals);
-            return Err(Error::new(
+            return Err(Error::with_args(
                 ErrorKind::Verbatim,
-                format!(
+                format_args!(
                     "AssertionError: {}",
                     if msg.is_empty() {
                         "Assertion Failed"
@@ -754,24 +766,28 @@ pub(crate) fn register(r: &mut Registrar) {
     });
 }
 
+/// [`describe`] of the arguments from `from` on.
+#[inline(never)]
+fn describe_from(a: &Args<'_>, from: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    for i in from..a.len() {
+        out.push(describe(a, i));
+    }
+    out
+}
+
 /// A printable form of argument `i` (for debug printing).
 fn describe(a: &Args<'_>, i: usize) -> String {
     match a.get(i) {
         Ok(ArgValue::Int(v)) => v.to_string(),
         Ok(ArgValue::Float(v)) => v.to_string(),
-        Ok(ArgValue::Bool(v)) => {
-            if v {
-                "True".into()
-            } else {
-                "False".into()
-            }
-        }
+        Ok(ArgValue::Bool(v)) => owned(if v { "True" } else { "False" }),
         Ok(ArgValue::Str(s)) => s.to_string_lossy().into_owned(),
-        Ok(ArgValue::Null) => "None".into(),
+        Ok(ArgValue::Null) => owned("None"),
         Ok(ArgValue::DataType(t)) => dtype_to_string(t),
         Ok(ArgValue::Object(o)) => {
             if let Some(s) = o.downcast_ref::<StringObj>() {
-                s.as_str().to_string()
+                owned(s.as_str())
             } else if let Some(s) = o.downcast_ref::<ShapeTupleObj>() {
                 format!("{:?}", s.dims())
             } else if let Some(t) = o.downcast_ref::<NDArrayObj>() {
@@ -785,7 +801,7 @@ fn describe(a: &Args<'_>, i: usize) -> String {
                 o.to_ref().type_key()
             }
         }
-        Ok(v) => v.kind_name().into(),
+        Ok(v) => owned(v.kind_name()),
         Err(e) => e.into_message(),
     }
 }
@@ -796,11 +812,11 @@ fn format_py(fmt: &str, vals: &[String]) -> String {
     let mut it = vals.iter();
     let mut rest = fmt;
     while let Some(p) = rest.find("{}") {
-        out += &rest[..p];
-        out += it.next().map(String::as_str).unwrap_or("{}");
+        push(&mut out, &rest[..p]);
+        push(&mut out, it.next().map(String::as_str).unwrap_or("{}"));
         rest = &rest[p + 2..];
     }
-    out += rest;
+    push(&mut out, rest);
     if fmt.is_empty() {
         out = vals.join(" ");
     }

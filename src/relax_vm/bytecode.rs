@@ -116,13 +116,27 @@ fn bad(msg: std::fmt::Arguments<'_>) -> Error {
     Error::value_fmt(format_args!("invalid Relax VM executable: {msg}"))
 }
 
+#[cold]
+#[inline(never)]
+fn bad_reg(at: usize, r: i64) -> Error {
+    bad(format_args!("instruction {at}: invalid register {r}"))
+}
+
+#[cold]
+#[inline(never)]
+fn runs_past_end(i: usize, off: i64, words: usize) -> Error {
+    bad(format_args!(
+        "instruction {i} at word {off} runs past the end of the code ({words} words)"
+    ))
+}
+
 #[inline]
 fn reg(raw: i64, at: usize) -> Result<Reg> {
     match raw {
         VOID_REG => Ok(Reg::Void),
         VM_REG => Ok(Reg::Vm),
         r if (0..MAX_REGISTERS).contains(&r) => Ok(Reg::R(r as u32)),
-        r => Err(bad(format_args!("instruction {at}: invalid register {r}"))),
+        r => Err(bad_reg(at, r)),
     }
 }
 
@@ -173,9 +187,19 @@ impl<'a> Words<'a> {
     /// Word `i`, if there is one.
     #[inline]
     pub fn get(&self, i: usize) -> Option<i64> {
-        let at = i.checked_mul(8)?;
-        let b = self.0.get(at..at.checked_add(8)?)?;
-        Some(i64::from_le_bytes(b.try_into().ok()?))
+        if i >= self.len() {
+            return None;
+        }
+        // SAFETY: `i < len()`, so bytes `8 * i .. 8 * i + 8` lie in the slice (whose length
+        // is a multiple of 8); an unaligned read of them.
+        let b = unsafe {
+            self.0
+                .as_ptr()
+                .add(8 * i)
+                .cast::<[u8; 8]>()
+                .read_unaligned()
+        };
+        Some(i64::from_le_bytes(b))
     }
     /// All words.
     pub fn iter(self) -> impl Iterator<Item = i64> + 'a {
@@ -203,6 +227,7 @@ pub struct Decoded {
 }
 
 /// Decodes every instruction (structure only; indices are checked by [`validate`]).
+#[inline(never)]
 pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     let n = offsets.len();
     // The argument list is sized exactly first (one fresh heap page costs more than the pass).
@@ -228,12 +253,7 @@ pub fn decode(offsets: Words<'_>, data: Words<'_>) -> Result<Decoded> {
     let mut next = 0i64;
     let mut canonical = true;
     for (i, off) in offsets.iter().enumerate() {
-        let past_end = || {
-            bad(format_args!(
-                "instruction {i} at word {off} runs past the end of the code ({} words)",
-                data.len()
-            ))
-        };
+        let past_end = || runs_past_end(i, off, data.len());
         // The instruction's words: from its offset to the end of the code.
         let start = usize::try_from(off)
             .ok()
@@ -313,12 +333,12 @@ pub fn encode(exec: &Executable) -> (Vec<i64>, Vec<i64>) {
             Instr::Call {
                 dst, func, nargs, ..
             } => {
-                data.extend([1, reg_raw(dst), func as i64, nargs as i64]);
+                data.extend_from_slice(&[1, reg_raw(dst), func as i64, nargs as i64]);
                 data.extend(exec.args_of(ins).iter().map(|a| arg_raw(a.get())));
             }
-            Instr::Ret(r) => data.extend([2, reg_raw(r)]),
-            Instr::Goto(off) => data.extend([3, off]),
-            Instr::If(c, off) => data.extend([4, reg_raw(c), off]),
+            Instr::Ret(r) => data.extend_from_slice(&[2, reg_raw(r)]),
+            Instr::Goto(off) => data.extend_from_slice(&[3, off]),
+            Instr::If(c, off) => data.extend_from_slice(&[4, reg_raw(c), off]),
         }
     }
     (offsets, data)
@@ -326,6 +346,7 @@ pub fn encode(exec: &Executable) -> (Vec<i64>, Vec<i64>) {
 
 /// Checks every VM function: its instruction range, the registers, constant and function
 /// indices its instructions use, and that jumps stay inside it.
+#[inline(never)]
 pub fn validate(exec: &Executable) -> Result<()> {
     let n_instr = exec.code.len() as i64;
     let nconst = exec.constants.len() as u64;
@@ -416,13 +437,25 @@ pub fn validate(exec: &Executable) -> Result<()> {
     Ok(())
 }
 
+/// `s` as a `String` (one out-of-line copy of the allocation and copy for the many sites).
+#[inline(never)]
+pub(crate) fn owned(s: &str) -> String {
+    s.to_string()
+}
+
+/// Appends `s` (one out-of-line copy of the string append for the many pieces).
+#[inline(never)]
+pub(crate) fn push(os: &mut String, s: &str) {
+    os.push_str(s);
+}
+
 fn reg_text(os: &mut String, r: Reg) {
     match r {
         Reg::R(i) => {
             put!(os, "%{i}");
         }
-        Reg::Void => os.push_str("%void"),
-        Reg::Vm => os.push_str("%vm"),
+        Reg::Void => push(os, "%void"),
+        Reg::Vm => push(os, "%vm"),
     }
 }
 
@@ -437,7 +470,7 @@ fn reg_raw(r: Reg) -> i64 {
 /// `as_text()`: the reference's readable disassembly.
 pub fn as_text(exec: &Executable) -> String {
     let name = |os: &mut String, i: u32| match exec.funcs.get(i as usize) {
-        Some(f) => os.push_str(&f.name),
+        Some(f) => push(os, &f.name),
         None => {
             put!(os, "unknown_func_index({i})");
         }
@@ -464,14 +497,14 @@ pub fn as_text(exec: &Executable) -> String {
         }
         put!(&mut os, "@{}:\n", f.name);
         for pc in f.start_instr..f.end_instr {
-            os += "  ";
+            push(&mut os, "  ");
             let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
                     args.clear();
                     for (k, a) in exec.args_of(ins).iter().enumerate() {
                         if k > 0 {
-                            args += ", ";
+                            push(&mut args, ", ");
                         }
                         match a.get() {
                             Arg::Reg(r) => reg_text(&mut args, r),
@@ -482,9 +515,9 @@ pub fn as_text(exec: &Executable) -> String {
                                 put!(&mut args, "c[{c}]");
                             }
                             Arg::Func(g) => {
-                                args += "f[";
+                                push(&mut args, "f[");
                                 name(&mut args, g);
-                                args += "]";
+                                push(&mut args, "]");
                             }
                         }
                     }
@@ -512,9 +545,9 @@ pub fn as_text(exec: &Executable) -> String {
                     put!(&mut os, ", {off}");
                 }
             }
-            os += "\n";
+            push(&mut os, "\n");
         }
-        os += "\n";
+        push(&mut os, "\n");
     }
     os
 }
@@ -529,7 +562,7 @@ pub fn as_python(exec: &Executable) -> String {
             put!(os, "ib.unknown_func_index({i})");
         }
     };
-    let mut os = String::from("ib = rx.Builder()\n");
+    let mut os = owned("ib = rx.Builder()\n");
     for f in exec.funcs.iter().filter(|f| f.kind == FuncKind::VmFunc) {
         put!(
             &mut os,
@@ -541,15 +574,15 @@ pub fn as_python(exec: &Executable) -> String {
             let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
-                    os += "    ib.emit_call(";
+                    push(&mut os, "    ib.emit_call(");
                     name(&mut os, func);
-                    os += ", args=[";
+                    push(&mut os, ", args=[");
                     for (k, a) in exec.args_of(ins).iter().enumerate() {
                         if k > 0 {
-                            os += ", ";
+                            push(&mut os, ", ");
                         }
                         match a.get() {
-                            Arg::Reg(Reg::Vm) => os += "ib.r(vm)",
+                            Arg::Reg(Reg::Vm) => push(&mut os, "ib.r(vm)"),
                             Arg::Reg(r) => {
                                 put!(&mut os, "ib.r({})", reg_raw(r));
                             }
@@ -560,17 +593,17 @@ pub fn as_python(exec: &Executable) -> String {
                                 put!(&mut os, "ib.c({c})");
                             }
                             Arg::Func(g) => {
-                                os += "ib.f(";
+                                push(&mut os, "ib.f(");
                                 name(&mut os, g);
-                                os += ")";
+                                push(&mut os, ")");
                             }
                         }
                     }
-                    os += "]";
+                    push(&mut os, "]");
                     if dst != Reg::Void {
                         put!(&mut os, ", dst=ib.r({})", reg_raw(dst));
                     }
-                    os += ")\n";
+                    push(&mut os, ")\n");
                 }
                 Instr::Ret(r) => {
                     put!(&mut os, "    ib.emit_ret(ib.r({}))\n", reg_raw(r));

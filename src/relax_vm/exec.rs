@@ -7,8 +7,8 @@
 //! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
 //! Everything is read with bounds checks and validated before a VM runs it.
 
-use super::bytecode::{self, Instr, Words};
-use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource, PendingArray};
+use super::bytecode::{self, owned, push, Instr, Words};
+use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
@@ -180,7 +180,7 @@ impl<'a> Reader<'a> {
     fn string(&mut self, section: &str, what: &str) -> Option<String> {
         let b = self.bytes(section, what)?;
         match std::str::from_utf8(b) {
-            Ok(s) => Some(s.to_string()),
+            Ok(s) => Some(owned(s)),
             Err(_) => self.fail(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
             ))),
@@ -275,6 +275,7 @@ impl Executable {
 
     /// The sections of an executable's body; `None` with the error left in the reader.
     #[allow(clippy::type_complexity)]
+    #[inline(never)]
     fn parse<'a>(
         r: &mut Reader<'a>,
     ) -> Option<(Vec<FuncInfo>, Vec<Constant>, Words<'a>, Words<'a>)> {
@@ -366,7 +367,12 @@ impl Executable {
             };
             constants.push(c);
         }
-        let (index, pending): (Vec<usize>, Vec<PendingArray>) = arrays.into_iter().unzip();
+        let mut index = Vec::with_capacity(arrays.len());
+        let mut pending = Vec::with_capacity(arrays.len());
+        for (i, p) in arrays {
+            index.push(i);
+            pending.push(p);
+        }
         let loaded = match read_arrays(r, &pending) {
             Ok(l) => l,
             Err(e) => return r.fail(e.context("invalid Relax VM executable: a constant array")),
@@ -400,6 +406,7 @@ impl Executable {
     }
 
     /// Builds and validates an executable from its sections, the code as stored.
+    #[inline(never)]
     fn from_words(
         funcs: Vec<FuncInfo>,
         constants: Vec<Constant>,
@@ -539,8 +546,78 @@ impl Executable {
 
     /// `stats()`: constants and globals, as the reference prints them.
     pub fn stats(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = write!(
+            s,
+            "Relax VM executable statistics:\n  Constant pool (# {}): [",
+            self.constants.len()
+        );
+        for (k, c) in self.constants.iter().enumerate() {
+            if k > 0 {
+                push(&mut s, ", ");
+            }
+            match c {
+                Constant::NDArray(a) if a.shape().is_empty() => push(&mut s, "scalar"),
+                Constant::NDArray(a) => join_into(&mut s, "[", a.shape()),
+                Constant::Shape(d) => join_into(&mut s, "shapetuple[", d),
+                Constant::Str(b) => {
+                    s.push('"');
+                    push(&mut s, &String::from_utf8_lossy(b));
+                    s.push('"');
+                }
+                Constant::Int(i) => {
+                    let _ = write!(s, "{i}");
+                }
+                Constant::Float(f) => {
+                    let _ = write!(s, "{f}");
+                }
+                Constant::DataType(t) => {
+                    push(&mut s, &crate::packed_func::dtype::dtype_to_string(*t))
+                }
+            }
+        }
+        let _ = write!(s, "]\n  Globals (#{}): [", self.funcs.len());
+        for (k, f) in self.funcs.iter().enumerate() {
+            if k > 0 {
+                push(&mut s, ", ");
+            }
+            push(&mut s, &f.name);
+        }
+        push(&mut s, "]\n");
+        s
+    }
+}
+
+/// Appends `open`, the numbers separated by ", ", and `]`.
+fn join_into(s: &mut String, open: &str, v: &[i64]) {
+    use std::fmt::Write as _;
+    push(s, open);
+    for (k, d) in v.iter().enumerate() {
+        if k > 0 {
+            push(s, ", ");
+        }
+        let _ = write!(s, "{d}");
+    }
+    s.push(']');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::module::blob::{BlobFile, BlobReader};
+
+    /// `stats()` as first written (one string per constant, joined), the reference for
+    /// [`Executable::stats`].
+    fn old_stats(e: &Executable) -> String {
+        fn join(v: &[i64]) -> String {
+            v.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        }
         let mut items = Vec::new();
-        for c in &self.constants {
+        for c in &e.constants {
             items.push(match c {
                 Constant::NDArray(a) => {
                     if a.shape().is_empty() {
@@ -556,28 +633,49 @@ impl Executable {
                 Constant::DataType(t) => crate::packed_func::dtype::dtype_to_string(*t),
             });
         }
-        let names: Vec<&str> = self.funcs.iter().map(|f| f.name.as_str()).collect();
+        let names: Vec<&str> = e.funcs.iter().map(|f| f.name.as_str()).collect();
         format!(
             "Relax VM executable statistics:\n  Constant pool (# {}): [{}]\n  Globals (#{}): [{}]\n",
-            self.constants.len(),
+            e.constants.len(),
             items.join(", "),
-            self.funcs.len(),
+            e.funcs.len(),
             names.join(", ")
         )
     }
-}
 
-fn join(v: &[i64]) -> String {
-    v.iter()
-        .map(|d| d.to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::module::blob::{BlobFile, BlobReader};
+    #[test]
+    fn stats_are_those_first_written() {
+        let f = |name: &str| FuncInfo {
+            kind: FuncKind::PackedFunc,
+            name: name.into(),
+            start_instr: 0,
+            end_instr: 0,
+            num_args: -2,
+            register_file_size: 0,
+            param_names: vec![],
+        };
+        let scalar = NDArray::from_slice(&[1.5f32], &[]).unwrap();
+        let arr = NDArray::from_slice(&[1i32, 2, 3, 4, 5, 6], &[2, 3]).unwrap();
+        let consts = vec![
+            Constant::NDArray(scalar),
+            Constant::NDArray(arr),
+            Constant::Shape(vec![]),
+            Constant::Shape(vec![1, -2, 3]),
+            Constant::Str(b"a \"b\" \xff".to_vec()),
+            Constant::Int(-7),
+            Constant::Float(0.1),
+            Constant::Float(1e300),
+            Constant::Float(f64::NAN),
+            Constant::DataType(DLDataType::new(2, 32, 1)),
+        ];
+        for (funcs, consts) in [
+            (vec![], vec![]),
+            (vec![f("main"), f("vm.builtin.alloc_storage")], consts),
+        ] {
+            let e = Executable::from_parts(funcs, consts, vec![], vec![]).unwrap();
+            assert_eq!(e.stats(), old_stats(&e));
+        }
+    }
 
     #[test]
     fn large_constants_of_an_executable_in_a_library_file_are_read_from_it() {

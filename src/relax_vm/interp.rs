@@ -8,7 +8,7 @@
 //! VM runs on the calling thread (checked against a thread-local stack of running VMs), so a
 //! stray pointer is an error, never a dereference.
 
-use super::bytecode::{Arg, Instr, PackedArg, Reg};
+use super::bytecode::{owned, push, Arg, Instr, PackedArg, Reg};
 use super::exec::{Constant, Executable, FuncKind};
 use super::memory::{self, Allocator, StorageObj};
 use crate::module::Module;
@@ -52,7 +52,7 @@ impl ClosureObj {
     /// A new closure object.
     pub fn new_ref(func_name: &str, imp: Function) -> ObjectRef {
         ObjectRef::new(ClosureObj {
-            func_name: func_name.to_string(),
+            func_name: owned(func_name),
             imp,
         })
     }
@@ -187,7 +187,18 @@ impl Drop for ActiveGuard {
 }
 
 /// Runs `f` on the VM a context pointer names, if that VM is running on this thread.
+#[inline]
 pub fn with_ctx<R>(ctx: *mut c_void, f: impl FnOnce(&VmCore) -> Result<R>) -> Result<R> {
+    let p = running_vm(ctx)?;
+    // SAFETY: a pointer is on the stack only while an ActiveGuard borrowed from that live
+    // VM exists further up this thread's call stack, which outlives this call.
+    f(unsafe { &*p })
+}
+
+/// The VM a context pointer names, if that VM is running on this thread (the part of
+/// [`with_ctx`] that is the same for every caller).
+#[inline(never)]
+fn running_vm(ctx: *mut c_void) -> Result<*const VmCore> {
     let found = ACTIVE.with(|a| {
         a.borrow()
             .iter()
@@ -195,14 +206,9 @@ pub fn with_ctx<R>(ctx: *mut c_void, f: impl FnOnce(&VmCore) -> Result<R>) -> Re
             .copied()
             .find(|&p| p as *mut c_void == ctx)
     });
-    match found {
-        // SAFETY: a pointer is on the stack only while an ActiveGuard borrowed from that live
-        // VM exists further up this thread's call stack.
-        Some(p) => f(unsafe { &*p }),
-        None => Err(Error::value(
-            "the VM context pointer does not name a Relax VM running on this thread",
-        )),
-    }
+    found.ok_or_else(|| {
+        Error::value("the VM context pointer does not name a Relax VM running on this thread")
+    })
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -238,12 +244,14 @@ pub(crate) fn reg_to_c(v: &RetValue) -> (TVMValue, i32) {
 
 /// Copies C arguments into register values (objects gain a reference).
 pub(crate) fn args_to_regs(values: &[TVMValue], codes: &[i32]) -> Result<Vec<RetValue>> {
-    values
-        .iter()
-        .zip(codes)
+    // A plain loop into an exact allocation (a `Result` collect grows its vector and takes
+    // an instantiation of its own).
+    let mut regs = Vec::with_capacity(values.len().min(codes.len()));
+    for (&v, &c) in values.iter().zip(codes) {
         // SAFETY: the caller's arguments are valid for their codes during the call.
-        .map(|(&v, &c)| unsafe { RetValue::from_c_copy(v, c) }.map(norm))
-        .collect()
+        regs.push(norm(unsafe { RetValue::from_c_copy(v, c) }?));
+    }
+    Ok(regs)
 }
 
 struct Frame {
@@ -326,6 +334,7 @@ impl VmCore {
 
     /// `vm_initialization`: allocators per device, constants on `devices[0]`, and every
     /// function of the table resolved (kernel libraries first, then the registry).
+    #[inline(never)]
     pub fn init(&self, devices: Vec<DLDevice>, alloc_types: Vec<i64>) -> Result<()> {
         if devices.is_empty() || devices.len() != alloc_types.len() {
             return Err(Error::value(
@@ -535,9 +544,9 @@ impl VmCore {
         }
         let depth = DEPTH.with(Cell::get);
         if depth >= MAX_CALL_DEPTH {
-            return Err(Error::new(
+            return Err(Error::with_args(
                 ErrorKind::RuntimeError,
-                format!(
+                format_args!(
                     "Relax VM call depth exceeds {MAX_CALL_DEPTH} nested calls (in {})",
                     f.name
                 ),
@@ -546,9 +555,9 @@ impl VmCore {
         let nreg = f.register_file_size.max(f.num_args) as usize;
         let held = STACK_REGISTERS.with(Cell::get);
         if nreg > MAX_STACK_REGISTERS.saturating_sub(held) {
-            return Err(Error::new(
+            return Err(Error::with_args(
                 ErrorKind::RuntimeError,
-                format!(
+                format_args!(
                     "Relax VM stack budget exceeded: calling {} ({nreg} registers) with {held} \
                      registers held by {depth} running frames would pass the budget of \
                      {MAX_STACK_REGISTERS} registers",
@@ -574,7 +583,7 @@ impl VmCore {
             codes: Vec::with_capacity(8),
         };
         self.run(st, index, &mut frame)
-            .map_err(|e| e.context(format!("in Relax VM function {}", f.name)))
+            .map_err(|e| e.context(format_args!("in Relax VM function {}", f.name)))
     }
 
     #[inline]
@@ -978,8 +987,8 @@ fn missing_funcs(missing: &[String]) -> Error {
     let mut cut = String::new();
     for n in missing {
         if let Some(m) = crate::packed_func::features::built_without(n) {
-            cut += "; ";
-            cut += &m;
+            push(&mut cut, "; ");
+            push(&mut cut, &m);
         }
     }
     Error::value_fmt(format_args!(

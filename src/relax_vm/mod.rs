@@ -26,9 +26,9 @@ pub mod vm_module;
 pub use api::VirtualMachine;
 
 use crate::packed_func::confine;
-use crate::packed_func::error::Error;
+use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
-use crate::packed_func::value::RetValue;
+use crate::packed_func::value::{Args, RetValue};
 
 /// Registers the loaders, builtins and helpers of the Relax VM.
 pub(crate) fn register(r: &mut Registrar) {
@@ -37,17 +37,28 @@ pub(crate) fn register(r: &mut Registrar) {
     interp::ClosureObj::type_index();
     memory::StorageObj::type_index();
     report::ReportObj::type_index();
-    for key in ["relax.Executable", "relax.VMExecutable"] {
-        r.add(&format!("runtime.module.loadbinary_{key}"), move |a, rv| {
-            *rv = RetValue::Object(vm_module::load_binary(a, key)?.into_object());
-            Ok(())
-        });
-        r.add(&format!("runtime.module.loadfile_{key}"), move |a, rv| {
-            let file = confine::resolve_str(a.str(0)?, "runtime.module.loadfile_relax")?;
-            *rv = RetValue::Object(vm_module::load_executable_file(&file, key)?.into_object());
-            Ok(())
-        });
+    // The two type keys' loaders: plain functions over one body each.
+    fn loadbinary(a: Args<'_>, rv: &mut RetValue, key: &'static str) -> Result<()> {
+        *rv = RetValue::Object(vm_module::load_binary(a, key)?.into_object());
+        Ok(())
     }
+    fn loadfile(a: Args<'_>, rv: &mut RetValue, key: &'static str) -> Result<()> {
+        let file = confine::resolve_str(a.str(0)?, "runtime.module.loadfile_relax")?;
+        *rv = RetValue::Object(vm_module::load_executable_file(&file, key)?.into_object());
+        Ok(())
+    }
+    r.add("runtime.module.loadbinary_relax.Executable", |a, rv| {
+        loadbinary(a, rv, "relax.Executable")
+    });
+    r.add("runtime.module.loadfile_relax.Executable", |a, rv| {
+        loadfile(a, rv, "relax.Executable")
+    });
+    r.add("runtime.module.loadbinary_relax.VMExecutable", |a, rv| {
+        loadbinary(a, rv, "relax.VMExecutable")
+    });
+    r.add("runtime.module.loadfile_relax.VMExecutable", |a, rv| {
+        loadfile(a, rv, "relax.VMExecutable")
+    });
     r.add("relax.ExecutableLoadFromFile", |a, rv| {
         let path = confine::resolve_str(a.str(0)?, "relax.ExecutableLoadFromFile")?;
         *rv = RetValue::Object(

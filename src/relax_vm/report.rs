@@ -3,6 +3,7 @@
 //! `profile` (and the graph debug executor's `profile_rpc`) hand their reports to Python this
 //! way.
 
+use super::bytecode::{owned, push};
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::json::{self, Map, Value};
@@ -37,7 +38,7 @@ fn metric_text(v: &Value) -> String {
         return x.to_string();
     }
     if let Some(x) = field(v, "string").and_then(Value::as_str) {
-        return x.to_string();
+        return owned(x);
     }
     v.to_string()
 }
@@ -54,16 +55,16 @@ type Row = Map;
 
 /// `{unit: x}`, a metric.
 #[inline(never)]
-fn metric(unit: &str, x: Value) -> Value {
+pub(crate) fn metric(unit: &str, x: Value) -> Value {
     let mut m = Map::new();
-    m.insert(unit.to_string(), x);
+    m.insert(owned(unit), x);
     Value::Object(m)
 }
 
 /// Sets `key` of a row (one out-of-line copy of the map's insertion).
 #[inline(never)]
-fn set(row: &mut Row, key: &str, v: Value) {
-    row.insert(key.to_string(), v);
+pub(crate) fn set(row: &mut Row, key: &str, v: Value) {
+    row.insert(owned(key), v);
 }
 
 /// The entries of a row or object, in key order (one out-of-line copy of the map's walk).
@@ -119,11 +120,13 @@ fn sum_rows(rows: &[&Row]) -> Row {
 fn pad(out: &mut String, s: &str, w: usize, left: bool) {
     let fill = w.saturating_sub(s.chars().count());
     if left {
-        out.push_str(s);
+        push(out, s);
     }
-    out.extend(std::iter::repeat_n(' ', fill));
+    for _ in 0..fill {
+        out.push(' ');
+    }
     if !left {
-        out.push_str(s);
+        push(out, s);
     }
 }
 
@@ -145,7 +148,7 @@ impl ReportObj {
             for c in &calls {
                 let mut key = cell(c, "Name");
                 key.push('\u{0}');
-                key += &cell(c, "Argument Shapes");
+                push(&mut key, &cell(c, "Argument Shapes"));
                 match keys.iter().position(|k| *k == key) {
                     Some(i) => groups[i].push(c),
                     None => {
@@ -175,8 +178,13 @@ impl ReportObj {
         let mut tail: Vec<Row> = Vec::new();
         let mut all: Vec<&Row> = order.iter().map(|&i| &rows[i]).collect();
         if col_sums {
-            let mut s = sum_rows(&all);
-            s.retain(|_, v| SUMMED.iter().any(|u| number(v, u).is_some()));
+            // The summed columns only (a new row through `set`: no inlined `retain`).
+            let mut s = Row::new();
+            for (k, v) in entries(&sum_rows(&all)) {
+                if SUMMED.iter().any(|u| number(v, u).is_some()) {
+                    set(&mut s, k, v.clone());
+                }
+            }
             name_row(&mut s, "Sum");
             let mut sep = Row::new();
             name_row(&mut sep, "----------");
@@ -227,7 +235,7 @@ impl ReportObj {
             let start = out.len();
             for (i, s) in c.enumerate() {
                 if i > 0 {
-                    out.push_str("  ");
+                    push(&mut out, "  ");
                 }
                 pad(&mut out, s, widths[i], i == 0);
             }
@@ -240,11 +248,11 @@ impl ReportObj {
             line(&mut c.iter().map(String::as_str));
         }
         if let Some(conf) = self.json["configuration"].as_object() {
-            out += "\nConfiguration\n-------------\n";
+            push(&mut out, "\nConfiguration\n-------------\n");
             for (k, v) in entries(conf) {
-                out += k;
-                out += ": ";
-                out += &metric_text(v);
+                push(&mut out, k);
+                push(&mut out, ": ");
+                push(&mut out, &metric_text(v));
                 out.push('\n');
             }
         }
@@ -271,10 +279,10 @@ impl ReportObj {
                 let t = cell(c, h);
                 if t.contains(',') {
                     out.push('"');
-                    out += &t;
+                    push(&mut out, &t);
                     out.push('"');
                 } else {
-                    out += &t;
+                    push(&mut out, &t);
                 }
             }
             out.push('\n');

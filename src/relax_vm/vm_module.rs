@@ -2,9 +2,10 @@
 //! v0.20) with its loaders, and the VM (`relax.VirtualMachine`) with everything TVM's Python
 //! `VirtualMachine` calls.
 
-use super::bytecode;
+use super::bytecode::{self, owned, push};
 use super::exec::{Executable, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
+use super::report::{metric, set};
 use crate::executor::debug::device_string;
 use crate::module::blob::with_lent_reader;
 use crate::module::{property, Module, ModuleNode};
@@ -12,6 +13,7 @@ use crate::object::containers::ArrayObj;
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{Function, PackedFuncObj};
+use crate::packed_func::json::{Map, Value};
 use crate::packed_func::registry;
 use crate::packed_func::types::DLDevice;
 use crate::packed_func::value::{ArgValue, Args, RetValue};
@@ -58,43 +60,47 @@ pub fn load_vm(exec_module: &Module, profiler: bool) -> Result<Module> {
     Ok(vm)
 }
 
+/// A function of the executable module.
+enum ExecFn {
+    Stats,
+    AsText,
+    AsPython,
+    HasFunction,
+    /// `vm_load_executable` (or, `true`, `vm_profiler_load_executable`) of this module.
+    Load(Module, bool),
+}
+
 impl ModuleNode for ExecutableNode {
     fn type_key(&self) -> &str {
         self.type_key
     }
 
     fn get_function(&self, name: &str, this: Option<&ObjectRef>) -> Result<Option<Function>> {
-        let exec = self.exec.clone();
-        let f = match name {
-            "stats" => Function::from_rust(move |_, rv| {
-                *rv = RetValue::Str(exec.stats());
-                Ok(())
-            }),
-            "as_text" => Function::from_rust(move |_, rv| {
-                *rv = RetValue::Str(bytecode::as_text(&exec));
-                Ok(())
-            }),
-            "as_python" => Function::from_rust(move |_, rv| {
-                *rv = RetValue::Str(bytecode::as_python(&exec));
-                Ok(())
-            }),
-            "has_function" => Function::from_rust(move |a, rv| {
-                // An int, as v0.16 returns bools (its frontend has no bool code).
-                *rv = RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64);
-                Ok(())
-            }),
+        let op = match name {
+            "stats" => ExecFn::Stats,
+            "as_text" => ExecFn::AsText,
+            "as_python" => ExecFn::AsPython,
+            "has_function" => ExecFn::HasFunction,
             "vm_load_executable" | "vm_profiler_load_executable" => {
                 let Some(this) = this else { return Ok(None) };
                 let m = Module::from_object(this.clone())?;
-                let profiler = name == "vm_profiler_load_executable";
-                Function::from_rust(move |_, rv| {
-                    *rv = RetValue::Object(load_vm(&m, profiler)?.into_object());
-                    Ok(())
-                })
+                ExecFn::Load(m, name == "vm_profiler_load_executable")
             }
             _ => return Ok(None),
         };
-        Ok(Some(f))
+        let exec = self.exec.clone();
+        // One closure type for all the executable's functions: what each does is `op`.
+        Ok(Some(Function::from_rust(move |a, rv| {
+            *rv = match &op {
+                ExecFn::Stats => RetValue::Str(exec.stats()),
+                ExecFn::AsText => RetValue::Str(bytecode::as_text(&exec)),
+                ExecFn::AsPython => RetValue::Str(bytecode::as_python(&exec)),
+                // An int, as v0.16 returns bools (its frontend has no bool code).
+                ExecFn::HasFunction => RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64),
+                ExecFn::Load(m, profiler) => RetValue::Object(load_vm(m, *profiler)?.into_object()),
+            };
+            Ok(())
+        })))
     }
 
     fn property_mask(&self) -> i32 {
@@ -111,7 +117,7 @@ impl ModuleNode for ExecutableNode {
     }
 
     fn get_format(&self) -> Result<String> {
-        Ok("bin".into())
+        Ok(owned("bin"))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
@@ -232,7 +238,7 @@ impl VmNode {
         core.inputs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(fname.to_string(), regs);
+            .insert(owned(fname), regs);
         Ok(())
     }
 
@@ -249,6 +255,7 @@ impl VmNode {
             })
     }
 
+    #[inline(never)]
     fn profile(core: &VmCore, args: &Args<'_>) -> Result<String> {
         let fname = args.str(0)?;
         let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
@@ -291,67 +298,279 @@ impl VmNode {
     }
 }
 
+/// The columns a call and a device total share: `Duration (us)`, `Count` (1), `Name` and
+/// `Device`.
+#[inline(never)]
+fn report_row(micros: f64, name: &str, device: String) -> Map {
+    let mut row = Map::new();
+    set(
+        &mut row,
+        "Duration (us)",
+        metric("microseconds", micros.into()),
+    );
+    set(&mut row, "Count", metric("count", 1u64.into()));
+    set(&mut row, "Name", metric("string", name.into()));
+    set(&mut row, "Device", metric("string", device.into()));
+    row
+}
+
 fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DLDevice]) -> String {
-    use crate::packed_func::json::{object, Map, Value};
-    let string = |s: String| object(vec![("string", s.into())]);
     let mut out_calls = Vec::new();
     for c in calls {
-        let shapes: Vec<String> = c
-            .shapes
-            .iter()
-            .map(|(t, s)| {
-                let d: Vec<String> = s.iter().map(i64::to_string).collect();
-                format!("{t}[{}]", d.join(", "))
-            })
-            .collect();
+        let mut shapes = String::new();
+        for (k, (t, s)) in c.shapes.iter().enumerate() {
+            if k > 0 {
+                push(&mut shapes, ", ");
+            }
+            push(&mut shapes, t);
+            shapes.push('[');
+            for (j, d) in s.iter().enumerate() {
+                if j > 0 {
+                    push(&mut shapes, ", ");
+                }
+                let _ = std::fmt::Write::write_fmt(&mut shapes, format_args!("{d}"));
+            }
+            shapes.push(']');
+        }
         let pct = if total_us > 0.0 {
             c.micros / total_us * 100.0
         } else {
             0.0
         };
-        out_calls.push(object(vec![
-            (
-                "Duration (us)",
-                object(vec![("microseconds", c.micros.into())]),
-            ),
-            ("Count", object(vec![("count", 1u64.into())])),
-            ("Name", string(c.name.clone())),
-            ("Device", string(device_string(c.device))),
-            ("Argument Shapes", string(shapes.join(", "))),
-            ("Percent", object(vec![("percent", pct.into())])),
-        ]));
+        let mut row = report_row(c.micros, &c.name, device_string(c.device));
+        set(&mut row, "Argument Shapes", metric("string", shapes.into()));
+        set(&mut row, "Percent", metric("percent", pct.into()));
+        out_calls.push(Value::Object(row));
     }
     let mut dm = Map::new();
     for d in devices {
         let name = device_string(*d);
-        dm.insert(
-            name.clone(),
-            object(vec![
-                (
-                    "Duration (us)",
-                    object(vec![("microseconds", total_us.into())]),
-                ),
-                ("Count", object(vec![("count", 1u64.into())])),
-                ("Name", string("Total".into())),
-                ("Device", string(name)),
-            ]),
-        );
+        let row = report_row(total_us, "Total", name.clone());
+        set(&mut dm, &name, Value::Object(row));
     }
-    object(vec![
-        ("calls", Value::Array(out_calls)),
-        ("device_metrics", Value::Object(dm)),
-        (
-            "configuration",
-            object(vec![
-                (
-                    "Number of threads",
-                    object(vec![("count", crate::threading::num_threads().into())]),
-                ),
-                ("Executor", string("VM".into())),
-            ]),
-        ),
-    ])
-    .to_string()
+    let mut config = Map::new();
+    set(
+        &mut config,
+        "Number of threads",
+        metric("count", crate::threading::num_threads().into()),
+    );
+    set(&mut config, "Executor", metric("string", "VM".into()));
+    let mut out = Map::new();
+    set(&mut out, "calls", Value::Array(out_calls));
+    set(&mut out, "device_metrics", Value::Object(dm));
+    set(&mut out, "configuration", Value::Object(config));
+    Value::Object(out).to_string()
+}
+
+/// A function of the VM module.
+enum VmFn {
+    Init,
+    SaveFunction,
+    InvokeClosure,
+    InvokeStateful,
+    SetInstrument,
+    OutputArity,
+    Output,
+    /// `set_input`, or `set_input_with_param_module` (`true`).
+    SetInput(bool),
+    FunctionArity,
+    ParamName,
+    Profile,
+    /// A closure saved by `save_function`.
+    Saved(ObjectRef),
+    /// A VM function.
+    Call(usize),
+}
+
+/// Runs function `op` of the VM module.
+fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()> {
+    match op {
+        VmFn::Init => {
+            if a.is_empty() || a.len() % 3 != 0 {
+                return Err(Error::value_fmt(format_args!(
+                    "vm_initialization expects (device_type, device_id, allocator_type) \
+                     triplets but got {} arguments",
+                    a.len()
+                )));
+            }
+            let mut devs = Vec::new();
+            let mut kinds = Vec::new();
+            for i in (0..a.len()).step_by(3) {
+                devs.push(DLDevice::new(a.i64(i)? as i32, a.i64(i + 1)? as i32));
+                kinds.push(a.i64(i + 2)?);
+            }
+            core.init(devs, kinds)
+        }
+        VmFn::SaveFunction => {
+            if a.len() < 3 {
+                return Err(Error::value(
+                    "save_function expects (func_name, save_name, include_return, *args)",
+                ));
+            }
+            let fname = a.str(0)?;
+            let save = owned(a.str(1)?);
+            let include_return = a.i64(2)? != 0;
+            let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
+            let st = core.state()?;
+            let bound = super::interp::SharedValues(regs_on(&a, 3, st.devices[0])?);
+            let inner = clo
+                .downcast_ref::<super::interp::ClosureObj>()
+                .map(|c| c.imp.clone())
+                .ok_or_else(|| Error::type_error("save_function: not a closure"))?;
+            let imp = Function::from_rust(move |args, rv| {
+                let mut regs = regs_of(&args, 0)?;
+                regs.extend(bound.values().iter().cloned());
+                let (mut v, mut c): (Vec<_>, Vec<_>) =
+                    regs.iter().map(super::interp::reg_to_c).unzip();
+                let mut out = RetValue::Null;
+                // SAFETY: values borrowed from `regs`, alive during the call.
+                unsafe {
+                    inner.obj().call_raw(
+                        v.as_mut_ptr(),
+                        c.as_mut_ptr(),
+                        v.len() as i32,
+                        &mut out,
+                    )?
+                };
+                if include_return {
+                    *rv = out;
+                }
+                Ok(())
+            });
+            core.saved
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(save.clone(), super::interp::ClosureObj::new_ref(&save, imp));
+            Ok(())
+        }
+        VmFn::InvokeClosure => {
+            let clo = match a.get(0)? {
+                ArgValue::Object(o) => o.to_ref(),
+                v => {
+                    return Err(Error::type_error_fmt(format_args!(
+                        "invoke_closure expects a closure first, got {}",
+                        v.kind_name()
+                    )))
+                }
+            };
+            // SAFETY: the call's own arguments, valid for their codes during it.
+            *rv = unsafe { core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])? };
+            Ok(())
+        }
+        VmFn::InvokeStateful => {
+            let fname = a.str(0)?;
+            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+            let inputs = core
+                .inputs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(fname)
+                .cloned()
+                .ok_or_else(|| {
+                    Error::value_fmt(format_args!(
+                        "No inputs set for stateful call of {fname}; use `set_input` first."
+                    ))
+                })?;
+            let out = if core.exec.funcs[idx].kind == FuncKind::VmFunc {
+                core.call_index(idx, inputs)?
+            } else {
+                let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
+                core.invoke_closure_regs(&clo, &inputs)?
+            };
+            core.outputs
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(owned(fname), out);
+            Ok(())
+        }
+        VmFn::SetInstrument => {
+            let f = match a.get(0)? {
+                ArgValue::Object(o) if o.downcast_ref::<PackedFuncObj>().is_some() => {
+                    Function::from_object(o.to_ref())?
+                }
+                ArgValue::Null => {
+                    core.set_instrument(None);
+                    return Ok(());
+                }
+                _ => {
+                    let name = a.str(0)?;
+                    let factory = registry::get(name).ok_or_else(|| {
+                        Error::value_fmt(format_args!("Cannot find factory {name}"))
+                    })?;
+                    let mut rv = RetValue::Null;
+                    let mut v = a.values()[1..].to_vec();
+                    let mut c = a.codes()[1..].to_vec();
+                    // SAFETY: the caller's arguments, valid during this call.
+                    unsafe {
+                        factory.obj().call_raw(
+                            v.as_mut_ptr(),
+                            c.as_mut_ptr(),
+                            v.len() as i32,
+                            &mut rv,
+                        )?
+                    };
+                    Function::from_object(rv.into_object()?)?
+                }
+            };
+            core.set_instrument(Some(f));
+            Ok(())
+        }
+        VmFn::OutputArity => {
+            let out = VmNode::output(core, a.str(0)?)?;
+            let v = index_into(&out, &a, 1)?;
+            *rv = RetValue::Int(is_array(&v).map(|n| n as i64).unwrap_or(-1));
+            Ok(())
+        }
+        VmFn::Output => {
+            let out = VmNode::output(core, a.str(0)?)?;
+            let v = index_into(&out, &a, 1)?;
+            if is_array(&v).is_some() {
+                return Err(Error::value(
+                    "`get_output` cannot return a tuple for RPC compatibility. Please \
+                     specify another index argument.",
+                ));
+            }
+            *rv = v;
+            Ok(())
+        }
+        VmFn::SetInput(with_params) => VmNode::set_input(core, &a, *with_params),
+        VmFn::FunctionArity => {
+            let fname = a.str(0)?;
+            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+            *rv = RetValue::Int(core.exec.funcs[idx].param_names.len() as i64);
+            Ok(())
+        }
+        VmFn::ParamName => {
+            let fname = a.str(0)?;
+            let i = a.i64(1)?;
+            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
+            let names = &core.exec.funcs[idx].param_names;
+            let n = usize::try_from(i)
+                .ok()
+                .and_then(|k| names.get(k))
+                .ok_or_else(|| {
+                    Error::value_fmt(format_args!(
+                        "Invalid index for {fname} ({i} out of {})",
+                        names.len()
+                    ))
+                })?;
+            *rv = RetValue::Str(n.clone());
+            Ok(())
+        }
+        VmFn::Profile => {
+            *rv = RetValue::Str(VmNode::profile(core, &a)?);
+            Ok(())
+        }
+        VmFn::Saved(clo) => {
+            // SAFETY: the call's own arguments, valid for their codes during it.
+            *rv = unsafe { core.invoke_closure_c(clo, a.values(), a.codes())? };
+            Ok(())
+        }
+        VmFn::Call(idx) => {
+            *rv = core.call_index(*idx, regs_of(&a, 0)?)?;
+            Ok(())
+        }
+    }
 }
 
 impl ModuleNode for VmNode {
@@ -364,188 +583,21 @@ impl ModuleNode for VmNode {
             // Environment lookups from compiled code never need the VM's own functions.
             return Ok(None);
         }
-        let core = self.core.clone();
-        let f = match name {
-            "vm_initialization" => Function::from_rust(move |a, _| {
-                if a.is_empty() || a.len() % 3 != 0 {
-                    return Err(Error::value_fmt(format_args!(
-                        "vm_initialization expects (device_type, device_id, allocator_type) \
-                         triplets but got {} arguments",
-                        a.len()
-                    )));
-                }
-                let mut devs = Vec::new();
-                let mut kinds = Vec::new();
-                for i in (0..a.len()).step_by(3) {
-                    devs.push(DLDevice::new(a.i64(i)? as i32, a.i64(i + 1)? as i32));
-                    kinds.push(a.i64(i + 2)?);
-                }
-                core.init(devs, kinds)
-            }),
-            "save_function" => Function::from_rust(move |a, _| {
-                if a.len() < 3 {
-                    return Err(Error::value(
-                        "save_function expects (func_name, save_name, include_return, *args)",
-                    ));
-                }
-                let fname = a.str(0)?;
-                let save = a.str(1)?.to_string();
-                let include_return = a.i64(2)? != 0;
-                let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-                let st = core.state()?;
-                let bound = super::interp::SharedValues(regs_on(&a, 3, st.devices[0])?);
-                let inner = clo
-                    .downcast_ref::<super::interp::ClosureObj>()
-                    .map(|c| c.imp.clone())
-                    .ok_or_else(|| Error::type_error("save_function: not a closure"))?;
-                let imp = Function::from_rust(move |args, rv| {
-                    let mut regs = regs_of(&args, 0)?;
-                    regs.extend(bound.values().iter().cloned());
-                    let (mut v, mut c): (Vec<_>, Vec<_>) =
-                        regs.iter().map(super::interp::reg_to_c).unzip();
-                    let mut out = RetValue::Null;
-                    // SAFETY: values borrowed from `regs`, alive during the call.
-                    unsafe {
-                        inner.obj().call_raw(
-                            v.as_mut_ptr(),
-                            c.as_mut_ptr(),
-                            v.len() as i32,
-                            &mut out,
-                        )?
-                    };
-                    if include_return {
-                        *rv = out;
-                    }
-                    Ok(())
-                });
-                core.saved
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(save.clone(), super::interp::ClosureObj::new_ref(&save, imp));
-                Ok(())
-            }),
-            "invoke_closure" => Function::from_rust(move |a, rv| {
-                let clo = match a.get(0)? {
-                    ArgValue::Object(o) => o.to_ref(),
-                    v => {
-                        return Err(Error::type_error_fmt(format_args!(
-                            "invoke_closure expects a closure first, got {}",
-                            v.kind_name()
-                        )))
-                    }
-                };
-                // SAFETY: the call's own arguments, valid for their codes during it.
-                *rv = unsafe { core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])? };
-                Ok(())
-            }),
-            "invoke_stateful" => Function::from_rust(move |a, _| {
-                let fname = a.str(0)?;
-                let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-                let inputs = core
-                    .inputs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(fname)
-                    .cloned()
-                    .ok_or_else(|| {
-                        Error::value_fmt(format_args!(
-                            "No inputs set for stateful call of {fname}; use `set_input` first."
-                        ))
-                    })?;
-                let out = if core.exec.funcs[idx].kind == FuncKind::VmFunc {
-                    core.call_index(idx, inputs)?
-                } else {
-                    let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-                    core.invoke_closure_regs(&clo, &inputs)?
-                };
-                core.outputs
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(fname.to_string(), out);
-                Ok(())
-            }),
-            "set_instrument" => Function::from_rust(move |a, _| {
-                let f = match a.get(0)? {
-                    ArgValue::Object(o) if o.downcast_ref::<PackedFuncObj>().is_some() => {
-                        Function::from_object(o.to_ref())?
-                    }
-                    ArgValue::Null => {
-                        core.set_instrument(None);
-                        return Ok(());
-                    }
-                    _ => {
-                        let name = a.str(0)?;
-                        let factory = registry::get(name).ok_or_else(|| {
-                            Error::value_fmt(format_args!("Cannot find factory {name}"))
-                        })?;
-                        let mut rv = RetValue::Null;
-                        let mut v = a.values()[1..].to_vec();
-                        let mut c = a.codes()[1..].to_vec();
-                        // SAFETY: the caller's arguments, valid during this call.
-                        unsafe {
-                            factory.obj().call_raw(
-                                v.as_mut_ptr(),
-                                c.as_mut_ptr(),
-                                v.len() as i32,
-                                &mut rv,
-                            )?
-                        };
-                        Function::from_object(rv.into_object()?)?
-                    }
-                };
-                core.set_instrument(Some(f));
-                Ok(())
-            }),
-            "get_output_arity" => Function::from_rust(move |a, rv| {
-                let out = VmNode::output(&core, a.str(0)?)?;
-                let v = index_into(&out, &a, 1)?;
-                *rv = RetValue::Int(is_array(&v).map(|n| n as i64).unwrap_or(-1));
-                Ok(())
-            }),
-            "get_output" => Function::from_rust(move |a, rv| {
-                let out = VmNode::output(&core, a.str(0)?)?;
-                let v = index_into(&out, &a, 1)?;
-                if is_array(&v).is_some() {
-                    return Err(Error::value(
-                        "`get_output` cannot return a tuple for RPC compatibility. Please \
-                         specify another index argument.",
-                    ));
-                }
-                *rv = v;
-                Ok(())
-            }),
-            "set_input" => Function::from_rust(move |a, _| VmNode::set_input(&core, &a, false)),
-            "set_input_with_param_module" => {
-                Function::from_rust(move |a, _| VmNode::set_input(&core, &a, true))
-            }
-            "get_function_arity" => Function::from_rust(move |a, rv| {
-                let fname = a.str(0)?;
-                let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-                *rv = RetValue::Int(core.exec.funcs[idx].param_names.len() as i64);
-                Ok(())
-            }),
-            "get_function_param_name" => Function::from_rust(move |a, rv| {
-                let fname = a.str(0)?;
-                let i = a.i64(1)?;
-                let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-                let names = &core.exec.funcs[idx].param_names;
-                let n = usize::try_from(i)
-                    .ok()
-                    .and_then(|k| names.get(k))
-                    .ok_or_else(|| {
-                        Error::value_fmt(format_args!(
-                            "Invalid index for {fname} ({i} out of {})",
-                            names.len()
-                        ))
-                    })?;
-                *rv = RetValue::Str(n.clone());
-                Ok(())
-            }),
-            "profile" if self.profiler => Function::from_rust(move |a, rv| {
-                *rv = RetValue::Str(VmNode::profile(&core, &a)?);
-                Ok(())
-            }),
+        let op = match name {
+            "vm_initialization" => VmFn::Init,
+            "save_function" => VmFn::SaveFunction,
+            "invoke_closure" => VmFn::InvokeClosure,
+            "invoke_stateful" => VmFn::InvokeStateful,
+            "set_instrument" => VmFn::SetInstrument,
+            "get_output_arity" => VmFn::OutputArity,
+            "get_output" => VmFn::Output,
+            "set_input" => VmFn::SetInput(false),
+            "set_input_with_param_module" => VmFn::SetInput(true),
+            "get_function_arity" => VmFn::FunctionArity,
+            "get_function_param_name" => VmFn::ParamName,
+            "profile" if self.profiler => VmFn::Profile,
             _ => {
+                let core = &self.core;
                 let saved = core
                     .saved
                     .lock()
@@ -553,28 +605,131 @@ impl ModuleNode for VmNode {
                     .get(name)
                     .cloned();
                 if let Some(clo) = saved {
-                    Function::from_rust(move |a, rv| {
-                        // SAFETY: the call's own arguments, valid for their codes during it.
-                        *rv = unsafe { core.invoke_closure_c(&clo, a.values(), a.codes())? };
-                        Ok(())
-                    })
+                    VmFn::Saved(clo)
                 } else {
                     match core.exec.func_index(name) {
                         Some(idx) if core.exec.funcs[idx].kind == FuncKind::VmFunc => {
-                            Function::from_rust(move |a, rv| {
-                                *rv = core.call_index(idx, regs_of(&a, 0)?)?;
-                                Ok(())
-                            })
+                            VmFn::Call(idx)
                         }
                         _ => return Ok(None),
                     }
                 }
             }
         };
-        Ok(Some(f))
+        let core = self.core.clone();
+        // One closure type for all the VM's functions: what each does is `op`.
+        Ok(Some(Function::from_rust(move |a, rv| {
+            vm_fn(&core, &op, a, rv)
+        })))
     }
 
     fn as_any(&self) -> &dyn std::any::Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packed_func::json::object;
+
+    /// The profile report as first written (one `json::object` per level), the reference for
+    /// [`report_json`].
+    fn old_report_json(
+        calls: &[super::super::interp::CallRecord],
+        total_us: f64,
+        devices: &[DLDevice],
+    ) -> String {
+        let string = |s: String| object(vec![("string", s.into())]);
+        let mut out_calls = Vec::new();
+        for c in calls {
+            let shapes: Vec<String> = c
+                .shapes
+                .iter()
+                .map(|(t, s)| {
+                    let d: Vec<String> = s.iter().map(i64::to_string).collect();
+                    format!("{t}[{}]", d.join(", "))
+                })
+                .collect();
+            let pct = if total_us > 0.0 {
+                c.micros / total_us * 100.0
+            } else {
+                0.0
+            };
+            out_calls.push(object(vec![
+                (
+                    "Duration (us)",
+                    object(vec![("microseconds", c.micros.into())]),
+                ),
+                ("Count", object(vec![("count", 1u64.into())])),
+                ("Name", string(c.name.clone())),
+                ("Device", string(device_string(c.device))),
+                ("Argument Shapes", string(shapes.join(", "))),
+                ("Percent", object(vec![("percent", pct.into())])),
+            ]));
+        }
+        let mut dm = Map::new();
+        for d in devices {
+            let name = device_string(*d);
+            dm.insert(
+                name.clone(),
+                object(vec![
+                    (
+                        "Duration (us)",
+                        object(vec![("microseconds", total_us.into())]),
+                    ),
+                    ("Count", object(vec![("count", 1u64.into())])),
+                    ("Name", string("Total".into())),
+                    ("Device", string(name)),
+                ]),
+            );
+        }
+        object(vec![
+            ("calls", Value::Array(out_calls)),
+            ("device_metrics", Value::Object(dm)),
+            (
+                "configuration",
+                object(vec![
+                    (
+                        "Number of threads",
+                        object(vec![("count", crate::threading::num_threads().into())]),
+                    ),
+                    ("Executor", string("VM".into())),
+                ]),
+            ),
+        ])
+        .to_string()
+    }
+
+    #[test]
+    fn the_profile_report_is_the_one_first_written() {
+        use super::super::interp::CallRecord;
+        let cpu = DLDevice::new(1, 0);
+        let call = |name: &str, micros: f64, shapes: Vec<(String, Vec<i64>)>| CallRecord {
+            name: name.into(),
+            device: cpu,
+            micros,
+            shapes,
+        };
+        let calls = vec![
+            call(
+                "fused_add",
+                12.5,
+                vec![("float32".into(), vec![1, 3]), ("int64".into(), vec![])],
+            ),
+            call("vm.builtin.alloc_storage", 0.25, vec![]),
+            call("\"quoted\"\n", 1e-7, vec![("float16".into(), vec![7])]),
+        ];
+        for (total, devices) in [
+            (20.0, vec![cpu]),
+            (0.0, vec![]),
+            (f64::NAN, vec![cpu, DLDevice::new(2, 1), cpu]),
+        ] {
+            assert_eq!(
+                report_json(&calls, total, &devices),
+                old_report_json(&calls, total, &devices)
+            );
+        }
+        assert_eq!(report_json(&[], 1.0, &[]), old_report_json(&[], 1.0, &[]));
     }
 }
