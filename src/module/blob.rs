@@ -346,22 +346,43 @@ pub fn with_lent_reader<R>(
     f(reader)
 }
 
+/// The error for a blob entry of type `key` whose loader `name` is not registered.
+#[cold]
+#[inline(never)]
+fn no_loader(name: &str, key: &str, context: &str) -> Error {
+    let why = crate::packed_func::features::or_built_without(
+        name,
+        format!(
+            "the library was built with a module of type '{key}' but no loader of that \
+             name is registered; available loaders: {}",
+            available_loaders().join(", ")
+        ),
+    );
+    Error::value_fmt(format_args!("{context}: {why}"))
+}
+
 /// Loads one entry through its registered loader.
+#[inline(never)]
 fn load_entry(key: &str, reader: &mut BlobReader<'_>) -> Result<Module> {
     let name = format!("runtime.module.loadbinary_{key}");
-    let f = registry::get(&name).ok_or_else(|| {
-        let why = crate::packed_func::features::or_built_without(
-            &name,
-            format!(
-                "the library was built with a module of type '{key}' but no loader of that \
-                 name is registered; available loaders: {}",
-                available_loaders().join(", ")
-            ),
-        );
-        Error::value_fmt(format_args!("{}: {why}", reader.context()))
-    })?;
+    let f = registry::get(&name).ok_or_else(|| no_loader(&name, key, reader.context()))?;
     let rv = call_loader(&f, reader)?;
     Module::from_object(rv.into_object()?).map_err(|e| e.context(format!("loader {name} returned")))
+}
+
+/// The error for a corrupted import tree (one cold copy for its several sites).
+#[cold]
+#[inline(never)]
+fn bad_tree(context: &str) -> Error {
+    Error::value_fmt(format_args!(
+        "{context}: the module blob's import tree is corrupted"
+    ))
+}
+
+/// A module of the library itself (one out-of-line copy for its two sites).
+#[inline(never)]
+fn library_module(lib: &Arc<dyn Library>) -> Module {
+    Module::new(Box::new(LibraryModule::new(lib.clone())))
 }
 
 /// Rebuilds the module tree of a library from its blob. Returns the root module and the
@@ -371,6 +392,7 @@ pub fn process_blob(blob: &[u8], lib: Arc<dyn Library>, context: &str) -> Result
 }
 
 /// [`process_blob`] for a blob that also lies in a file (see [`BlobFile`]).
+#[inline(never)]
 pub fn process_blob_from(
     blob: &[u8],
     file: Option<BlobFile>,
@@ -396,7 +418,7 @@ pub fn process_blob_from(
                         "{context}: the module blob has more than one _lib entry"
                     )));
                 }
-                let m = Module::new(Box::new(LibraryModule::new(lib.clone())));
+                let m = library_module(&lib);
                 lib_module = Some(m.clone());
                 modules.push(m);
             }
@@ -409,17 +431,13 @@ pub fn process_blob_from(
     }
     if row_ptr.is_empty() {
         // Old layout: the library is the root and imports every device module in order.
-        let root = Module::new(Box::new(LibraryModule::new(lib)));
+        let root = library_module(&lib);
         for m in &modules {
             root.import(m)?;
         }
         return Ok((root.clone(), root));
     }
-    let bad_tree = || {
-        Error::value_fmt(format_args!(
-            "{context}: the module blob's import tree is corrupted"
-        ))
-    };
+    let bad_tree = || bad_tree(context);
     if row_ptr.len() != modules.len() + 1 {
         return Err(bad_tree());
     }

@@ -132,6 +132,7 @@ const FILE_SOURCE_MIN: usize = 1 << 20;
 /// `None` for small blobs or when anything does not match (the blob is then copied from the
 /// mapping as before).
 #[cfg(target_os = "linux")]
+#[inline(never)]
 fn file_source(
     blob: &[u8],
     (file, meta): (std::fs::File, std::fs::Metadata),
@@ -170,6 +171,7 @@ fn file_source(
 /// The file (device major, minor, inode) mapped at `addr` in this process, from
 /// `/proc/self/maps`.
 #[cfg(target_os = "linux")]
+#[inline(never)]
 fn mapped_file_of(addr: usize) -> Option<(u64, u64, u64)> {
     let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
     for line in maps.lines() {
@@ -179,25 +181,29 @@ fn mapped_file_of(addr: usize) -> Option<(u64, u64, u64)> {
             (f.next()?, f.next()?, f.next()?, f.next()?, f.next()?);
         let (start, end) = range.split_once('-')?;
         let (start, end) = (
-            usize::from_str_radix(start, 16).ok()?,
-            usize::from_str_radix(end, 16).ok()?,
+            usize::try_from(num(start, 16)?).ok()?,
+            usize::try_from(num(end, 16)?).ok()?,
         );
         if addr < start || addr >= end {
             continue;
         }
         let (major, minor) = dev.split_once(':')?;
-        return Some((
-            u64::from_str_radix(major, 16).ok()?,
-            u64::from_str_radix(minor, 16).ok()?,
-            inode.parse().ok()?,
-        ));
+        return Some((num(major, 16)?, num(minor, 16)?, num(inode, 10)?));
     }
     None
+}
+
+/// `s` as a number in `radix` (one out-of-line copy of the parse for the fields of a line).
+#[cfg(target_os = "linux")]
+#[inline(never)]
+fn num(s: &str, radix: u32) -> Option<u64> {
+    u64::from_str_radix(s, radix).ok()
 }
 
 /// The file offset of `len` bytes at address `addr` of a loaded object: the object's loaded
 /// segment (`PT_LOAD`) that holds them within its file-backed part.
 #[cfg(target_os = "linux")]
+#[inline(never)]
 fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
     let mut found = None;
     super::dynsym::each_object(&mut |info| {
@@ -229,6 +235,7 @@ fn file_offset_of(addr: usize, len: usize) -> Option<u64> {
 ///
 /// # Safety
 /// `sym` must be the address of such a symbol in a library that stays loaded for `'a`.
+#[inline(never)]
 pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> Result<&'a [u8]> {
     // SAFETY: the caller's contract: at least the 8-byte length is there (an array of bytes,
     // so no alignment is needed).

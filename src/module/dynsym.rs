@@ -476,6 +476,7 @@ impl Scope {
     ///
     /// # Safety
     /// `handle` must be a live `dlopen` handle, and the scope must not outlive it.
+    #[inline(never)]
     pub(crate) unsafe fn new(handle: *mut c_void) -> Option<Scope> {
         let own = link_map(handle)?;
         // SAFETY: the link map of a loaded object (from dlinfo), loaded while we hold `handle`.

@@ -63,9 +63,9 @@ fn machine_name(m: u16) -> String {
         elf::EM_AARCH64 => "AArch64",
         elf::EM_RISCV => "RISC-V",
         elf::EM_LOONGARCH => "LoongArch",
-        _ => return format!("machine {m}"),
+        _ => return bad(format_args!("machine {m}")),
     };
-    format!("{name} (machine {m})")
+    bad(format_args!("{name} (machine {m})"))
 }
 
 /// An address-sized field as `u64` (the identity in ELF64, a widening in ELF32).
@@ -96,6 +96,20 @@ impl Segment {
             align: wide(p.p_align(e)),
         }
     }
+}
+
+/// An error text from `format_args!` (one out-of-line, cold formatting for the many sites).
+#[cold]
+#[inline(never)]
+fn bad(args: std::fmt::Arguments<'_>) -> String {
+    std::fmt::format(args)
+}
+
+/// A fixed error text as a `String` (one out-of-line copy for the many sites).
+#[cold]
+#[inline(never)]
+fn owned(s: &str) -> String {
+    s.to_string()
 }
 
 /// Reads byte ranges of the file (callers check that ranges lie inside it).
@@ -143,13 +157,13 @@ impl Source for FileSource {
         if range_end(offset, len, self.len).is_none() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                format!("bytes {offset}+{len} are outside the file"),
+                bad(format_args!("bytes {offset}+{len} are outside the file")),
             ));
         }
         let len = usize::try_from(len).map_err(|_| {
             std::io::Error::new(
                 std::io::ErrorKind::OutOfMemory,
-                format!("{len} bytes do not fit the address space"),
+                bad(format_args!("{len} bytes do not fit the address space")),
             )
         })?;
         let mut v = vec![0u8; len];
@@ -167,7 +181,7 @@ impl Source for &[u8] {
         let end = range_end(offset, len, Source::len(self)).ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::UnexpectedEof,
-                format!("bytes {offset}+{len} are outside the image"),
+                bad(format_args!("bytes {offset}+{len} are outside the image")),
             )
         })?;
         Ok(Cow::Borrowed(&self[offset as usize..end as usize]))
@@ -177,6 +191,7 @@ impl Source for &[u8] {
 /// Checks the ELF file at `path` (see the module documentation); a missing path or one that
 /// is not a regular file is refused too. Returns the file, open, and its metadata, for
 /// whatever else the loader reads from it.
+#[inline(never)]
 pub fn check_file(path: &str) -> Result<(File, std::fs::Metadata)> {
     let f = File::open(path)
         .map_err(|e| Error::internal_fmt(format_args!("cannot open module file {path}: {e}")))?;
@@ -207,80 +222,89 @@ fn range_end(offset: u64, size: u64, len: u64) -> Option<u64> {
     offset.checked_add(size).filter(|&end| end <= len)
 }
 
+#[inline(never)]
 fn check_source(src: &impl Source) -> std::result::Result<(), String> {
     let len = src.len();
-    let io = |e: std::io::Error| format!("read error: {e}");
+    let io = |e: std::io::Error| bad(format_args!("read error: {e}"));
     if len < 16 {
-        return Err(format!(
+        return Err(bad(format_args!(
             "not a shared library: the file has {len} bytes, too short for an ELF header"
-        ));
+        )));
     }
     let ident = src.read(0, 16).map_err(io)?;
     let field = |offset: usize| ident[offset];
     if ident[..4] != elf::ELFMAG {
-        return Err("not a shared library (no ELF header)".into());
+        return Err(owned("not a shared library (no ELF header)"));
     }
     let host64 = cfg!(target_pointer_width = "64");
     let is64 = match field(offset_of!(elf::Ident, class)) {
         elf::ELFCLASS64 => true,
         elf::ELFCLASS32 => false,
-        c => return Err(format!("corrupted ELF header: unknown class {c}")),
+        c => return Err(bad(format_args!("corrupted ELF header: unknown class {c}"))),
     };
     if is64 != host64 {
-        return Err(format!(
+        return Err(bad(format_args!(
             "the library is {}-bit ELF but this process is {}-bit",
             if is64 { 64 } else { 32 },
             if host64 { 64 } else { 32 }
-        ));
+        )));
     }
     let e = match field(offset_of!(elf::Ident, data)) {
         elf::ELFDATA2LSB => Endianness::Little,
         elf::ELFDATA2MSB => Endianness::Big,
-        d => return Err(format!("corrupted ELF header: unknown byte order {d}")),
+        d => {
+            return Err(bad(format_args!(
+                "corrupted ELF header: unknown byte order {d}"
+            )))
+        }
     };
     if e != Endianness::default() {
         let name = |e| match e {
             Endianness::Little => "little",
             Endianness::Big => "big",
         };
-        return Err(format!(
+        return Err(bad(format_args!(
             "the library is {}-endian but this process is {}-endian",
             name(e),
             name(Endianness::default())
-        ));
+        )));
     }
     let version = field(offset_of!(elf::Ident, version));
     if version != elf::EV_CURRENT {
-        return Err(format!(
+        return Err(bad(format_args!(
             "corrupted ELF header: unknown ELF version {version}"
-        ));
+        )));
     }
     let eh_size = std::mem::size_of::<Ehdr>() as u64;
     if len < eh_size {
-        return Err(format!(
+        return Err(bad(format_args!(
             "truncated: the file has {len} bytes, the ELF header needs {eh_size}"
-        ));
+        )));
     }
     let eh_bytes = src.read(0, eh_size).map_err(io)?;
     let (eh, _) = object::pod::from_bytes::<Ehdr>(&eh_bytes)
-        .map_err(|_| "corrupted ELF header: unreadable".to_string())?;
+        .map_err(|_| owned("corrupted ELF header: unreadable"))?;
     match eh.e_type(e) {
         elf::ET_DYN => {}
-        elf::ET_REL => return Err("an object file (ELF type REL), not a shared library".into()),
+        elf::ET_REL => return Err(owned("an object file (ELF type REL), not a shared library")),
         elf::ET_EXEC => {
-            return Err("an executable (ELF type EXEC), not a shared library".into());
+            return Err(owned("an executable (ELF type EXEC), not a shared library"));
         }
-        elf::ET_CORE => return Err("a core dump (ELF type CORE), not a shared library".into()),
-        t => return Err(format!("corrupted ELF header: unknown ELF type {t}")),
+        elf::ET_CORE => return Err(owned("a core dump (ELF type CORE), not a shared library")),
+        t => {
+            return Err(bad(format_args!(
+                "corrupted ELF header: unknown ELF type {t}"
+            )))
+        }
     }
     let machine = eh.e_machine(e);
     if let Some(host) = HOST_MACHINE {
         if machine != host {
-            return Err(format!(
+            return Err(bad(format_args!(
                 "the library is built for {}, this process runs on {}",
                 machine_name(machine),
                 machine_name(host)
-            ));
+            )));
         }
     }
     let phoff: u64 = wide(eh.e_phoff(e));
@@ -293,83 +317,85 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
     if shoff != 0 || shnum != 0 {
         let want = std::mem::size_of::<<Ehdr as FileHeader>::SectionHeader>();
         if usize::from(shentsize) != want {
-            return Err(format!(
+            return Err(bad(format_args!(
                 "corrupted ELF header: section header size {shentsize}, expected {want}"
-            ));
+            )));
         }
         let size = u64::from(shnum) * u64::from(shentsize);
         if range_end(shoff, size, len).is_none() {
-            return Err(format!(
+            return Err(bad(format_args!(
                 "truncated or corrupted: the section header table (offset {shoff}, {size} bytes) \
                  reaches past the end of the file ({len} bytes)"
-            ));
+            )));
         }
     }
 
     if phnum == 0 {
-        return Err("corrupted ELF header: no program headers".into());
+        return Err(owned("corrupted ELF header: no program headers"));
     }
     if phnum == elf::PN_XNUM {
-        return Err("unsupported ELF file: more than 65534 program headers".into());
+        return Err(owned(
+            "unsupported ELF file: more than 65534 program headers",
+        ));
     }
     if usize::from(phentsize) != std::mem::size_of::<Phdr>() {
-        return Err(format!(
+        return Err(bad(format_args!(
             "corrupted ELF header: program header size {phentsize}, expected {}",
             std::mem::size_of::<Phdr>()
-        ));
+        )));
     }
     let ph_bytes = u64::from(phnum) * u64::from(phentsize);
     if range_end(phoff, ph_bytes, len).is_none() {
-        return Err(format!(
+        return Err(bad(format_args!(
             "truncated or corrupted: the program header table (offset {phoff}, {ph_bytes} bytes) \
              reaches past the end of the file ({len} bytes)"
-        ));
+        )));
     }
     let table = src.read(phoff, ph_bytes).map_err(io)?;
     let (table, _) = object::pod::slice_from_bytes::<Phdr>(&table, usize::from(phnum))
-        .map_err(|_| "corrupted: unreadable program headers".to_string())?;
+        .map_err(|_| owned("corrupted: unreadable program headers"))?;
     let phdrs = || table.iter().map(|p| Segment::of(p, e));
 
     let mut dynamic = None;
     let mut any_load = false;
     for (i, p) in phdrs().enumerate() {
         if p.filesz > 0 && range_end(p.offset, p.filesz, len).is_none() {
-            return Err(format!(
+            return Err(bad(format_args!(
                 "truncated or corrupted: program header {i} (type {}) covers file bytes {}..{} \
                  but the file has {len} bytes",
                 p.p_type,
                 p.offset,
                 p.offset.saturating_add(p.filesz)
-            ));
+            )));
         }
         match p.p_type {
             elf::PT_LOAD => {
                 if p.filesz > p.memsz {
-                    return Err(format!(
+                    return Err(bad(format_args!(
                         "corrupted: loadable segment {i} has {} bytes in the file but only {} \
                          in memory",
                         p.filesz, p.memsz
-                    ));
+                    )));
                 }
                 if p.vaddr.checked_add(p.memsz).is_none() {
-                    return Err(format!(
+                    return Err(bad(format_args!(
                         "corrupted: loadable segment {i} wraps the address space"
-                    ));
+                    )));
                 }
                 if p.align > 1
                     && (!p.align.is_power_of_two() || p.vaddr.wrapping_sub(p.offset) % p.align != 0)
                 {
-                    return Err(format!(
+                    return Err(bad(format_args!(
                         "corrupted: loadable segment {i} has alignment {:#x} that its offset \
                          {:#x} and address {:#x} do not respect",
                         p.align, p.offset, p.vaddr
-                    ));
+                    )));
                 }
                 any_load = true;
             }
             elf::PT_DYNAMIC => {
                 if dynamic.is_some() {
-                    return Err("corrupted: more than one dynamic section".into());
+                    return Err(owned("corrupted: more than one dynamic section"));
                 }
                 dynamic = Some(p);
             }
@@ -377,10 +403,12 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
         }
     }
     if !any_load {
-        return Err("corrupted: no loadable segment".into());
+        return Err(owned("corrupted: no loadable segment"));
     }
     let Some(dynamic) = dynamic else {
-        return Err("no dynamic section: not a shared library the dynamic loader can open".into());
+        return Err(owned(
+            "no dynamic section: not a shared library the dynamic loader can open",
+        ));
     };
     // Whether [addr, addr + size) lies in the memory of one loadable segment.
     let mapped = |addr: u64, size: u64| {
@@ -395,22 +423,22 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
     };
     let dsz = std::mem::size_of::<DynEntry>() as u64;
     if dynamic.filesz < dsz || dynamic.filesz > MAX_DYNAMIC {
-        return Err(format!(
+        return Err(bad(format_args!(
             "corrupted: the dynamic section has {} bytes",
             dynamic.filesz
-        ));
+        )));
     }
     if !mapped(dynamic.vaddr, dynamic.filesz) {
-        return Err(format!(
+        return Err(bad(format_args!(
             "corrupted: the dynamic section (address {:#x}, {} bytes) is outside the loadable \
              segments",
             dynamic.vaddr, dynamic.filesz
-        ));
+        )));
     }
     let dyn_bytes = src.read(dynamic.offset, dynamic.filesz).map_err(io)?;
     let (entries, _) =
         object::pod::slice_from_bytes::<DynEntry>(&dyn_bytes, (dynamic.filesz / dsz) as usize)
-            .map_err(|_| "corrupted: unreadable dynamic section".to_string())?;
+            .map_err(|_| owned("corrupted: unreadable dynamic section"))?;
     check_dynamic(entries, e, &mapped)
 }
 
@@ -456,7 +484,9 @@ fn check_dynamic(
         .iter()
         .position(|d| tag_of(d, e) == u64::from(elf::DT_NULL))
     else {
-        return Err("corrupted: the dynamic section has no terminating entry".into());
+        return Err(owned(
+            "corrupted: the dynamic section has no terminating entry",
+        ));
     };
     let entries = &entries[..end];
     // The first value of a tag, as the loader reads it.
@@ -470,10 +500,10 @@ fn check_dynamic(
         let Some(addr) = value(tag) else { continue };
         let size = size_tag.and_then(value).unwrap_or(0).max(1);
         if !mapped(addr, size) {
-            return Err(format!(
+            return Err(bad(format_args!(
                 "corrupted: the dynamic entry {name} points at {addr:#x} ({size} bytes), \
                  outside the loadable segments"
-            ));
+            )));
         }
     }
     Ok(())

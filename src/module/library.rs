@@ -135,6 +135,7 @@ pub fn set_context_functions(table: Vec<(&'static str, usize)>) {
 
 /// Writes the runtime's entry points into the function-pointer variables a library exposes
 /// (`__TVMFuncCall`, ...), as compiled code calls the runtime through them.
+#[inline(never)]
 pub fn init_context_functions(lib: &dyn Library) -> Result<()> {
     // The composition root installs the table when the registry starts.
     crate::packed_func::registry::ensure_started();

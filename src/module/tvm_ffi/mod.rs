@@ -62,6 +62,7 @@ const V0_21_MARKERS: [&str; 2] = ["__tvm_ffi_library_bin", "__tvm_ffi_library_ct
 
 /// Refuses a library of the tvm-ffi ABI of TVM v0.21, naming what was found.
 #[cfg(feature = "dso")]
+#[inline(never)]
 pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
     match V0_21_MARKERS.iter().find(|s| !lib.symbol(s).is_null()) {
         Some(found) => Err(Error::value_fmt(format_args!(
@@ -77,13 +78,19 @@ pub fn refuse_unsupported(lib: &dyn Library, path: &str) -> Result<()> {
 /// symbols (a marker variable, else a `__tvm_ffi_*` kernel), by which calls from it are
 /// recognised. `file` is read for its dynamic symbols only when no marker is present.
 #[cfg(feature = "dso")]
+#[inline(never)]
 pub fn probe(lib: &dyn Library, file: &str) -> Option<*mut c_void> {
     if let Some(p) = MARKERS.iter().map(|s| lib.symbol(s)).find(|p| !p.is_null()) {
         return Some(p);
     }
     use object::{Object, ObjectSymbol};
+    // This process's ELF class only: the loader has refused a library of the other class.
+    #[cfg(target_pointer_width = "64")]
+    type Elf<'d> = object::read::elf::ElfFile64<'d>;
+    #[cfg(not(target_pointer_width = "64"))]
+    type Elf<'d> = object::read::elf::ElfFile32<'d>;
     let data = std::fs::read(file).ok()?;
-    let obj = object::File::parse(&*data).ok()?;
+    let obj = Elf::parse(&*data).ok()?;
     let kernel = obj
         .dynamic_symbols()
         .filter(|s| s.is_definition())
