@@ -2,16 +2,23 @@
 //! registered by this room.
 
 use crate::device::{self, DeviceAttr};
-use crate::packed_func::error::Error;
+use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::{self, Registrar};
 use crate::packed_func::types::DLDevice;
-use crate::packed_func::value::{RawHandle, RetValue};
+use crate::packed_func::value::{Args, RawHandle, RetValue};
+
+/// Checks that `name` got `n` arguments and reads the device of the first two (one
+/// out-of-line copy for the functions that start so).
+#[inline(never)]
+fn device_args(a: &Args<'_>, n: usize, name: &str) -> Result<DLDevice> {
+    a.expect_len(n, name)?;
+    Ok(DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32))
+}
 
 /// Registers the device functions.
 pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.GetDeviceAttr", |a, rv| {
-        a.expect_len(3, "runtime.GetDeviceAttr")?;
-        let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+        let dev = device_args(&a, 3, "runtime.GetDeviceAttr")?;
         let kind = DeviceAttr::from_i32(a.i64(2)? as i32)?;
         if kind == DeviceAttr::Exist && !device::has_backend(dev.device_type) {
             if device::type_name(dev.device_type).is_none() {
@@ -27,8 +34,7 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("runtime.TVMSetStream", |a, _rv| {
-        a.expect_len(3, "runtime.TVMSetStream")?;
-        let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+        let dev = device_args(&a, 3, "runtime.TVMSetStream")?;
         let s = a.handle(2)?;
         if !s.is_null() && !device::streams::is_live(dev, s) {
             return Err(Error::value_fmt(format_args!(
@@ -41,8 +47,7 @@ pub(crate) fn register(r: &mut Registrar) {
         unsafe { device::api(dev)?.set_stream(dev, s) }
     });
     r.add("__tvm_set_device", |a, _rv| {
-        a.expect_len(2, "__tvm_set_device")?;
-        let dev = DLDevice::new(a.i64(0)? as i32, a.i64(1)? as i32);
+        let dev = device_args(&a, 2, "__tvm_set_device")?;
         device::api(dev)?.set_device(dev)
     });
     r.add("device_api.cpu", |_a, rv| {

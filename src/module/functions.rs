@@ -11,6 +11,59 @@ fn module_arg(args: &Args<'_>, i: usize) -> Result<Module> {
     Module::from_object(args.object_ref::<ModuleObj>(i)?)
 }
 
+/// What a module function taking its module first does (one body for them all).
+#[derive(Clone, Copy)]
+enum Op {
+    TypeKey,
+    Import,
+    ImportsSize,
+    ClearImports,
+    GetFunction,
+    Implements,
+    PropertyMask,
+    Format,
+    Source,
+}
+
+/// The body of the module functions that take the module as their first argument.
+#[inline(never)]
+fn module_op(a: Args<'_>, rv: &mut RetValue, op: Op) -> Result<()> {
+    let m = module_arg(&a, 0)?;
+    match op {
+        Op::TypeKey => *rv = RetValue::Str(m.type_key().to_string()),
+        Op::Import => {
+            let imports = m.imports();
+            let i = a.index(1, imports.len(), "runtime.ModuleGetImport")?;
+            *rv = imports[i].clone().into_object().into();
+        }
+        Op::ImportsSize => *rv = RetValue::Int(m.imports().len() as i64),
+        Op::ClearImports => m.clear_imports(),
+        Op::GetFunction | Op::Implements => {
+            let name = a.str(1)?;
+            let q = if a.len() > 2 { a.i64(2)? != 0 } else { false };
+            if let Op::GetFunction = op {
+                *rv = match m.get_function(name, q)? {
+                    Some(f) => f.into_object().into(),
+                    None => RetValue::Null,
+                };
+            } else {
+                let mut found = m.node().implements_function(name);
+                if !found && q {
+                    found = m.get_function(name, true)?.is_some();
+                }
+                *rv = RetValue::Int(found as i64);
+            }
+        }
+        Op::PropertyMask => *rv = RetValue::Int(m.node().property_mask() as i64),
+        Op::Format => *rv = RetValue::Str(m.node().get_format()?),
+        Op::Source => {
+            let fmt = if a.len() > 1 { a.str(1)? } else { "" };
+            *rv = RetValue::Str(m.node().get_source(fmt)?);
+        }
+    }
+    Ok(())
+}
+
 /// Registers the module functions.
 pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.SystemLib", |a, rv| {
@@ -19,58 +72,31 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("runtime.ModuleGetTypeKey", |a, rv| {
-        *rv = RetValue::Str(module_arg(&a, 0)?.type_key().to_string());
-        Ok(())
+        module_op(a, rv, Op::TypeKey)
     });
     r.add("runtime.ModuleGetImport", |a, rv| {
-        let m = module_arg(&a, 0)?;
-        let imports = m.imports();
-        let i = a.index(1, imports.len(), "runtime.ModuleGetImport")?;
-        *rv = imports[i].clone().into_object().into();
-        Ok(())
+        module_op(a, rv, Op::Import)
     });
     r.add("runtime.ModuleImportsSize", |a, rv| {
-        *rv = RetValue::Int(module_arg(&a, 0)?.imports().len() as i64);
-        Ok(())
+        module_op(a, rv, Op::ImportsSize)
     });
-    r.add("runtime.ModuleClearImports", |a, _rv| {
-        module_arg(&a, 0)?.clear_imports();
-        Ok(())
+    r.add("runtime.ModuleClearImports", |a, rv| {
+        module_op(a, rv, Op::ClearImports)
     });
     r.add("runtime.ModuleGetFunction", |a, rv| {
-        let m = module_arg(&a, 0)?;
-        let name = a.str(1)?;
-        let q = if a.len() > 2 { a.i64(2)? != 0 } else { false };
-        *rv = match m.get_function(name, q)? {
-            Some(f) => f.into_object().into(),
-            None => RetValue::Null,
-        };
-        Ok(())
+        module_op(a, rv, Op::GetFunction)
     });
     r.add("runtime.ModuleImplementsFunction", |a, rv| {
-        let m = module_arg(&a, 0)?;
-        let name = a.str(1)?;
-        let q = if a.len() > 2 { a.i64(2)? != 0 } else { false };
-        let mut found = m.node().implements_function(name);
-        if !found && q {
-            found = m.get_function(name, true)?.is_some();
-        }
-        *rv = RetValue::Int(found as i64);
-        Ok(())
+        module_op(a, rv, Op::Implements)
     });
     r.add("runtime.ModuleGetPropertyMask", |a, rv| {
-        *rv = RetValue::Int(module_arg(&a, 0)?.node().property_mask() as i64);
-        Ok(())
+        module_op(a, rv, Op::PropertyMask)
     });
     r.add("runtime.ModuleGetFormat", |a, rv| {
-        *rv = RetValue::Str(module_arg(&a, 0)?.node().get_format()?);
-        Ok(())
+        module_op(a, rv, Op::Format)
     });
     r.add("runtime.ModuleGetSource", |a, rv| {
-        let m = module_arg(&a, 0)?;
-        let fmt = if a.len() > 1 { a.str(1)? } else { "" };
-        *rv = RetValue::Str(m.node().get_source(fmt)?);
-        Ok(())
+        module_op(a, rv, Op::Source)
     });
     r.add("runtime.ModuleSaveToFile", |a, _rv| {
         a.expect_len(3, "runtime.ModuleSaveToFile")?;

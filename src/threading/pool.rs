@@ -1153,16 +1153,19 @@ fn checked_config(nthreads: i64, cpus: &[i64]) -> Result<(PoolConfig, Vec<usize>
         )));
     }
     let machine = configured_cpus();
-    let cpus = cpus
-        .iter()
-        .map(|&c| match usize::try_from(c) {
-            Ok(c) if c < machine => Ok(c),
-            _ => Err(Error::value_fmt(format_args!(
-                "{what}: CPU id {c} does not exist: this machine has CPUs 0 to {}",
-                machine - 1
-            ))),
-        })
-        .collect::<Result<Vec<usize>>>()?;
+    let mut ids = Vec::with_capacity(cpus.len());
+    for &c in cpus {
+        match usize::try_from(c) {
+            Ok(c) if c < machine => ids.push(c),
+            _ => {
+                return Err(Error::value_fmt(format_args!(
+                    "{what}: CPU id {c} does not exist: this machine has CPUs 0 to {}",
+                    machine - 1
+                )))
+            }
+        }
+    }
+    let cpus = ids;
     if cpus.len() > MAX_THREADS {
         return Err(Error::value_fmt(format_args!(
             "{what}: {} CPU ids given; a pool has at most {MAX_THREADS} threads",
