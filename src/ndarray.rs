@@ -849,8 +849,7 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
         }
         let shape = a
             .downcast::<crate::object::containers::ShapeTupleObj>(0)?
-            .dims()
-            .to_vec();
+            .dims();
         let dtype = a.dtype(1)?;
         let dev = a.device(2)?;
         let scope =
@@ -859,7 +858,7 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
             } else {
                 None
             };
-        *rv = NDArrayObj::empty(&shape, dtype, dev, scope)?.into();
+        *rv = NDArrayObj::empty(shape, dtype, dev, scope)?.into();
         Ok(())
     });
     r.add("runtime.TVMArrayCreateView", |a, rv| {
@@ -871,8 +870,7 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
         let base = a.object_ref::<NDArrayObj>(0)?;
         let shape = a
             .downcast::<crate::object::containers::ShapeTupleObj>(1)?
-            .dims()
-            .to_vec();
+            .dims();
         let dtype = if a.len() > 2 {
             a.dtype(2)?
         } else {
@@ -884,7 +882,7 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
                 "runtime.TVMArrayCreateView: negative byte offset",
             ));
         }
-        *rv = create_view(&base, &shape, dtype, offset as u64)?.into();
+        *rv = create_view(&base, shape, dtype, offset as u64)?.into();
         Ok(())
     });
 }

@@ -211,13 +211,13 @@ impl Module {
     /// Whether `target` is reachable through imports (iterative, each module visited once, so
     /// shared sub-trees cost nothing extra).
     fn reaches(&self, target: &Module) -> bool {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = Vec::new();
         let mut stack = self.imports();
         while let Some(m) = stack.pop() {
             if m.0.same_as(&target.0) {
                 return true;
             }
-            if seen.insert(m.0.as_ptr() as usize) {
+            if first_visit(&mut seen, m.0.as_ptr() as usize) {
                 stack.extend(m.imports());
             }
         }
@@ -247,10 +247,10 @@ impl Module {
 
     /// Depth-first search of the imports (each module visited once).
     fn find_in_imports(&self, name: &str) -> Result<Option<Function>> {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = Vec::new();
         let mut stack: Vec<Module> = self.imports().into_iter().rev().collect();
         while let Some(m) = stack.pop() {
-            if !seen.insert(m.0.as_ptr() as usize) {
+            if !first_visit(&mut seen, m.0.as_ptr() as usize) {
                 continue;
             }
             if let Some(f) = m.obj().node.get_function(name, Some(&m.0))? {
@@ -356,12 +356,7 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
         )));
     }
     let name = format!("runtime.module.loadfile_{fmt}");
-    let f = registry::get(&name).ok_or_else(|| {
-        Error::internal(crate::packed_func::features::or_built_without(
-            &name,
-            format!("cannot load {path}: no loader for format '{fmt}' ({name} is not registered)"),
-        ))
-    })?;
+    let f = registry::get(&name).ok_or_else(|| no_file_loader(path, &fmt, &name))?;
     let c = std::ffi::CString::new(path).map_err(|_| Error::value("path contains NUL"))?;
     let cf =
         std::ffi::CString::new(fmt.as_str()).map_err(|_| Error::value("format contains NUL"))?;
@@ -370,6 +365,29 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
         crate::packed_func::ArgValue::Str(&cf),
     ])?;
     Module::from_object(rv.into_object()?)
+}
+
+/// Marks the module at `p` seen; false when it was already (a sorted list: less code than a
+/// hash set, and import trees are small).
+#[inline(never)]
+fn first_visit(seen: &mut Vec<usize>, p: usize) -> bool {
+    match seen.binary_search(&p) {
+        Ok(_) => false,
+        Err(i) => {
+            seen.insert(i, p);
+            true
+        }
+    }
+}
+
+/// The error for a file format whose loader `name` is not registered.
+#[cold]
+#[inline(never)]
+fn no_file_loader(path: &str, fmt: &str, name: &str) -> Error {
+    Error::internal(crate::packed_func::features::or_built_without(
+        name,
+        format!("cannot load {path}: no loader for format '{fmt}' ({name} is not registered)"),
+    ))
 }
 
 /// Registers this room's global functions.
