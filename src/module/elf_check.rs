@@ -10,17 +10,18 @@
 use crate::packed_func::error::{Error, Result};
 use object::elf;
 use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _};
-use object::Endianness;
+use object::{Endianness, NativeEndian};
 use std::borrow::Cow;
 use std::fs::File;
 use std::mem::offset_of;
 use std::os::unix::fs::FileExt;
 
-/// The ELF header of this process's class (a library of the other class is refused first).
+/// The ELF header of this process's class and byte order (a library of the other class or
+/// byte order is refused first, so its fields read without a byte-order test).
 #[cfg(target_pointer_width = "64")]
-type Ehdr = elf::FileHeader64<Endianness>;
+type Ehdr = elf::FileHeader64<NativeEndian>;
 #[cfg(not(target_pointer_width = "64"))]
-type Ehdr = elf::FileHeader32<Endianness>;
+type Ehdr = elf::FileHeader32<NativeEndian>;
 type Phdr = <Ehdr as FileHeader>::ProgramHeader;
 type DynEntry = <Ehdr as FileHeader>::Dyn;
 
@@ -86,7 +87,7 @@ struct Segment {
 }
 
 impl Segment {
-    fn of(p: &Phdr, e: Endianness) -> Segment {
+    fn of(p: &Phdr, e: NativeEndian) -> Segment {
         Segment {
             p_type: p.p_type(e),
             offset: wide(p.p_offset(e)),
@@ -269,6 +270,7 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
             name(Endianness::default())
         )));
     }
+    let e = NativeEndian;
     let version = field(offset_of!(elf::Ident, version));
     if version != elf::EV_CURRENT {
         return Err(bad(format_args!(
@@ -443,7 +445,7 @@ fn check_source(src: &impl Source) -> std::result::Result<(), String> {
 }
 
 /// A dynamic entry's tag.
-fn tag_of(d: &DynEntry, e: Endianness) -> u64 {
+fn tag_of(d: &DynEntry, e: NativeEndian) -> u64 {
     wide(d.d_tag(e))
 }
 
@@ -452,7 +454,7 @@ fn tag_of(d: &DynEntry, e: Endianness) -> u64 {
 /// memory.
 fn check_dynamic(
     entries: &[DynEntry],
-    e: Endianness,
+    e: NativeEndian,
     mapped: &dyn Fn(u64, u64) -> bool,
 ) -> std::result::Result<(), String> {
     // (address tag, size tag or none, name)

@@ -30,6 +30,12 @@ pub unsafe fn register_symbol(name: &str, ptr: *mut c_void) {
         .insert(name.to_string(), ptr as usize);
 }
 
+/// The address registered for `name` (one out-of-line copy of the lookup for its two sites).
+#[inline(never)]
+fn find(syms: &HashMap<String, usize>, name: &str) -> Option<*mut c_void> {
+    syms.get(name).map(|&a| a as *mut c_void)
+}
+
 struct SystemLibrary {
     prefix: String,
 }
@@ -38,9 +44,8 @@ impl Library for SystemLibrary {
     fn symbol(&self, name: &str) -> *mut c_void {
         let syms = SYMBOLS.read().unwrap_or_else(|e| e.into_inner());
         let key = format!("{}{name}", self.prefix);
-        syms.get(&key)
-            .or_else(|| syms.get(name))
-            .map(|&a| a as *mut c_void)
+        find(&syms, &key)
+            .or_else(|| find(&syms, name))
             .unwrap_or(std::ptr::null_mut())
     }
 
