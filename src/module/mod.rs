@@ -218,7 +218,7 @@ impl Module {
                 return true;
             }
             if first_visit(&mut seen, m.0.as_ptr() as usize) {
-                stack.extend(m.imports());
+                stack.append(&mut m.imports());
             }
         }
         false
@@ -248,7 +248,10 @@ impl Module {
     /// Depth-first search of the imports (each module visited once).
     fn find_in_imports(&self, name: &str) -> Result<Option<Function>> {
         let mut seen = Vec::new();
-        let mut stack: Vec<Module> = self.imports().into_iter().rev().collect();
+        // Reversed in place (less code than collecting a reversed iterator): the first import
+        // is popped first.
+        let mut stack = self.imports();
+        stack.reverse();
         while let Some(m) = stack.pop() {
             if !first_visit(&mut seen, m.0.as_ptr() as usize) {
                 continue;
@@ -256,7 +259,9 @@ impl Module {
             if let Some(f) = m.obj().node.get_function(name, Some(&m.0))? {
                 return Ok(Some(f));
             }
-            stack.extend(m.imports().into_iter().rev());
+            let mut more = m.imports();
+            more.reverse();
+            stack.append(&mut more);
         }
         Ok(None)
     }
