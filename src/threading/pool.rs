@@ -515,10 +515,15 @@ fn allowed_cpus() -> Vec<usize> {
     if unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } != 0 {
         return Vec::new();
     }
-    (0..CPU_SETSIZE)
+    // A plain loop: less code than collecting a filtered range.
+    let mut cpus = Vec::new();
+    for c in 0..CPU_SETSIZE {
         // SAFETY: `c` is below CPU_SETSIZE, the set's capacity.
-        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
-        .collect()
+        if unsafe { libc::CPU_ISSET(c, &set) } {
+            cpus.push(c);
+        }
+    }
+    cpus
 }
 
 /// Pins the calling thread to `core`; the error says why it could not be.
