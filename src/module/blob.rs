@@ -242,7 +242,12 @@ impl<'a> BlobReader<'a> {
         if n > (self.remaining() / 8) as u64 {
             return Err(self.truncated(what));
         }
-        (0..n).map(|_| self.read_u64(what)).collect()
+        // A plain loop into an exact allocation (`n` is bounded by the bytes left above).
+        let mut v = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            v.push(self.read_u64(what)?);
+        }
+        Ok(v)
     }
 
     /// The source name for messages.
