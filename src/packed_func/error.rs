@@ -201,6 +201,8 @@ impl Error {
     }
 
     /// Captures this thread's last error, as a callee that returned non-zero left it.
+    #[cold]
+    #[inline(never)]
     pub fn from_last() -> Self {
         let py = last_python_error();
         if !py.is_null() {
@@ -236,20 +238,20 @@ impl Error {
     pub fn from_message(msg: &str) -> Self {
         let first = msg.lines().next().unwrap_or("");
         if let Some(pos) = first.find(": ") {
-            let kind = match &first[..pos] {
-                "ValueError" => Some(ErrorKind::ValueError),
-                "TypeError" => Some(ErrorKind::TypeError),
-                "AttributeError" => Some(ErrorKind::AttributeError),
-                "IndexError" => Some(ErrorKind::IndexError),
-                "InternalError" => Some(ErrorKind::InternalError),
-                "RuntimeError" => Some(ErrorKind::RuntimeError),
-                "TVMError" => Some(ErrorKind::TVMError),
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                return Error::new(kind, &msg[pos + 2..]);
-            }
             let name = &first[..pos];
+            for kind in [
+                ErrorKind::ValueError,
+                ErrorKind::TypeError,
+                ErrorKind::AttributeError,
+                ErrorKind::IndexError,
+                ErrorKind::InternalError,
+                ErrorKind::RuntimeError,
+                ErrorKind::TVMError,
+            ] {
+                if kind.name() == name {
+                    return Error::new(kind, &msg[pos + 2..]);
+                }
+            }
             if !name.is_empty()
                 && name
                     .chars()

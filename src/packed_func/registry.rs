@@ -267,6 +267,15 @@ pub fn remove(name: &str) -> bool {
     write().remove(name.as_bytes()).is_some()
 }
 
+/// Calls `f` with the bytes of every registered name (valid UTF-8), under the registry's
+/// read lock: `f` must not use the registry.
+pub fn for_each_name(f: &mut dyn FnMut(&[u8])) {
+    ensure_ready();
+    for k in read().keys() {
+        f(k);
+    }
+}
+
 /// All registered names.
 pub fn list_names() -> Vec<String> {
     ensure_ready();
