@@ -1,6 +1,7 @@
 //! The type table: type keys to indices with parents, static entries as in the reference.
 
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::text::{push, push_dec};
 use std::sync::{LazyLock, RwLock};
 
 /// `runtime.Object`.
@@ -138,14 +139,37 @@ pub fn dump(min_children: i64) -> String {
                     .as_ref()
                     .map(|p| p.name.as_str())
                     .unwrap_or("?");
-                use std::fmt::Write;
-                let _ = writeln!(
-                    out,
-                    "[{i}] {}\tparent={parent}\tnum_children={}",
-                    info.name, children[i]
-                );
+                // "[{i}] {name}\tparent={parent}\tnum_children={n}\n", piece by piece: `i`
+                // is a type index (a u32) and `n` a count of them, never negative.
+                push(&mut out, "[");
+                push_dec(&mut out, i as u32);
+                push(&mut out, "] ");
+                push(&mut out, &info.name);
+                push(&mut out, "\tparent=");
+                push(&mut out, parent);
+                push(&mut out, "\tnum_children=");
+                push_dec(&mut out, children[i] as u32);
+                push(&mut out, "\n");
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line reads `[{i}] {name}\tparent={parent}\tnum_children={n}`.
+    #[test]
+    fn dump_lines_have_the_reference_shape() {
+        let child = register_dynamic("test.type_table.DumpChild", 0);
+        let text = dump(0);
+        let line =
+            format!("[{child}] test.type_table.DumpChild\tparent=runtime.Object\tnum_children=0");
+        assert!(text.lines().any(|l| l == line), "{text}");
+        assert!(text.ends_with('\n'));
+        let root = dump(1);
+        assert!(!root.contains("DumpChild"), "{root}");
+    }
 }

@@ -104,12 +104,11 @@ pub fn active() -> bool {
 /// file: as given when the thread is not confined, else inside the confinement root (refused
 /// when it would leave it). The file itself need not exist; its directory must.
 pub fn resolve(path: &str, what: &str) -> Result<PathBuf> {
-    let root = ROOT.with(|r| r.borrow().clone());
-    match root {
+    ROOT.with(|r| match &*r.borrow() {
         None | Some(Root::Open) => Ok(PathBuf::from(path)),
-        Some(Root::Deny(why)) => Err(refused(path, what, &why)),
-        Some(Root::Dir(root)) => resolve_in(&root, path).map_err(|why| refused(path, what, why)),
-    }
+        Some(Root::Deny(why)) => Err(refused(path, what, why)),
+        Some(Root::Dir(root)) => resolve_in(root, path).map_err(|why| refused(path, what, why)),
+    })
 }
 
 /// [`resolve`] for callers that need a string path.

@@ -204,17 +204,20 @@ impl Error {
     #[cold]
     #[inline(never)]
     pub fn from_last() -> Self {
-        let py = last_python_error();
-        if !py.is_null() {
-            let mut e = Error::new(ErrorKind::Python, "a Python exception was raised");
-            e.python_object = py as usize;
-            return e;
-        }
-        let msg = last_error_string();
-        if msg.is_empty() {
-            return Error::tvm("a callee failed without setting an error message");
-        }
-        Error::from_message(&msg)
+        // One look at the last error (no copy of its message: it is parsed in place).
+        LAST_ERROR.with(|e| match &*e.borrow() {
+            LastError::Python(py) if !py.is_null() => {
+                let mut e = Error::new(ErrorKind::Python, "a Python exception was raised");
+                e.python_object = *py as usize;
+                e
+            }
+            // Never recorded (a NULL object is not stored), read as before all the same.
+            LastError::Python(_) => Error::tvm("a Python exception was raised"),
+            LastError::Message(c) if !c.as_bytes().is_empty() => {
+                Error::from_message(&c.to_string_lossy())
+            }
+            _ => Error::tvm("a callee failed without setting an error message"),
+        })
     }
 
     /// Prefixes the message with where it happened: `"{context}: {message}"`.
