@@ -82,9 +82,15 @@ pub fn register_dynamic(key: &str, parent: u32) -> u32 {
     index
 }
 
+/// The table, read-locked (one out-of-line copy of the lazy start and the lock).
+#[inline(never)]
+fn read() -> std::sync::RwLockReadGuard<'static, Table> {
+    TABLE.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The index of a type key.
 pub fn type_key_to_index(key: &str) -> Result<u32> {
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     t.find(key).ok_or_else(|| {
         Error::value_fmt(format_args!(
             "Cannot find type {key}: no object type with this key is registered"
@@ -94,7 +100,7 @@ pub fn type_key_to_index(key: &str) -> Result<u32> {
 
 /// The key of a type index.
 pub fn type_index_to_key(index: u32) -> Result<String> {
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     match t.infos.get(index as usize) {
         Some(Some(info)) => Ok(info.name.clone()),
         _ => Err(Error::value_fmt(format_args!("Unknown type index {index}"))),
@@ -109,7 +115,7 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
     if child < parent {
         return Ok(false);
     }
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     if (child as usize) >= t.infos.len() {
         return Err(Error::value_fmt(format_args!("Unknown type index {child}")));
     }
@@ -126,7 +132,7 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
 /// A printable dump of the table (`runtime.DumpTypeTable`): one line per type with at least
 /// `min_children` children.
 pub fn dump(min_children: i64) -> String {
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     let mut children = vec![0i64; t.infos.len()];
     for info in t.infos.iter().skip(1).flatten() {
         children[info.parent as usize] += 1;

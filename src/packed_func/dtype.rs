@@ -97,19 +97,20 @@ pub fn dtype_from_string(s: &str) -> Result<DLDataType> {
         Some((b, l)) => (b, parse_dec(l, u16::MAX.into()).ok_or_else(err)?),
         None => (s, 1),
     };
-    let (code, rest) = if let Some(r) = base.strip_prefix("uint") {
-        (DL_UINT, r)
-    } else if let Some(r) = base.strip_prefix("int") {
-        (DL_INT, r)
-    } else if let Some(r) = base.strip_prefix("float") {
-        (DL_FLOAT, r)
-    } else if let Some(r) = base.strip_prefix("bfloat") {
-        (DL_BFLOAT, r)
-    } else if let Some(r) = base.strip_prefix("complex") {
-        (DL_COMPLEX, r)
-    } else {
-        return Err(err());
-    };
+    let mut found = None;
+    for (name, code) in [
+        ("uint", DL_UINT),
+        ("int", DL_INT),
+        ("float", DL_FLOAT),
+        ("bfloat", DL_BFLOAT),
+        ("complex", DL_COMPLEX),
+    ] {
+        if let Some(r) = base.strip_prefix(name) {
+            found = Some((code, r));
+            break;
+        }
+    }
+    let (code, rest) = found.ok_or_else(err)?;
     let bits = if rest.is_empty() {
         32
     } else {

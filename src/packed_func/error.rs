@@ -239,7 +239,8 @@ impl Error {
     /// Parses a message in `Kind: message` form (as set through `TVMAPISetLastError` by a
     /// callee) back into an error; unknown kinds stay part of the message as a `TVMError`.
     pub fn from_message(msg: &str) -> Self {
-        let first = msg.lines().next().unwrap_or("");
+        // The first line (a `\r` before its `\n` cannot be part of a `": "`, so it may stay).
+        let first = &msg[..msg.find('\n').unwrap_or(msg.len())];
         if let Some(pos) = first.find(": ") {
             let name = &first[..pos];
             for kind in [
