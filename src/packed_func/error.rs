@@ -399,12 +399,12 @@ pub fn drop_last_python_error() {
 
 /// Turns a caught panic payload into an error.
 pub fn panic_to_error(payload: Box<dyn Any + Send>) -> Error {
-    let msg = if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
+    let msg: &str = if let Some(s) = payload.downcast_ref::<&str>() {
+        s
     } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
+        s
     } else {
-        "unknown panic".to_string()
+        "unknown panic"
     };
     Error::internal_fmt(format_args!("panic inside the runtime: {msg}"))
 }
