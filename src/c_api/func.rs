@@ -951,11 +951,11 @@ pub unsafe extern "C" fn TVMFuncListGlobalNames(
             let mut n = n.borrow_mut();
             let n = &mut *n;
             n.names.clear();
-            for s in registry::list_names() {
+            registry::for_each_name(&mut |s| {
                 if let Ok(c) = CString::new(s) {
                     n.names.push(c);
                 }
-            }
+            });
             n.ptrs.clear();
             for c in &n.names {
                 n.ptrs.push(c.as_ptr());

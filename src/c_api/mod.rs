@@ -55,21 +55,36 @@ use std::ffi::{c_char, CStr};
 #[inline]
 pub(crate) unsafe fn cstr<'a>(p: *const c_char, what: &str) -> Result<&'a str> {
     if p.is_null() {
-        return Err(Error::value_fmt(format_args!("{what} is NULL")));
+        return Err(is_null(what));
     }
     // SAFETY: caller contract.
     unsafe { CStr::from_ptr(p) }
         .to_str()
-        .map_err(|_| Error::value_fmt(format_args!("{what} is not valid UTF-8")))
+        .map_err(|_| not_utf8(what))
 }
 
 /// Fails when an out-pointer is NULL.
+#[inline(always)]
 pub(crate) fn check_out<T>(p: *mut T, what: &str) -> Result<()> {
     if p.is_null() {
-        Err(Error::value_fmt(format_args!("{what} is NULL")))
+        Err(is_null(what))
     } else {
         Ok(())
     }
+}
+
+/// "`what` is NULL" (one out-of-line copy of the message's formatting for every check).
+#[cold]
+#[inline(never)]
+fn is_null(what: &str) -> Error {
+    Error::value_fmt(format_args!("{what} is NULL"))
+}
+
+/// "`what` is not valid UTF-8".
+#[cold]
+#[inline(never)]
+fn not_utf8(what: &str) -> Error {
+    Error::value_fmt(format_args!("{what} is not valid UTF-8"))
 }
 
 /// This room's part of the start-up: hands the module room the entry points compiled code

@@ -102,11 +102,11 @@ unsafe impl crate::object::ObjectType for MapObj {
 impl MapObj {
     /// Inserts or replaces an entry.
     pub fn insert(&mut self, k: ObjectRef, v: Option<ObjectRef>) {
-        let key = map_key(&k);
-        match self.index.get(&key) {
-            Some(&i) => self.entries[i].1 = v,
-            None => {
-                self.index.insert(key, self.entries.len());
+        use std::collections::hash_map::Entry;
+        match self.index.entry(map_key(&k)) {
+            Entry::Occupied(e) => self.entries[*e.get()].1 = v,
+            Entry::Vacant(e) => {
+                e.insert(self.entries.len());
                 self.entries.push((k, v));
             }
         }

@@ -22,6 +22,82 @@ fn arg_to_object(args: &Args<'_>, i: usize) -> Result<Option<ObjectRef>> {
     })
 }
 
+/// The container queries that share one body ([`query`]).
+#[derive(Clone, Copy)]
+enum Query {
+    ArraySize,
+    ArrayGetItem,
+    MapSize,
+    MapGetItem,
+    MapCount,
+    MapItems,
+    ShapeTupleSize,
+    ShapeTupleElem,
+}
+
+/// The body of the container queries (`runtime.ArraySize`, `runtime.MapGetItem`, ...): one
+/// copy of the argument checks and conversions for all of them.
+#[inline(never)]
+fn query(a: Args<'_>, rv: &mut RetValue, q: Query) -> Result<()> {
+    let (n, name) = match q {
+        Query::ArraySize => (1, "runtime.ArraySize"),
+        Query::ArrayGetItem => (2, "runtime.ArrayGetItem"),
+        Query::MapSize => (1, "runtime.MapSize"),
+        Query::MapGetItem => (2, "runtime.MapGetItem"),
+        Query::MapCount => (2, "runtime.MapCount"),
+        Query::MapItems => (1, "runtime.MapItems"),
+        Query::ShapeTupleSize => (1, "runtime.GetShapeTupleSize"),
+        Query::ShapeTupleElem => (2, "runtime.GetShapeTupleElem"),
+    };
+    a.expect_len(n, name)?;
+    *rv = match q {
+        Query::ArraySize => RetValue::Int(a.downcast::<ArrayObj>(0)?.items.len() as i64),
+        Query::ArrayGetItem => {
+            let arr = a.downcast::<ArrayObj>(0)?;
+            let i = a.index(1, arr.items.len(), name)?;
+            match &arr.items[i] {
+                Some(o) => RetValue::Object(o.clone()),
+                None => RetValue::Null,
+            }
+        }
+        Query::MapSize => RetValue::Int(a.downcast::<MapObj>(0)?.len() as i64),
+        Query::MapGetItem | Query::MapCount => {
+            let m = a.downcast::<MapObj>(0)?;
+            let k = match arg_to_object(&a, 1)? {
+                Some(k) => k,
+                None if matches!(q, Query::MapCount) => {
+                    return Err(Error::value("runtime.MapCount: NULL key"))
+                }
+                None => return Err(Error::value("runtime.MapGetItem: NULL key")),
+            };
+            match (q, m.get(&k)) {
+                (Query::MapCount, found) => RetValue::Int(found.is_some() as i64),
+                (_, Some(Some(v))) => RetValue::Object(v.clone()),
+                (_, Some(None)) => RetValue::Null,
+                (_, None) => {
+                    return Err(Error::internal("runtime.MapGetItem: key is not in the map"))
+                }
+            }
+        }
+        Query::MapItems => {
+            let m = a.downcast::<MapObj>(0)?;
+            let mut items = Vec::with_capacity(m.len() * 2);
+            for (k, v) in m.iter() {
+                items.push(Some(k.clone()));
+                items.push(v.clone());
+            }
+            ArrayObj::new_ref(items).into()
+        }
+        Query::ShapeTupleSize => RetValue::Int(a.downcast::<ShapeTupleObj>(0)?.dims().len() as i64),
+        Query::ShapeTupleElem => {
+            let s = a.downcast::<ShapeTupleObj>(0)?.dims();
+            let i = a.index(1, s.len(), name)?;
+            RetValue::Int(s[i])
+        }
+    };
+    Ok(())
+}
+
 /// Registers the container functions.
 pub(crate) fn register(r: &mut Registrar) {
     r.add("runtime.BuiltFeatures", |a, rv| {
@@ -45,26 +121,16 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("runtime.Array", |a, rv| {
-        let items = (0..a.len())
-            .map(|i| arg_to_object(&a, i))
-            .collect::<Result<Vec<_>>>()?;
+        let mut items = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            items.push(arg_to_object(&a, i)?);
+        }
         *rv = ArrayObj::new_ref(items).into();
         Ok(())
     });
-    r.add("runtime.ArraySize", |a, rv| {
-        a.expect_len(1, "runtime.ArraySize")?;
-        *rv = RetValue::Int(a.downcast::<ArrayObj>(0)?.items.len() as i64);
-        Ok(())
-    });
+    r.add("runtime.ArraySize", |a, rv| query(a, rv, Query::ArraySize));
     r.add("runtime.ArrayGetItem", |a, rv| {
-        a.expect_len(2, "runtime.ArrayGetItem")?;
-        let arr = a.downcast::<ArrayObj>(0)?;
-        let i = a.index(1, arr.items.len(), "runtime.ArrayGetItem")?;
-        *rv = match &arr.items[i] {
-            Some(o) => RetValue::Object(o.clone()),
-            None => RetValue::Null,
-        };
-        Ok(())
+        query(a, rv, Query::ArrayGetItem)
     });
     r.add("runtime.Map", |a, rv| {
         if a.len() % 2 != 0 {
@@ -81,57 +147,25 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = ObjectRef::new(m).into();
         Ok(())
     });
-    r.add("runtime.MapSize", |a, rv| {
-        a.expect_len(1, "runtime.MapSize")?;
-        *rv = RetValue::Int(a.downcast::<MapObj>(0)?.len() as i64);
-        Ok(())
-    });
+    r.add("runtime.MapSize", |a, rv| query(a, rv, Query::MapSize));
     r.add("runtime.MapGetItem", |a, rv| {
-        a.expect_len(2, "runtime.MapGetItem")?;
-        let m = a.downcast::<MapObj>(0)?;
-        let k =
-            arg_to_object(&a, 1)?.ok_or_else(|| Error::value("runtime.MapGetItem: NULL key"))?;
-        *rv = match m.get(&k) {
-            Some(Some(v)) => RetValue::Object(v.clone()),
-            Some(None) => RetValue::Null,
-            None => return Err(Error::internal("runtime.MapGetItem: key is not in the map")),
-        };
-        Ok(())
+        query(a, rv, Query::MapGetItem)
     });
-    r.add("runtime.MapCount", |a, rv| {
-        a.expect_len(2, "runtime.MapCount")?;
-        let m = a.downcast::<MapObj>(0)?;
-        let k = arg_to_object(&a, 1)?.ok_or_else(|| Error::value("runtime.MapCount: NULL key"))?;
-        *rv = RetValue::Int(m.get(&k).is_some() as i64);
-        Ok(())
-    });
-    r.add("runtime.MapItems", |a, rv| {
-        a.expect_len(1, "runtime.MapItems")?;
-        let m = a.downcast::<MapObj>(0)?;
-        let mut items = Vec::with_capacity(m.len() * 2);
-        for (k, v) in m.iter() {
-            items.push(Some(k.clone()));
-            items.push(v.clone());
-        }
-        *rv = ArrayObj::new_ref(items).into();
-        Ok(())
-    });
+    r.add("runtime.MapCount", |a, rv| query(a, rv, Query::MapCount));
+    r.add("runtime.MapItems", |a, rv| query(a, rv, Query::MapItems));
     r.add("runtime.ShapeTuple", |a, rv| {
-        let dims = (0..a.len()).map(|i| a.i64(i)).collect::<Result<Vec<_>>>()?;
+        let mut dims = Vec::with_capacity(a.len());
+        for i in 0..a.len() {
+            dims.push(a.i64(i)?);
+        }
         *rv = ShapeTupleObj::new_ref(&dims).into();
         Ok(())
     });
     r.add("runtime.GetShapeTupleSize", |a, rv| {
-        a.expect_len(1, "runtime.GetShapeTupleSize")?;
-        *rv = RetValue::Int(a.downcast::<ShapeTupleObj>(0)?.dims().len() as i64);
-        Ok(())
+        query(a, rv, Query::ShapeTupleSize)
     });
     r.add("runtime.GetShapeTupleElem", |a, rv| {
-        a.expect_len(2, "runtime.GetShapeTupleElem")?;
-        let s = a.downcast::<ShapeTupleObj>(0)?.dims();
-        let i = a.index(1, s.len(), "runtime.GetShapeTupleElem")?;
-        *rv = RetValue::Int(s[i]);
-        Ok(())
+        query(a, rv, Query::ShapeTupleElem)
     });
     r.add("runtime.ObjectPtrHash", |a, rv| {
         a.expect_len(1, "runtime.ObjectPtrHash")?;

@@ -1,6 +1,7 @@
 //! The type table: type keys to indices with parents, static entries as in the reference.
 
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::text::{push, push_dec};
 use std::sync::{LazyLock, RwLock};
 
 /// `runtime.Object`.
@@ -81,9 +82,15 @@ pub fn register_dynamic(key: &str, parent: u32) -> u32 {
     index
 }
 
+/// The table, read-locked (one out-of-line copy of the lazy start and the lock).
+#[inline(never)]
+fn read() -> std::sync::RwLockReadGuard<'static, Table> {
+    TABLE.read().unwrap_or_else(|e| e.into_inner())
+}
+
 /// The index of a type key.
 pub fn type_key_to_index(key: &str) -> Result<u32> {
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     t.find(key).ok_or_else(|| {
         Error::value_fmt(format_args!(
             "Cannot find type {key}: no object type with this key is registered"
@@ -93,7 +100,7 @@ pub fn type_key_to_index(key: &str) -> Result<u32> {
 
 /// The key of a type index.
 pub fn type_index_to_key(index: u32) -> Result<String> {
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     match t.infos.get(index as usize) {
         Some(Some(info)) => Ok(info.name.clone()),
         _ => Err(Error::value_fmt(format_args!("Unknown type index {index}"))),
@@ -108,7 +115,7 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
     if child < parent {
         return Ok(false);
     }
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     if (child as usize) >= t.infos.len() {
         return Err(Error::value_fmt(format_args!("Unknown type index {child}")));
     }
@@ -125,7 +132,7 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
 /// A printable dump of the table (`runtime.DumpTypeTable`): one line per type with at least
 /// `min_children` children.
 pub fn dump(min_children: i64) -> String {
-    let t = TABLE.read().unwrap_or_else(|e| e.into_inner());
+    let t = read();
     let mut children = vec![0i64; t.infos.len()];
     for info in t.infos.iter().skip(1).flatten() {
         children[info.parent as usize] += 1;
@@ -138,14 +145,37 @@ pub fn dump(min_children: i64) -> String {
                     .as_ref()
                     .map(|p| p.name.as_str())
                     .unwrap_or("?");
-                use std::fmt::Write;
-                let _ = writeln!(
-                    out,
-                    "[{i}] {}\tparent={parent}\tnum_children={}",
-                    info.name, children[i]
-                );
+                // "[{i}] {name}\tparent={parent}\tnum_children={n}\n", piece by piece: `i`
+                // is a type index (a u32) and `n` a count of them, never negative.
+                push(&mut out, "[");
+                push_dec(&mut out, i as u32);
+                push(&mut out, "] ");
+                push(&mut out, &info.name);
+                push(&mut out, "\tparent=");
+                push(&mut out, parent);
+                push(&mut out, "\tnum_children=");
+                push_dec(&mut out, children[i] as u32);
+                push(&mut out, "\n");
             }
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every line reads `[{i}] {name}\tparent={parent}\tnum_children={n}`.
+    #[test]
+    fn dump_lines_have_the_reference_shape() {
+        let child = register_dynamic("test.type_table.DumpChild", 0);
+        let text = dump(0);
+        let line =
+            format!("[{child}] test.type_table.DumpChild\tparent=runtime.Object\tnum_children=0");
+        assert!(text.lines().any(|l| l == line), "{text}");
+        assert!(text.ends_with('\n'));
+        let root = dump(1);
+        assert!(!root.contains("DumpChild"), "{root}");
+    }
 }

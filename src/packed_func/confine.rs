@@ -104,12 +104,11 @@ pub fn active() -> bool {
 /// file: as given when the thread is not confined, else inside the confinement root (refused
 /// when it would leave it). The file itself need not exist; its directory must.
 pub fn resolve(path: &str, what: &str) -> Result<PathBuf> {
-    let root = ROOT.with(|r| r.borrow().clone());
-    match root {
+    ROOT.with(|r| match &*r.borrow() {
         None | Some(Root::Open) => Ok(PathBuf::from(path)),
-        Some(Root::Deny(why)) => Err(refused(path, what, &why)),
-        Some(Root::Dir(root)) => resolve_in(&root, path).map_err(|why| refused(path, what, &why)),
-    }
+        Some(Root::Deny(why)) => Err(refused(path, what, why)),
+        Some(Root::Dir(root)) => resolve_in(root, path).map_err(|why| refused(path, what, why)),
+    })
 }
 
 /// [`resolve`] for callers that need a string path.
@@ -133,16 +132,16 @@ fn refused(path: &str, what: &str, why: &str) -> Error {
 }
 
 /// `path` inside the canonical directory `root`, or why not.
-fn resolve_in(root: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+fn resolve_in(root: &Path, path: &str) -> std::result::Result<PathBuf, &'static str> {
     if path.is_empty() {
-        return Err("empty path".into());
+        return Err("empty path");
     }
     if path.contains('\0') {
-        return Err("NUL byte".into());
+        return Err("NUL byte");
     }
     let p = Path::new(path);
     if p.components().any(|c| c == Component::ParentDir) {
-        return Err("'..' is not allowed".into());
+        return Err("'..' is not allowed");
     }
     let full = if p.is_absolute() {
         p.to_path_buf()
@@ -162,17 +161,17 @@ fn resolve_in(root: &Path, path: &str) -> std::result::Result<PathBuf, String> {
                 rest.push(name.to_owned());
                 existing = parent;
             }
-            _ => return Err("no part of it exists".into()),
+            _ => return Err("no part of it exists"),
         }
     }
     let real = existing
         .canonicalize()
-        .map_err(|_| "it goes through a dangling symbolic link".to_string())?;
+        .map_err(|_| "it goes through a dangling symbolic link")?;
     if !real.starts_with(root) {
         return Err(if p.is_absolute() && !full.starts_with(root) {
-            "it is outside the work directory".into()
+            "it is outside the work directory"
         } else {
-            "a symbolic link leads out of the work directory".into()
+            "a symbolic link leads out of the work directory"
         });
     }
     Ok(rest.into_iter().rev().fold(real, |acc, n| acc.join(n)))

@@ -1,6 +1,7 @@
 //! Data type names: `float32`, `int8x4`, `bool`, `handle`, `bfloat16`, ... both ways.
 
 use super::error::{Error, Result};
+use super::text::{owned, parse_dec, push, push_dec};
 use super::types::*;
 
 /// TVM v0.20's type code of `float8_e4m3fn` (TVM's own code, not DLPack's).
@@ -15,7 +16,7 @@ pub const TVM_FLOAT4_E2M1FN: u8 = 8;
 /// no bit count.
 pub fn dtype_to_string(t: DLDataType) -> String {
     if t.code == DL_UINT && t.bits == 1 && t.lanes == 1 {
-        return "bool".into();
+        return owned("bool");
     }
     if t.bits == 0 {
         return String::new();
@@ -32,15 +33,16 @@ pub fn dtype_to_string(t: DLDataType) -> String {
         TVM_FLOAT4_E2M1FN => "float4_e2m1fn",
         c => return format!("unknown_type_code_{c}_{}", t.bits),
     };
-    let mut s = base.to_string();
+    let mut s = owned(base);
     if !matches!(
         t.code,
         DL_OPAQUE_HANDLE | TVM_FLOAT8_E4M3FN | TVM_FLOAT8_E5M2 | TVM_FLOAT4_E2M1FN
     ) {
-        s.push_str(&t.bits.to_string());
+        push_dec(&mut s, u32::from(t.bits));
     }
     if t.lanes > 1 {
-        s.push_str(&format!("x{}", t.lanes));
+        push(&mut s, "x");
+        push_dec(&mut s, u32::from(t.lanes));
     }
     s
 }
@@ -84,39 +86,40 @@ pub fn dtype_from_string(s: &str) -> Result<DLDataType> {
                 "" => 1,
                 r => r
                     .strip_prefix('x')
-                    .and_then(|l| l.parse::<u16>().ok())
+                    .and_then(|l| parse_dec(l, u16::MAX.into()))
                     .filter(|&l| l > 0)
                     .ok_or_else(err)?,
             };
-            return Ok(DLDataType::new(code, bits, lanes));
+            return Ok(DLDataType::new(code, bits, lanes as u16));
         }
     }
     let (base, lanes) = match s.split_once('x') {
-        Some((b, l)) => (b, l.parse::<u16>().map_err(|_| err())?),
+        Some((b, l)) => (b, parse_dec(l, u16::MAX.into()).ok_or_else(err)?),
         None => (s, 1),
     };
-    let (code, rest) = if let Some(r) = base.strip_prefix("uint") {
-        (DL_UINT, r)
-    } else if let Some(r) = base.strip_prefix("int") {
-        (DL_INT, r)
-    } else if let Some(r) = base.strip_prefix("float") {
-        (DL_FLOAT, r)
-    } else if let Some(r) = base.strip_prefix("bfloat") {
-        (DL_BFLOAT, r)
-    } else if let Some(r) = base.strip_prefix("complex") {
-        (DL_COMPLEX, r)
-    } else {
-        return Err(err());
-    };
+    let mut found = None;
+    for (name, code) in [
+        ("uint", DL_UINT),
+        ("int", DL_INT),
+        ("float", DL_FLOAT),
+        ("bfloat", DL_BFLOAT),
+        ("complex", DL_COMPLEX),
+    ] {
+        if let Some(r) = base.strip_prefix(name) {
+            found = Some((code, r));
+            break;
+        }
+    }
+    let (code, rest) = found.ok_or_else(err)?;
     let bits = if rest.is_empty() {
         32
     } else {
-        rest.parse::<u8>().map_err(|_| err())?
+        parse_dec(rest, u8::MAX.into()).ok_or_else(err)?
     };
     if bits == 0 || lanes == 0 {
         return Err(err());
     }
-    Ok(DLDataType::new(code, bits, lanes))
+    Ok(DLDataType::new(code, bits as u8, lanes as u16))
 }
 
 #[cfg(test)]

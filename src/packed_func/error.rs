@@ -201,18 +201,23 @@ impl Error {
     }
 
     /// Captures this thread's last error, as a callee that returned non-zero left it.
+    #[cold]
+    #[inline(never)]
     pub fn from_last() -> Self {
-        let py = last_python_error();
-        if !py.is_null() {
-            let mut e = Error::new(ErrorKind::Python, "a Python exception was raised");
-            e.python_object = py as usize;
-            return e;
-        }
-        let msg = last_error_string();
-        if msg.is_empty() {
-            return Error::tvm("a callee failed without setting an error message");
-        }
-        Error::from_message(&msg)
+        // One look at the last error (no copy of its message: it is parsed in place).
+        LAST_ERROR.with(|e| match &*e.borrow() {
+            LastError::Python(py) if !py.is_null() => {
+                let mut e = Error::new(ErrorKind::Python, "a Python exception was raised");
+                e.python_object = *py as usize;
+                e
+            }
+            // Never recorded (a NULL object is not stored), read as before all the same.
+            LastError::Python(_) => Error::tvm("a Python exception was raised"),
+            LastError::Message(c) if !c.as_bytes().is_empty() => {
+                Error::from_message(&c.to_string_lossy())
+            }
+            _ => Error::tvm("a callee failed without setting an error message"),
+        })
     }
 
     /// Prefixes the message with where it happened: `"{context}: {message}"`.
@@ -234,22 +239,23 @@ impl Error {
     /// Parses a message in `Kind: message` form (as set through `TVMAPISetLastError` by a
     /// callee) back into an error; unknown kinds stay part of the message as a `TVMError`.
     pub fn from_message(msg: &str) -> Self {
-        let first = msg.lines().next().unwrap_or("");
+        // The first line (a `\r` before its `\n` cannot be part of a `": "`, so it may stay).
+        let first = &msg[..msg.find('\n').unwrap_or(msg.len())];
         if let Some(pos) = first.find(": ") {
-            let kind = match &first[..pos] {
-                "ValueError" => Some(ErrorKind::ValueError),
-                "TypeError" => Some(ErrorKind::TypeError),
-                "AttributeError" => Some(ErrorKind::AttributeError),
-                "IndexError" => Some(ErrorKind::IndexError),
-                "InternalError" => Some(ErrorKind::InternalError),
-                "RuntimeError" => Some(ErrorKind::RuntimeError),
-                "TVMError" => Some(ErrorKind::TVMError),
-                _ => None,
-            };
-            if let Some(kind) = kind {
-                return Error::new(kind, &msg[pos + 2..]);
-            }
             let name = &first[..pos];
+            for kind in [
+                ErrorKind::ValueError,
+                ErrorKind::TypeError,
+                ErrorKind::AttributeError,
+                ErrorKind::IndexError,
+                ErrorKind::InternalError,
+                ErrorKind::RuntimeError,
+                ErrorKind::TVMError,
+            ] {
+                if kind.name() == name {
+                    return Error::new(kind, &msg[pos + 2..]);
+                }
+            }
             if !name.is_empty()
                 && name
                     .chars()
@@ -393,12 +399,12 @@ pub fn drop_last_python_error() {
 
 /// Turns a caught panic payload into an error.
 pub fn panic_to_error(payload: Box<dyn Any + Send>) -> Error {
-    let msg = if let Some(s) = payload.downcast_ref::<&str>() {
-        (*s).to_string()
+    let msg: &str = if let Some(s) = payload.downcast_ref::<&str>() {
+        s
     } else if let Some(s) = payload.downcast_ref::<String>() {
-        s.clone()
+        s
     } else {
-        "unknown panic".to_string()
+        "unknown panic"
     };
     Error::internal_fmt(format_args!("panic inside the runtime: {msg}"))
 }

@@ -10,6 +10,7 @@ pub mod json;
 pub mod order;
 pub mod registry;
 pub mod tensor;
+pub(crate) mod text;
 pub mod types;
 pub mod value;
 

@@ -101,7 +101,7 @@ impl Registrar {
     /// Registers a function object under `name` (replacing an earlier one of that name).
     #[inline(never)]
     pub fn add_function(&mut self, name: &str, f: Function) {
-        write().insert(name.as_bytes().into(), f.clone());
+        insert(&mut write(), name, &f);
         // Start-up registrations are the rooms' own; a watcher's error is its room's bug.
         let _ = notify(name, &f);
     }
@@ -120,15 +120,20 @@ impl Registrar {
     }
 }
 
+/// Adds or replaces an entry (one out-of-line copy of the map's insertion).
+#[inline(never)]
+fn insert(map: &mut Map, name: &str, f: &Function) {
+    map.insert(name.as_bytes().into(), f.clone());
+}
+
 /// Runs the watchers whose prefix `name` has (none of the registry's locks held).
 fn notify(name: &str, f: &Function) -> Result<()> {
-    let ws: Vec<Watcher> = WATCHERS
-        .read()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .filter(|(p, _)| name.starts_with(p.as_str()))
-        .map(|(_, w)| w.clone())
-        .collect();
+    let mut ws: Vec<Watcher> = Vec::new();
+    for (p, w) in WATCHERS.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        if name.starts_with(p.as_str()) {
+            ws.push(w.clone());
+        }
+    }
     for w in ws {
         w(name, f)?;
     }
@@ -227,7 +232,7 @@ pub fn register(name: &str, f: Function, override_existing: bool) -> Result<()> 
                 "Global PackedFunc {name} is already registered"
             )));
         }
-        r.insert(name.as_bytes().into(), f.clone());
+        insert(&mut r, name, &f);
     }
     notify(name, &f)
 }
@@ -239,7 +244,7 @@ where
 {
     ensure_ready();
     let f = Function::from_rust(f);
-    write().insert(name.as_bytes().into(), f.clone());
+    insert(&mut write(), name, &f);
     let _ = notify(name, &f);
 }
 
@@ -265,6 +270,15 @@ pub fn contains(name: &str) -> bool {
 pub fn remove(name: &str) -> bool {
     ensure_ready();
     write().remove(name.as_bytes()).is_some()
+}
+
+/// Calls `f` with the bytes of every registered name (valid UTF-8), under the registry's
+/// read lock: `f` must not use the registry.
+pub fn for_each_name(f: &mut dyn FnMut(&[u8])) {
+    ensure_ready();
+    for k in read().keys() {
+        f(k);
+    }
 }
 
 /// All registered names.

@@ -558,7 +558,7 @@ impl<'a> Args<'a> {
 /// each variant's tag is its classic type code, and the payload of a plain variant has the
 /// layout of a `TVMValue`, so the C call paths move plain values in and out of a slot without
 /// decoding them ([`RetValue::write_raw`], [`RetValue::read_raw`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 #[repr(C, u32)]
 pub enum RetValue {
     /// Nothing (`kTVMNullptr`).
@@ -584,6 +584,27 @@ pub enum RetValue {
     DLTensor(TensorRef) = tc::DLTENSOR_HANDLE as u32,
     /// An object (including modules, functions, NDArrays).
     Object(ObjectRef) = tc::OBJECT_HANDLE as u32,
+}
+
+/// What `#[derive(Debug)]` would print (`Null`, `Int(3)`, ...), through one tuple printer for
+/// all the variants instead of one per variant.
+impl std::fmt::Debug for RetValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (name, v): (&str, &dyn std::fmt::Debug) = match self {
+            RetValue::Null => return f.write_str("Null"),
+            RetValue::Int(v) => ("Int", v),
+            RetValue::Float(v) => ("Float", v),
+            RetValue::Bool(v) => ("Bool", v),
+            RetValue::Handle(v) => ("Handle", v),
+            RetValue::DataType(v) => ("DataType", v),
+            RetValue::Device(v) => ("Device", v),
+            RetValue::Str(v) => ("Str", v),
+            RetValue::Bytes(v) => ("Bytes", v),
+            RetValue::DLTensor(v) => ("DLTensor", v),
+            RetValue::Object(v) => ("Object", v),
+        };
+        f.debug_tuple(name).field(v).finish()
+    }
 }
 
 /// Bit `t` set for each [`RetValue`] tag `t` whose variant owns nothing ([`RetValue::is_pod`]).
@@ -940,6 +961,23 @@ mod tests {
         // SAFETY: every other field of the union used here sets all eight bytes (DLDevice is
         // two i32s).
         unsafe { v.v_int64 }
+    }
+
+    /// Debug prints what `#[derive(Debug)]` printed.
+    #[test]
+    fn debug_reads_like_derive() {
+        assert_eq!(format!("{:?}", RetValue::Null), "Null");
+        assert_eq!(format!("{:?}", RetValue::Int(-3)), "Int(-3)");
+        assert_eq!(format!("{:?}", RetValue::Bool(true)), "Bool(true)");
+        assert_eq!(format!("{:?}", RetValue::Str("a".into())), "Str(\"a\")");
+        assert_eq!(
+            format!("{:?}", RetValue::Bytes(vec![1, 2])),
+            "Bytes([1, 2])"
+        );
+        assert_eq!(
+            format!("{:#?}", RetValue::Float(1.5)),
+            "Float(\n    1.5,\n)"
+        );
     }
 
     /// The raw accessors agree with the typed enum for every plain variant, both ways.

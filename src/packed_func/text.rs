@@ -1,0 +1,95 @@
+//! Small text helpers shared by the rooms: one out-of-line copy of each, called from the
+//! many places that build messages and names piece by piece.
+
+/// `s` as an owned string (one out-of-line copy of the conversion for its many callers).
+#[inline(never)]
+pub(crate) fn owned(s: &str) -> String {
+    s.to_string()
+}
+
+/// Appends `s` (one out-of-line copy of the string append for the many pieces).
+#[inline(never)]
+pub(crate) fn push(os: &mut String, s: &str) {
+    os.push_str(s);
+}
+
+/// Appends `v` in decimal, as `{v}` would, without the formatting machinery.
+#[inline(never)]
+pub(crate) fn push_dec(os: &mut String, mut v: u32) {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // The digits are ASCII.
+    os.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+}
+
+/// Parses an unsigned decimal at most `max` the way `str::parse` does for unsigned integers
+/// (one leading `+` allowed, then at least one digit and nothing else); `None` otherwise.
+#[inline(never)]
+pub(crate) fn parse_dec(s: &str, max: u32) -> Option<u32> {
+    let digits = s.strip_prefix('+').unwrap_or(s).as_bytes();
+    if digits.is_empty() {
+        return None;
+    }
+    let mut v: u32 = 0;
+    for &d in digits {
+        if !d.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add(u32::from(d - b'0'))?;
+        if v > max {
+            return None;
+        }
+    }
+    Some(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_match_std() {
+        for v in [0u32, 1, 9, 10, 99, 255, 256, 65535, u32::MAX] {
+            let mut s = String::from("x");
+            push_dec(&mut s, v);
+            assert_eq!(s, format!("x{v}"));
+        }
+        for s in [
+            "",
+            "+",
+            "-",
+            "-0",
+            "+0",
+            "0",
+            "8",
+            "08",
+            "255",
+            "256",
+            "65535",
+            "65536",
+            "1a",
+            " 1",
+            "++1",
+            "99999999999",
+        ] {
+            assert_eq!(
+                parse_dec(s, 255),
+                s.parse::<u8>().ok().map(u32::from),
+                "{s}"
+            );
+            assert_eq!(
+                parse_dec(s, 65535),
+                s.parse::<u16>().ok().map(u32::from),
+                "{s}"
+            );
+        }
+    }
+}
