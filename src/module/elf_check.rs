@@ -8,6 +8,7 @@
 //! section points outside the loaded segments. The error names the file and what is wrong.
 
 use crate::packed_func::error::{Error, Result};
+use crate::packed_func::text::owned;
 use object::elf;
 use object::read::elf::{Dyn as _, FileHeader, ProgramHeader as _};
 use object::{Endianness, NativeEndian};
@@ -104,13 +105,6 @@ impl Segment {
 #[inline(never)]
 fn bad(args: std::fmt::Arguments<'_>) -> String {
     std::fmt::format(args)
-}
-
-/// A fixed error text as a `String` (one out-of-line copy for the many sites).
-#[cold]
-#[inline(never)]
-fn owned(s: &str) -> String {
-    s.to_string()
 }
 
 /// Reads byte ranges of the file (callers check that ranges lie inside it).

@@ -335,10 +335,7 @@ fn put_ascii(out: &mut String, b: &[u8]) {
 }
 
 /// Appends a string (out of line, for the same reason as [`put`]).
-#[inline(never)]
-pub(crate) fn put_str(out: &mut String, s: &str) {
-    out.push_str(s);
-}
+pub(crate) use super::text::push as put_str;
 
 fn write_number(n: Number, out: &mut String) {
     match n {

@@ -437,17 +437,8 @@ pub fn validate(exec: &Executable) -> Result<()> {
     Ok(())
 }
 
-/// `s` as a `String` (one out-of-line copy of the allocation and copy for the many sites).
-#[inline(never)]
-pub(crate) fn owned(s: &str) -> String {
-    s.to_string()
-}
-
-/// Appends `s` (one out-of-line copy of the string append for the many pieces).
-#[inline(never)]
-pub(crate) fn push(os: &mut String, s: &str) {
-    os.push_str(s);
-}
+/// The shared out-of-line string helpers, used all over this room.
+pub(crate) use crate::packed_func::text::{owned, push};
 
 fn reg_text(os: &mut String, r: Reg) {
     match r {
