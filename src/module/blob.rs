@@ -259,13 +259,13 @@ impl<'a> BlobReader<'a> {
 /// The loaders available for blob entries (the `<key>` of `runtime.module.loadbinary_<key>`).
 pub fn available_loaders() -> Vec<String> {
     let prefix = "runtime.module.loadbinary_";
-    // A plain loop: less code than the in-place collect of a filtered `Vec<String>`.
+    // Only the loaders' names become strings (registered names are valid UTF-8).
     let mut v: Vec<String> = Vec::new();
-    for n in registry::list_names() {
-        if let Some(k) = n.strip_prefix(prefix) {
-            v.push(k.to_string());
+    registry::for_each_name(&mut |n| {
+        if let Some(k) = n.strip_prefix(prefix.as_bytes()) {
+            v.push(String::from_utf8_lossy(k).into_owned());
         }
-    }
+    });
     // The crate's one shared sort (equal names are equal strings: any order is this one).
     crate::packed_func::order::sort_stable_by(&mut v, |a, b| a.cmp(b));
     v

@@ -283,11 +283,9 @@ pub fn for_each_name(f: &mut dyn FnMut(&[u8])) {
 
 /// All registered names.
 pub fn list_names() -> Vec<String> {
-    ensure_ready();
-    read()
-        .keys()
-        .map(|k| String::from_utf8_lossy(k).into_owned())
-        .collect()
+    let mut names = Vec::new();
+    for_each_name(&mut |k| names.push(String::from_utf8_lossy(k).into_owned()));
+    names
 }
 
 #[cfg(test)]
