@@ -5,12 +5,19 @@
 //! keeps it inside that root: relative paths are taken from the root, absolute paths must lie in
 //! it, `..` is refused and symbolic links may not lead out. Without a root (plain C, Python or
 //! Rust use) paths are used as given. Confinement is defence in depth: a client allowed to load
-//! a library it uploaded runs its own code on the server anyway.
+//! a library it uploaded runs its own code on the server anyway. Only a build with `rpc` serves
+//! remote calls; without it there is nothing to confine and paths are always used as given.
 
-use super::error::{Error, Result};
+#[cfg(feature = "rpc")]
+use super::error::Error;
+use super::error::Result;
+#[cfg(feature = "rpc")]
 use std::cell::RefCell;
-use std::path::{Component, Path, PathBuf};
+use std::path::PathBuf;
+#[cfg(feature = "rpc")]
+use std::path::{Component, Path};
 
+#[cfg(feature = "rpc")]
 /// What the serving thread is confined to.
 #[derive(Clone, Debug)]
 enum Root {
@@ -23,16 +30,19 @@ enum Root {
     Open,
 }
 
+#[cfg(feature = "rpc")]
 thread_local! {
     static ROOT: RefCell<Option<Root>> = const { RefCell::new(None) };
 }
 
+#[cfg(feature = "rpc")]
 /// Restores the previous confinement of the thread when dropped.
 #[must_use = "the confinement ends when the guard is dropped"]
 pub struct Guard {
     prev: Option<Root>,
 }
 
+#[cfg(feature = "rpc")]
 impl Drop for Guard {
     fn drop(&mut self) {
         let prev = self.prev.take();
@@ -40,10 +50,12 @@ impl Drop for Guard {
     }
 }
 
+#[cfg(feature = "rpc")]
 /// A confinement, worked out once (e.g. per session) and entered for each call.
 #[derive(Clone, Debug)]
 pub struct Confinement(Root);
 
+#[cfg(feature = "rpc")]
 impl Confinement {
     /// Paths must stay inside `dir`. An unusable directory (missing, not a directory) confines
     /// to nothing: every path is refused.
@@ -81,6 +93,7 @@ impl Confinement {
     }
 }
 
+#[cfg(feature = "rpc")]
 /// The calling thread's confinement directory, if any.
 pub fn root() -> Option<PathBuf> {
     ROOT.with(|r| match &*r.borrow() {
@@ -89,17 +102,20 @@ pub fn root() -> Option<PathBuf> {
     })
 }
 
+#[cfg(feature = "rpc")]
 /// Whether the calling thread serves a remote peer (confined or not): globals refuse there what
 /// only a local caller may do (e.g. take a raw table pointer).
 pub fn remote() -> bool {
     ROOT.with(|r| r.borrow().is_some())
 }
 
+#[cfg(feature = "rpc")]
 /// Whether the calling thread's paths are confined.
 pub fn active() -> bool {
     ROOT.with(|r| matches!(&*r.borrow(), Some(Root::Dir(_) | Root::Deny(_))))
 }
 
+#[cfg(feature = "rpc")]
 /// Resolves `path`, given to `what` (the global's name, for errors), for opening or writing a
 /// file: as given when the thread is not confined, else inside the confinement root (refused
 /// when it would leave it). The file itself need not exist; its directory must.
@@ -111,6 +127,7 @@ pub fn resolve(path: &str, what: &str) -> Result<PathBuf> {
     })
 }
 
+#[cfg(feature = "rpc")]
 /// [`resolve`] for callers that need a string path.
 pub fn resolve_str(path: &str, what: &str) -> Result<String> {
     if !active() {
@@ -124,6 +141,7 @@ pub fn resolve_str(path: &str, what: &str) -> Result<String> {
     })
 }
 
+#[cfg(feature = "rpc")]
 fn refused(path: &str, what: &str, why: &str) -> Error {
     Error::value_fmt(format_args!(
         "{what}: refused path '{path}': {why} (over RPC, files must stay inside the session's \
@@ -131,6 +149,7 @@ fn refused(path: &str, what: &str, why: &str) -> Error {
     ))
 }
 
+#[cfg(feature = "rpc")]
 /// `path` inside the canonical directory `root`, or why not.
 fn resolve_in(root: &Path, path: &str) -> std::result::Result<PathBuf, &'static str> {
     if path.is_empty() {
@@ -177,7 +196,37 @@ fn resolve_in(root: &Path, path: &str) -> std::result::Result<PathBuf, &'static 
     Ok(rest.into_iter().rev().fold(real, |acc, n| acc.join(n)))
 }
 
-#[cfg(test)]
+/// Without `rpc` no thread serves a remote peer: no confinement directory.
+#[cfg(not(feature = "rpc"))]
+pub fn root() -> Option<PathBuf> {
+    None
+}
+
+/// Without `rpc` no thread serves a remote peer.
+#[cfg(not(feature = "rpc"))]
+pub fn remote() -> bool {
+    false
+}
+
+/// Without `rpc` paths are never confined.
+#[cfg(not(feature = "rpc"))]
+pub fn active() -> bool {
+    false
+}
+
+/// Without `rpc` paths are used as given.
+#[cfg(not(feature = "rpc"))]
+pub fn resolve(path: &str, _what: &str) -> Result<PathBuf> {
+    Ok(PathBuf::from(path))
+}
+
+/// Without `rpc` paths are used as given.
+#[cfg(not(feature = "rpc"))]
+pub fn resolve_str(path: &str, _what: &str) -> Result<String> {
+    Ok(path.to_string())
+}
+
+#[cfg(all(test, feature = "rpc"))]
 mod tests {
     use super::*;
 
