@@ -158,7 +158,27 @@ fn scalar_int(arr: &NDArray) -> Result<i64> {
     })
 }
 
-fn call_with(f: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result<RetValue> {
+/// A function calling `inner` with its own arguments followed by `bound`, returning the result
+/// when `ret` (one closure type for `make_closure` and the VM's `save_function`).
+pub(crate) fn bind(inner: Function, bound: super::interp::SharedValues, ret: bool) -> Function {
+    Function::from_rust(move |args, rv| {
+        let mut regs = super::interp::regs_of(&args, 0)?;
+        regs.extend(bound.values().iter().cloned());
+        let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
+        let out = call_with(&inner, &mut v, &mut c)?;
+        if ret {
+            *rv = out;
+        }
+        Ok(())
+    })
+}
+
+/// Calls `f` with the C values; its result.
+pub(crate) fn call_with(
+    f: &Function,
+    values: &mut [TVMValue],
+    codes: &mut [i32],
+) -> Result<RetValue> {
     let mut rv = RetValue::Null;
     // SAFETY: the arrays hold values valid during the call.
     unsafe {
@@ -513,13 +533,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let name = clo.func_name.clone();
         let inner = clo.imp.clone();
         let saved = super::interp::SharedValues(super::interp::regs_of(&a, 1)?);
-        let imp = Function::from_rust(move |args, rv| {
-            let mut regs = super::interp::regs_of(&args, 0)?;
-            regs.extend(saved.values().iter().cloned());
-            let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
-            *rv = call_with(&inner, &mut v, &mut c)?;
-            Ok(())
-        });
+        let imp = bind(inner, saved, true);
         *rv = RetValue::Object(ClosureObj::new_ref(&name, imp));
         Ok(())
     });

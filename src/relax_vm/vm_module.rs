@@ -3,7 +3,7 @@
 //! `VirtualMachine` calls.
 
 use super::bytecode::{self, owned, push};
-use super::exec::{Executable, FuncKind};
+use super::exec::{Executable, FuncInfo, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
 use super::report::{metric, set};
 use crate::executor::debug::device_string;
@@ -193,14 +193,54 @@ fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> 
     Ok(cur)
 }
 
-/// The arguments from `from` on as register values, arrays copied to `dev` ([`to_device`]).
+/// The arguments from `from` on as register values, arrays copied to the VM's first device
+/// ([`to_device`]); with `params_last`, the last is a module whose `get_params` gives the value.
 #[inline(never)]
-fn regs_on(args: &Args<'_>, from: usize, dev: DLDevice) -> Result<Vec<RetValue>> {
+fn regs_on(
+    core: &VmCore,
+    args: &Args<'_>,
+    from: usize,
+    params_last: bool,
+) -> Result<Vec<RetValue>> {
+    let st = core.state()?;
+    let dev = st.devices.first().copied().unwrap_or(DLDevice::CPU);
     let mut regs = regs_of(args, from)?;
-    for r in regs.iter_mut() {
-        *r = to_device(std::mem::take(r), dev)?;
+    let n = regs.len();
+    for (i, r) in regs.iter_mut().enumerate() {
+        let v = std::mem::take(r);
+        *r = if params_last && i + 1 == n {
+            let m = Module::from_object(v.into_object()?)?;
+            m.function("get_params")?.call(&[])?
+        } else {
+            to_device(v, dev)?
+        };
     }
     Ok(regs)
+}
+
+/// The function-table entry of `fname`, or the unknown-function error.
+#[inline(never)]
+fn func_of<'a>(core: &'a VmCore, fname: &str) -> Result<(usize, &'a FuncInfo)> {
+    core.exec
+        .func_index(fname)
+        .and_then(|i| Some((i, core.exec.funcs.get(i)?)))
+        .ok_or_else(|| unknown(fname))
+}
+
+/// The closure of `fname`, or the unknown-function error.
+#[inline(never)]
+fn closure_of(core: &VmCore, fname: &str) -> Result<ObjectRef> {
+    core.get_closure(fname).ok_or_else(|| unknown(fname))
+}
+
+/// The inputs `set_input` stored for `fname`.
+#[inline(never)]
+fn stored_inputs(core: &VmCore, fname: &str) -> Option<Vec<RetValue>> {
+    core.inputs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(fname)
+        .cloned()
 }
 
 fn is_array(v: &RetValue) -> Option<usize> {
@@ -213,8 +253,7 @@ fn is_array(v: &RetValue) -> Option<usize> {
 impl VmNode {
     fn set_input(core: &VmCore, args: &Args<'_>, with_params: bool) -> Result<()> {
         let fname = args.str(0)?;
-        let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-        let f = &core.exec.funcs[idx];
+        let (_, f) = func_of(core, fname)?;
         let given = args.len() - 1;
         if given as i64 != f.num_args {
             return Err(Error::value_fmt(format_args!(
@@ -223,18 +262,7 @@ impl VmNode {
                 f.num_args
             )));
         }
-        let st = core.state()?;
-        let dev0 = st.devices[0];
-        let mut regs = regs_of(args, 1)?;
-        let n = regs.len();
-        for (i, r) in regs.iter_mut().enumerate() {
-            if with_params && i + 1 == n {
-                let m = Module::from_object(std::mem::take(r).into_object()?)?;
-                *r = m.function("get_params")?.call(&[])?;
-            } else {
-                *r = to_device(std::mem::take(r), dev0)?;
-            }
-        }
+        let regs = regs_on(core, args, 1, with_params)?;
         core.inputs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -258,14 +286,8 @@ impl VmNode {
     #[inline(never)]
     fn profile(core: &VmCore, args: &Args<'_>) -> Result<String> {
         let fname = args.str(0)?;
-        let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-        let stored = core
-            .inputs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(fname)
-            .cloned();
-        let inputs = match stored {
+        let clo = closure_of(core, fname)?;
+        let inputs = match stored_inputs(core, fname) {
             Some(i) => {
                 if args.len() != 1 {
                     return Err(Error::value("Inputs are already provided by set_input."));
@@ -276,8 +298,7 @@ impl VmNode {
                 if args.len() < 2 {
                     return Err(Error::value("No input is provided"));
                 }
-                let st = core.state()?;
-                regs_on(args, 1, st.devices[0])?
+                regs_on(core, args, 1, false)?
             }
         };
         let st = core.state()?;
@@ -410,33 +431,13 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
             let fname = a.str(0)?;
             let save = owned(a.str(1)?);
             let include_return = a.i64(2)? != 0;
-            let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-            let st = core.state()?;
-            let bound = super::interp::SharedValues(regs_on(&a, 3, st.devices[0])?);
+            let clo = closure_of(core, fname)?;
+            let bound = super::interp::SharedValues(regs_on(core, &a, 3, false)?);
             let inner = clo
                 .downcast_ref::<super::interp::ClosureObj>()
                 .map(|c| c.imp.clone())
                 .ok_or_else(|| Error::type_error("save_function: not a closure"))?;
-            let imp = Function::from_rust(move |args, rv| {
-                let mut regs = regs_of(&args, 0)?;
-                regs.extend(bound.values().iter().cloned());
-                let (mut v, mut c): (Vec<_>, Vec<_>) =
-                    regs.iter().map(super::interp::reg_to_c).unzip();
-                let mut out = RetValue::Null;
-                // SAFETY: values borrowed from `regs`, alive during the call.
-                unsafe {
-                    inner.obj().call_raw(
-                        v.as_mut_ptr(),
-                        c.as_mut_ptr(),
-                        v.len() as i32,
-                        &mut out,
-                    )?
-                };
-                if include_return {
-                    *rv = out;
-                }
-                Ok(())
-            });
+            let imp = super::builtins::bind(inner, bound, include_return);
             core.saved
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -459,23 +460,16 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
         }
         VmFn::InvokeStateful => {
             let fname = a.str(0)?;
-            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-            let inputs = core
-                .inputs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(fname)
-                .cloned()
-                .ok_or_else(|| {
-                    Error::value_fmt(format_args!(
-                        "No inputs set for stateful call of {fname}; use `set_input` first."
-                    ))
-                })?;
-            let out = if core.exec.funcs[idx].kind == FuncKind::VmFunc {
+            let (idx, f) = func_of(core, fname)?;
+            let inputs = stored_inputs(core, fname).ok_or_else(|| {
+                Error::value_fmt(format_args!(
+                    "No inputs set for stateful call of {fname}; use `set_input` first."
+                ))
+            })?;
+            let out = if f.kind == FuncKind::VmFunc {
                 core.call_index(idx, inputs)?
             } else {
-                let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-                core.invoke_closure_regs(&clo, &inputs)?
+                core.invoke_closure_regs(&closure_of(core, fname)?, &inputs)?
             };
             core.outputs
                 .lock()
@@ -497,54 +491,40 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                     let factory = registry::get(name).ok_or_else(|| {
                         Error::value_fmt(format_args!("Cannot find factory {name}"))
                     })?;
-                    let mut rv = RetValue::Null;
                     let mut v = a.values()[1..].to_vec();
                     let mut c = a.codes()[1..].to_vec();
-                    // SAFETY: the caller's arguments, valid during this call.
-                    unsafe {
-                        factory.obj().call_raw(
-                            v.as_mut_ptr(),
-                            c.as_mut_ptr(),
-                            v.len() as i32,
-                            &mut rv,
-                        )?
-                    };
+                    let rv = super::builtins::call_with(&factory, &mut v, &mut c)?;
                     Function::from_object(rv.into_object()?)?
                 }
             };
             core.set_instrument(Some(f));
             Ok(())
         }
-        VmFn::OutputArity => {
-            let out = VmNode::output(core, a.str(0)?)?;
-            let v = index_into(&out, &a, 1)?;
-            *rv = RetValue::Int(is_array(&v).map(|n| n as i64).unwrap_or(-1));
-            Ok(())
-        }
-        VmFn::Output => {
-            let out = VmNode::output(core, a.str(0)?)?;
-            let v = index_into(&out, &a, 1)?;
-            if is_array(&v).is_some() {
+        VmFn::OutputArity | VmFn::Output => {
+            let v = index_into(&VmNode::output(core, a.str(0)?)?, &a, 1)?;
+            let n = is_array(&v);
+            *rv = if let VmFn::OutputArity = op {
+                RetValue::Int(n.map(|n| n as i64).unwrap_or(-1))
+            } else if n.is_some() {
                 return Err(Error::value(
                     "`get_output` cannot return a tuple for RPC compatibility. Please \
                      specify another index argument.",
                 ));
-            }
-            *rv = v;
+            } else {
+                v
+            };
             Ok(())
         }
         VmFn::SetInput(with_params) => VmNode::set_input(core, &a, *with_params),
         VmFn::FunctionArity => {
-            let fname = a.str(0)?;
-            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-            *rv = RetValue::Int(core.exec.funcs[idx].param_names.len() as i64);
+            let (_, f) = func_of(core, a.str(0)?)?;
+            *rv = RetValue::Int(f.param_names.len() as i64);
             Ok(())
         }
         VmFn::ParamName => {
             let fname = a.str(0)?;
             let i = a.i64(1)?;
-            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-            let names = &core.exec.funcs[idx].param_names;
+            let names = &func_of(core, fname)?.1.param_names;
             let n = usize::try_from(i)
                 .ok()
                 .and_then(|k| names.get(k))
