@@ -440,9 +440,10 @@ pub fn validate(exec: &Executable) -> Result<()> {
 /// The shared out-of-line string helpers, used all over this room.
 pub(crate) use crate::packed_func::text::{owned, push};
 
-/// Appends `pre`, `v` in decimal and `post` (the disassemblies' one formatting site).
+/// Appends `pre`, `v` in decimal and `post` (the disassemblies' and `stats`' one formatting
+/// site for integers).
 #[inline(never)]
-fn num(os: &mut String, pre: &str, v: i64, post: &str) {
+pub(crate) fn num(os: &mut String, pre: &str, v: i64, post: &str) {
     push(os, pre);
     put!(os, "{v}");
     push(os, post);

@@ -7,7 +7,7 @@
 //! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
 //! Everything is read with bounds checks and validated before a VM runs it.
 
-use super::bytecode::{self, owned, push, Instr, Words};
+use super::bytecode::{self, num, owned, push, Instr, Words};
 use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
@@ -452,7 +452,10 @@ impl Executable {
         match *ins {
             Instr::Call {
                 args_begin, nargs, ..
-            } => &self.call_args[args_begin as usize..(args_begin + nargs) as usize],
+            } => self
+                .call_args
+                .get(args_begin as usize..(args_begin + nargs) as usize)
+                .unwrap_or_default(),
             _ => &[],
         }
     }
@@ -546,12 +549,12 @@ impl Executable {
 
     /// `stats()`: constants and globals, as the reference prints them.
     pub fn stats(&self) -> String {
-        use std::fmt::Write as _;
         let mut s = String::new();
-        let _ = write!(
-            s,
-            "Relax VM executable statistics:\n  Constant pool (# {}): [",
-            self.constants.len()
+        num(
+            &mut s,
+            "Relax VM executable statistics:\n  Constant pool (# ",
+            self.constants.len() as i64,
+            "): [",
         );
         for (k, c) in self.constants.iter().enumerate() {
             if k > 0 {
@@ -566,18 +569,16 @@ impl Executable {
                     push(&mut s, &String::from_utf8_lossy(b));
                     s.push('"');
                 }
-                Constant::Int(i) => {
-                    let _ = write!(s, "{i}");
-                }
+                Constant::Int(i) => num(&mut s, "", *i, ""),
                 Constant::Float(f) => {
-                    let _ = write!(s, "{f}");
+                    let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{f}"));
                 }
                 Constant::DataType(t) => {
                     push(&mut s, &crate::packed_func::dtype::dtype_to_string(*t))
                 }
             }
         }
-        let _ = write!(s, "]\n  Globals (#{}): [", self.funcs.len());
+        num(&mut s, "]\n  Globals (#", self.funcs.len() as i64, "): [");
         for (k, f) in self.funcs.iter().enumerate() {
             if k > 0 {
                 push(&mut s, ", ");
@@ -591,13 +592,9 @@ impl Executable {
 
 /// Appends `open`, the numbers separated by ", ", and `]`.
 fn join_into(s: &mut String, open: &str, v: &[i64]) {
-    use std::fmt::Write as _;
     push(s, open);
-    for (k, d) in v.iter().enumerate() {
-        if k > 0 {
-            push(s, ", ");
-        }
-        let _ = write!(s, "{d}");
+    for (k, &d) in v.iter().enumerate() {
+        num(s, if k > 0 { ", " } else { "" }, d, "");
     }
     s.push(']');
 }
