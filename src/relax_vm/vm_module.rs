@@ -309,13 +309,7 @@ impl VmNode {
         let total = t0.elapsed().as_secs_f64() * 1e6;
         let calls = core.set_profiling(false);
         r?;
-        let devices: Vec<DLDevice> = st
-            .devices
-            .iter()
-            .copied()
-            .filter(|d| d.device_type > 0)
-            .collect();
-        Ok(report_json(&calls, total, &devices))
+        Ok(report_json(&calls, total, &st.devices))
     }
 }
 
@@ -335,6 +329,8 @@ fn report_row(micros: f64, name: &str, device: String) -> Map {
     row
 }
 
+/// The report's JSON: the calls, a total per device (of a known type, `device_type > 0`) and
+/// the configuration.
 fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DLDevice]) -> String {
     let mut out_calls = Vec::new();
     for c in calls {
@@ -345,11 +341,8 @@ fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DL
             }
             push(&mut shapes, t);
             shapes.push('[');
-            for (j, d) in s.iter().enumerate() {
-                if j > 0 {
-                    push(&mut shapes, ", ");
-                }
-                let _ = std::fmt::Write::write_fmt(&mut shapes, format_args!("{d}"));
+            for (j, &d) in s.iter().enumerate() {
+                bytecode::num(&mut shapes, if j > 0 { ", " } else { "" }, d, "");
             }
             shapes.push(']');
         }
@@ -364,7 +357,7 @@ fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DL
         out_calls.push(Value::Object(row));
     }
     let mut dm = Map::new();
-    for d in devices {
+    for d in devices.iter().filter(|d| d.device_type > 0) {
         let name = device_string(*d);
         let row = report_row(total_us, "Total", name.clone());
         set(&mut dm, &name, Value::Object(row));
