@@ -152,18 +152,20 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Some(s)
     }
+    /// The next `n` bytes (at most 8) as a little-endian number.
+    #[inline(never)]
+    fn le(&mut self, n: usize, section: &str, what: &str) -> Option<u64> {
+        let b = self.take(n, section, what)?;
+        Some(b.iter().rev().fold(0, |acc, &x| acc << 8 | u64::from(x)))
+    }
     fn u64(&mut self, section: &str, what: &str) -> Option<u64> {
-        Some(u64::from_le_bytes(
-            self.take(8, section, what)?.try_into().expect("8"),
-        ))
+        self.le(8, section, what)
     }
     fn i64(&mut self, section: &str, what: &str) -> Option<i64> {
-        Some(self.u64(section, what)? as i64)
+        Some(self.le(8, section, what)? as i64)
     }
     fn i32(&mut self, section: &str, what: &str) -> Option<i32> {
-        Some(i32::from_le_bytes(
-            self.take(4, section, what)?.try_into().expect("4"),
-        ))
+        Some(self.le(4, section, what)? as u32 as i32)
     }
     #[inline(never)]
     fn count(&mut self, elem: usize, section: &str, what: &str) -> Option<usize> {
@@ -348,12 +350,8 @@ impl Executable {
                     Constant::Int(0)
                 }
                 1 => {
-                    let b = r.take(4, "constant", "a data type")?;
-                    Constant::DataType(DLDataType::new(
-                        b[0],
-                        b[1],
-                        u16::from_le_bytes([b[2], b[3]]),
-                    ))
+                    let b = r.le(4, "constant", "a data type")?;
+                    Constant::DataType(DLDataType::new(b as u8, (b >> 8) as u8, (b >> 16) as u16))
                 }
                 2 => Constant::Shape(r.i64_vec("constant", "a shape")?),
                 3 => Constant::Str(r.bytes("constant", "a string")?.to_vec()),
@@ -378,7 +376,9 @@ impl Executable {
             Err(e) => return r.fail(e.context("invalid Relax VM executable: a constant array")),
         };
         for (i, a) in index.into_iter().zip(loaded) {
-            constants[i] = Constant::NDArray(a);
+            if let Some(c) = constants.get_mut(i) {
+                *c = Constant::NDArray(a);
+            }
         }
         let instr_offset = r.words("code", "the instruction offsets")?;
         let instr_data = r.words("code", "the instruction data")?;
