@@ -462,22 +462,27 @@ impl Executable {
 
     /// `SaveToBinary`: the executable in the reference's format, byte for byte.
     pub fn save(&self) -> Result<Vec<u8>> {
-        let body = self.save_body()?;
-        let mut out = Vec::with_capacity(body.len() + 8);
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&body);
+        // The body after its length, filled in last.
+        let mut out = vec![0u8; 8];
+        self.save_body(&mut out)?;
+        let n = (out.len() - 8) as u64;
+        for (d, b) in out.iter_mut().zip(n.to_le_bytes()) {
+            *d = b;
+        }
         Ok(out)
     }
 
-    fn save_body(&self) -> Result<Vec<u8>> {
+    fn save_body(&self, out: &mut Vec<u8>) -> Result<()> {
         // Out of line: one copy of the vector's append for the many fields.
         #[inline(never)]
         fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(b);
         }
+        #[inline(never)]
         fn w64(out: &mut Vec<u8>, w: u64) {
             put(out, &w.to_le_bytes());
         }
+        #[inline(never)]
         fn w32(out: &mut Vec<u8>, w: i32) {
             put(out, &w.to_le_bytes());
         }
@@ -491,55 +496,55 @@ impl Executable {
                 w64(out, w as u64);
             }
         }
-        let mut out = Vec::new();
-        w64(&mut out, MAGIC);
-        s(&mut out, VERSION.as_bytes());
-        w64(&mut out, self.funcs.len() as u64);
+        w64(out, MAGIC);
+        s(out, VERSION.as_bytes());
+        w64(out, self.funcs.len() as u64);
         for f in &self.funcs {
-            w32(&mut out, f.kind.as_i32());
-            s(&mut out, f.name.as_bytes());
+            w32(out, f.kind.as_i32());
+            s(out, f.name.as_bytes());
             for w in [f.start_instr, f.end_instr, f.num_args, f.register_file_size] {
-                w64(&mut out, w as u64);
+                w64(out, w as u64);
             }
-            w64(&mut out, f.param_names.len() as u64);
+            w64(out, f.param_names.len() as u64);
             for p in &f.param_names {
-                s(&mut out, p.as_bytes());
+                s(out, p.as_bytes());
             }
         }
-        w64(&mut out, self.constants.len() as u64);
+        w64(out, self.constants.len() as u64);
         for c in &self.constants {
             match c {
                 Constant::NDArray(a) => {
-                    w32(&mut out, 0);
-                    save_ndarray(&mut out, a)?;
+                    w32(out, 0);
+                    save_ndarray(out, a)?;
                 }
                 Constant::DataType(t) => {
-                    w32(&mut out, 1);
-                    put(&mut out, &[t.code, t.bits]);
-                    put(&mut out, &t.lanes.to_le_bytes());
+                    w32(out, 1);
+                    let word =
+                        u32::from(t.code) | u32::from(t.bits) << 8 | u32::from(t.lanes) << 16;
+                    w32(out, word as i32);
                 }
                 Constant::Shape(d) => {
-                    w32(&mut out, 2);
-                    v(&mut out, d);
+                    w32(out, 2);
+                    v(out, d);
                 }
                 Constant::Str(b) => {
-                    w32(&mut out, 3);
-                    s(&mut out, b);
+                    w32(out, 3);
+                    s(out, b);
                 }
                 Constant::Int(i) => {
-                    w32(&mut out, 4);
-                    w64(&mut out, *i as u64);
+                    w32(out, 4);
+                    w64(out, *i as u64);
                 }
                 Constant::Float(f) => {
-                    w32(&mut out, 5);
-                    w64(&mut out, f.to_bits());
+                    w32(out, 5);
+                    w64(out, f.to_bits());
                 }
             }
         }
         let (instr_offset, instr_data) = self.code_words();
-        v(&mut out, &instr_offset);
-        v(&mut out, &instr_data);
-        Ok(out)
+        v(out, &instr_offset);
+        v(out, &instr_data);
+        Ok(())
     }
 
     /// The function-table index of a name.
