@@ -203,9 +203,7 @@ impl<'a> Words<'a> {
     }
     /// All words.
     pub fn iter(self) -> impl Iterator<Item = i64> + 'a {
-        self.0
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+        (0..self.len()).filter_map(move |i| self.get(i))
     }
 }
 
