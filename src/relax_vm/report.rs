@@ -227,19 +227,27 @@ impl ReportObj {
                 }
             }
         }
-        let mut out = headers.join(",") + "\n";
-        for c in &calls {
+        // The header line (names as they are), then a line per call (cells with a comma
+        // quoted).
+        let mut out = String::new();
+        for row in std::iter::once(None).chain(calls.iter().map(Some)) {
             for (i, h) in headers.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                let t = cell(c, h);
-                if t.contains(',') {
-                    out.push('"');
-                    push(&mut out, &t);
-                    out.push('"');
-                } else {
-                    push(&mut out, &t);
+                match row {
+                    None => push(&mut out, h),
+                    Some(c) => {
+                        let t = cell(c, h);
+                        let quote = t.contains(',');
+                        if quote {
+                            out.push('"');
+                        }
+                        push(&mut out, &t);
+                        if quote {
+                            out.push('"');
+                        }
+                    }
                 }
             }
             out.push('\n');
