@@ -587,9 +587,9 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("vm.builtin.reshape", |a, rv| {
+        let dt = a.downcast::<NDArrayObj>(0)?.dtype();
         let base = a.object_ref::<NDArrayObj>(0)?;
         let shape = shape_arg(&a, 1)?;
-        let dt = base.downcast_ref::<NDArrayObj>().expect("checked").dtype();
         *rv = RetValue::Object(create_view(&base, &shape, dt, 0)?);
         Ok(())
     });
@@ -643,9 +643,9 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.tuple_getitem", |a, rv| {
         let t = a.downcast::<ArrayObj>(0)?;
         let i = a.index(1, t.items.len(), "vm.builtin.tuple_getitem")?;
-        *rv = match &t.items[i] {
-            Some(o) => RetValue::Object(o.clone()),
-            None => RetValue::Null,
+        *rv = match t.items.get(i) {
+            Some(Some(o)) => RetValue::Object(o.clone()),
+            _ => RetValue::Null,
         };
         Ok(())
     });
@@ -712,7 +712,10 @@ pub(crate) fn register(r: &mut Registrar) {
             .map(|b| match *b {
                 [x, y] => i16::from_ne_bytes([x, y]) as i64,
                 [x, y, z, u] => i32::from_ne_bytes([x, y, z, u]) as i64,
-                _ => i64::from_ne_bytes(b.try_into().expect("8 bytes")),
+                [x0, x1, x2, x3, x4, x5, x6, x7] => {
+                    i64::from_ne_bytes([x0, x1, x2, x3, x4, x5, x6, x7])
+                }
+                _ => 0,
             })
             .collect();
         *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
@@ -825,10 +828,10 @@ fn format_py(fmt: &str, vals: &[String]) -> String {
     let mut out = String::new();
     let mut it = vals.iter();
     let mut rest = fmt;
-    while let Some(p) = rest.find("{}") {
-        push(&mut out, &rest[..p]);
+    while let Some((head, tail)) = rest.split_once("{}") {
+        push(&mut out, head);
         push(&mut out, it.next().map(String::as_str).unwrap_or("{}"));
-        rest = &rest[p + 2..];
+        rest = tail;
     }
     push(&mut out, rest);
     if fmt.is_empty() {
