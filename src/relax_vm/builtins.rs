@@ -232,15 +232,16 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         with_ctx(a.handle(0)?, |vm| {
             let st = vm.state()?;
-            let host = st.devices.len() - 1;
-            let dev = st.devices[host];
-            if dev.device_type != DL_CPU {
-                return Err(value_err(format_args!(
-                    "the last VM device (the host) must be the CPU"
-                )));
-            }
+            let (dev, alloc) = match (st.devices.last(), st.allocators.last()) {
+                (Some(&dev), Some(alloc)) if dev.device_type == DL_CPU => (dev, alloc),
+                _ => {
+                    return Err(value_err(format_args!(
+                        "the last VM device (the host) must be the CPU"
+                    )))
+                }
+            };
             let buf = StorageObj::allocate(
-                st.allocators[host].clone(),
+                alloc.clone(),
                 dev,
                 size as usize * 8,
                 DLDataType::new(DL_INT, 64, 1),
@@ -502,19 +503,18 @@ pub(crate) fn register(r: &mut Registrar) {
             with_ctx(a.handle(0)?, |vm| {
                 let st = vm.state()?;
                 let n = st.devices.len() as i64;
-                if dev_index < -1 || dev_index >= n {
+                // -1: the last device (the host); other negative indices find none.
+                let i = if dev_index == -1 { n - 1 } else { dev_index };
+                let found = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| Some((*st.devices.get(i)?, st.allocators.get(i)?)));
+                let Some((dev, alloc)) = found else {
                     return Err(value_err(format_args!(
                         "The device index {dev_index} is out of VM physical devices list ({n})"
                     )));
-                }
-                let i = if dev_index == -1 { n - 1 } else { dev_index } as usize;
+                };
                 let nbytes = memory::shape_nbytes(&shape, hint)?;
-                *rv = RetValue::Object(StorageObj::allocate(
-                    st.allocators[i].clone(),
-                    st.devices[i],
-                    nbytes,
-                    hint,
-                )?);
+                *rv = RetValue::Object(StorageObj::allocate(alloc.clone(), dev, nbytes, hint)?);
                 Ok(())
             })
         },
