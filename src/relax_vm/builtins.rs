@@ -50,6 +50,25 @@ fn type_key_of(v: &ArgValue<'_>) -> String {
     }
 }
 
+/// A check builtin's error for an argument of the wrong kind.
+#[cold]
+#[inline(never)]
+fn expect_err(ctx: &str, what: &str, arg: &ArgValue<'_>) -> Error {
+    type_err(format_args!(
+        "{ctx} expect a {what} but get {}",
+        type_key_of(arg)
+    ))
+}
+
+/// A check builtin's error for a tensor or shape of the wrong rank.
+#[cold]
+#[inline(never)]
+fn ndim_err(ctx: &str, what: &str, ndim: i64, got: usize) -> Error {
+    value_err(format_args!(
+        "{ctx} expect {what} with ndim {ndim} but get {got}"
+    ))
+}
+
 /// The shape-heap argument: an int64 tensor (or null), with its length.
 fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
     let t: *mut DLTensor = match a.get(i)? {
@@ -381,17 +400,9 @@ pub(crate) fn register(r: &mut Registrar) {
                 ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
                 _ => None,
             }
-            .ok_or_else(|| {
-                type_err(format_args!(
-                    "{ctx} expect a Tensor but get {}",
-                    type_key_of(&arg)
-                ))
-            })?;
+            .ok_or_else(|| expect_err(&ctx, "Tensor", &arg))?;
             if ndim != -1 && t.shape().len() as i64 != ndim {
-                return Err(value_err(format_args!(
-                    "{ctx} expect Tensor with ndim {ndim} but get {}",
-                    t.shape().len()
-                )));
+                return Err(ndim_err(&ctx, "Tensor", ndim, t.shape().len()));
             }
             if let Some(d) = dtype {
                 // DataType::Void() (bits 0) means "any dtype".
@@ -414,17 +425,9 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ShapeTupleObj>(),
             _ => None,
         }
-        .ok_or_else(|| {
-            type_err(format_args!(
-                "{ctx} expect a Shape but get {}",
-                type_key_of(&arg)
-            ))
-        })?;
+        .ok_or_else(|| expect_err(&ctx, "Shape", &arg))?;
         if ndim != -1 && s.dims().len() as i64 != ndim {
-            return Err(value_err(format_args!(
-                "{ctx} expect Shape with ndim {ndim} but get {}",
-                s.dims().len()
-            )));
+            return Err(ndim_err(&ctx, "Shape", ndim, s.dims().len()));
         }
         Ok(())
     });
@@ -464,12 +467,7 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ArrayObj>(),
             _ => None,
         }
-        .ok_or_else(|| {
-            type_err(format_args!(
-                "{ctx} expect a Tuple but get {}",
-                type_key_of(&arg)
-            ))
-        })?;
+        .ok_or_else(|| expect_err(&ctx, "Tuple", &arg))?;
         if t.items.len() as i64 != size {
             return Err(value_err(format_args!(
                 "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
@@ -484,10 +482,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let ok = matches!(arg, ArgValue::Object(o)
             if o.downcast_ref::<PackedFuncObj>().is_some() || o.downcast_ref::<ClosureObj>().is_some());
         if !ok {
-            return Err(type_err(format_args!(
-                "{ctx} expect a Function but get {}",
-                type_key_of(&arg)
-            )));
+            return Err(expect_err(&ctx, "Function", &arg));
         }
         Ok(())
     });
