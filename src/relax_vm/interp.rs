@@ -935,12 +935,7 @@ impl VmCore {
             });
         }
         let (mut v, mut c): (Vec<TVMValue>, Vec<i32>) = regs.iter().map(reg_to_c).unzip();
-        let mut rv = RetValue::Null;
-        // SAFETY: the arrays hold values borrowed from `regs`, alive during the call.
-        unsafe {
-            ins.obj()
-                .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
-        };
+        let rv = super::builtins::call_with(ins, &mut v, &mut c)?;
         Ok(match rv {
             RetValue::Int(i) => i,
             _ => 0,
