@@ -396,8 +396,9 @@ enum VmFn {
     Call(usize),
 }
 
-/// Runs function `op` of the VM module.
-fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()> {
+/// Runs function `op` of the VM module (but [`VmFn::Call`], which its closure runs itself):
+/// the value it returns, if any.
+fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
     match op {
         VmFn::Init => {
             if a.is_empty() || a.len() % 3 != 0 {
@@ -413,7 +414,8 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 devs.push(DLDevice::new(a.i64(i)? as i32, a.i64(i + 1)? as i32));
                 kinds.push(a.i64(i + 2)?);
             }
-            core.init(devs, kinds)
+            core.init(devs, kinds)?;
+            Ok(None)
         }
         VmFn::SaveFunction => {
             if a.len() < 3 {
@@ -435,7 +437,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(save.clone(), super::interp::ClosureObj::new_ref(&save, imp));
-            Ok(())
+            Ok(None)
         }
         VmFn::InvokeClosure => {
             let clo = match a.get(0)? {
@@ -448,8 +450,9 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 }
             };
             // SAFETY: the call's own arguments, valid for their codes during it.
-            *rv = unsafe { core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])? };
-            Ok(())
+            Ok(Some(unsafe {
+                core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])?
+            }))
         }
         VmFn::InvokeStateful => {
             let fname = a.str(0)?;
@@ -468,7 +471,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(owned(fname), out);
-            Ok(())
+            Ok(None)
         }
         VmFn::SetInstrument => {
             let f = match a.get(0)? {
@@ -477,7 +480,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 }
                 ArgValue::Null => {
                     core.set_instrument(None);
-                    return Ok(());
+                    return Ok(None);
                 }
                 _ => {
                     let name = a.str(0)?;
@@ -491,12 +494,12 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 }
             };
             core.set_instrument(Some(f));
-            Ok(())
+            Ok(None)
         }
         VmFn::OutputArity | VmFn::Output => {
             let v = index_into(&VmNode::output(core, a.str(0)?)?, &a, 1)?;
             let n = is_array(&v);
-            *rv = if let VmFn::OutputArity = op {
+            Ok(Some(if let VmFn::OutputArity = op {
                 RetValue::Int(n.map(|n| n as i64).unwrap_or(-1))
             } else if n.is_some() {
                 return Err(Error::value(
@@ -505,14 +508,15 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 ));
             } else {
                 v
-            };
-            Ok(())
+            }))
         }
-        VmFn::SetInput(with_params) => VmNode::set_input(core, &a, *with_params),
+        VmFn::SetInput(with_params) => {
+            VmNode::set_input(core, &a, *with_params)?;
+            Ok(None)
+        }
         VmFn::FunctionArity => {
             let (_, f) = func_of(core, a.str(0)?)?;
-            *rv = RetValue::Int(f.param_names.len() as i64);
-            Ok(())
+            Ok(Some(RetValue::Int(f.param_names.len() as i64)))
         }
         VmFn::ParamName => {
             let fname = a.str(0)?;
@@ -527,22 +531,16 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                         names.len()
                     ))
                 })?;
-            *rv = RetValue::Str(n.clone());
-            Ok(())
+            Ok(Some(RetValue::Str(n.clone())))
         }
-        VmFn::Profile => {
-            *rv = RetValue::Str(VmNode::profile(core, &a)?);
-            Ok(())
-        }
+        VmFn::Profile => Ok(Some(RetValue::Str(VmNode::profile(core, &a)?))),
         VmFn::Saved(clo) => {
             // SAFETY: the call's own arguments, valid for their codes during it.
-            *rv = unsafe { core.invoke_closure_c(clo, a.values(), a.codes())? };
-            Ok(())
+            Ok(Some(unsafe {
+                core.invoke_closure_c(clo, a.values(), a.codes())?
+            }))
         }
-        VmFn::Call(idx) => {
-            *rv = core.call_index(*idx, regs_of(&a, 0)?)?;
-            Ok(())
-        }
+        VmFn::Call(idx) => Ok(Some(core.call_index(*idx, regs_of(&a, 0)?)?)),
     }
 }
 
@@ -592,7 +590,14 @@ impl ModuleNode for VmNode {
         let core = self.core.clone();
         // One closure type for all the VM's functions: what each does is `op`.
         Ok(Some(Function::from_rust(move |a, rv| {
-            vm_fn(&core, &op, a, rv)
+            *rv = match &op {
+                VmFn::Call(idx) => core.call_index(*idx, regs_of(&a, 0)?)?,
+                op => match vm_fn(&core, op, a)? {
+                    Some(v) => v,
+                    None => return Ok(()),
+                },
+            };
+            Ok(())
         })))
     }
 
