@@ -50,6 +50,25 @@ fn type_key_of(v: &ArgValue<'_>) -> String {
     }
 }
 
+/// A check builtin's error for an argument of the wrong kind.
+#[cold]
+#[inline(never)]
+fn expect_err(ctx: &str, what: &str, arg: &ArgValue<'_>) -> Error {
+    type_err(format_args!(
+        "{ctx} expect a {what} but get {}",
+        type_key_of(arg)
+    ))
+}
+
+/// A check builtin's error for a tensor or shape of the wrong rank.
+#[cold]
+#[inline(never)]
+fn ndim_err(ctx: &str, what: &str, ndim: i64, got: usize) -> Error {
+    value_err(format_args!(
+        "{ctx} expect {what} with ndim {ndim} but get {got}"
+    ))
+}
+
 /// The shape-heap argument: an int64 tensor (or null), with its length.
 fn heap_arg(a: &Args<'_>, i: usize) -> Result<Option<(*mut i64, usize)>> {
     let t: *mut DLTensor = match a.get(i)? {
@@ -158,7 +177,27 @@ fn scalar_int(arr: &NDArray) -> Result<i64> {
     })
 }
 
-fn call_with(f: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result<RetValue> {
+/// A function calling `inner` with its own arguments followed by `bound`, returning the result
+/// when `ret` (one closure type for `make_closure` and the VM's `save_function`).
+pub(crate) fn bind(inner: Function, bound: super::interp::SharedValues, ret: bool) -> Function {
+    Function::from_rust(move |args, rv| {
+        let mut regs = super::interp::regs_of(&args, 0)?;
+        regs.extend(bound.values().iter().cloned());
+        let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
+        let out = call_with(&inner, &mut v, &mut c)?;
+        if ret {
+            *rv = out;
+        }
+        Ok(())
+    })
+}
+
+/// Calls `f` with the C values; its result.
+pub(crate) fn call_with(
+    f: &Function,
+    values: &mut [TVMValue],
+    codes: &mut [i32],
+) -> Result<RetValue> {
     let mut rv = RetValue::Null;
     // SAFETY: the arrays hold values valid during the call.
     unsafe {
@@ -212,15 +251,16 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         with_ctx(a.handle(0)?, |vm| {
             let st = vm.state()?;
-            let host = st.devices.len() - 1;
-            let dev = st.devices[host];
-            if dev.device_type != DL_CPU {
-                return Err(value_err(format_args!(
-                    "the last VM device (the host) must be the CPU"
-                )));
-            }
+            let (dev, alloc) = match (st.devices.last(), st.allocators.last()) {
+                (Some(&dev), Some(alloc)) if dev.device_type == DL_CPU => (dev, alloc),
+                _ => {
+                    return Err(value_err(format_args!(
+                        "the last VM device (the host) must be the CPU"
+                    )))
+                }
+            };
             let buf = StorageObj::allocate(
-                st.allocators[host].clone(),
+                alloc.clone(),
                 dev,
                 size as usize * 8,
                 DLDataType::new(DL_INT, 64, 1),
@@ -360,17 +400,9 @@ pub(crate) fn register(r: &mut Registrar) {
                 ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
                 _ => None,
             }
-            .ok_or_else(|| {
-                type_err(format_args!(
-                    "{ctx} expect a Tensor but get {}",
-                    type_key_of(&arg)
-                ))
-            })?;
+            .ok_or_else(|| expect_err(&ctx, "Tensor", &arg))?;
             if ndim != -1 && t.shape().len() as i64 != ndim {
-                return Err(value_err(format_args!(
-                    "{ctx} expect Tensor with ndim {ndim} but get {}",
-                    t.shape().len()
-                )));
+                return Err(ndim_err(&ctx, "Tensor", ndim, t.shape().len()));
             }
             if let Some(d) = dtype {
                 // DataType::Void() (bits 0) means "any dtype".
@@ -393,17 +425,9 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ShapeTupleObj>(),
             _ => None,
         }
-        .ok_or_else(|| {
-            type_err(format_args!(
-                "{ctx} expect a Shape but get {}",
-                type_key_of(&arg)
-            ))
-        })?;
+        .ok_or_else(|| expect_err(&ctx, "Shape", &arg))?;
         if ndim != -1 && s.dims().len() as i64 != ndim {
-            return Err(value_err(format_args!(
-                "{ctx} expect Shape with ndim {ndim} but get {}",
-                s.dims().len()
-            )));
+            return Err(ndim_err(&ctx, "Shape", ndim, s.dims().len()));
         }
         Ok(())
     });
@@ -443,12 +467,7 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ArrayObj>(),
             _ => None,
         }
-        .ok_or_else(|| {
-            type_err(format_args!(
-                "{ctx} expect a Tuple but get {}",
-                type_key_of(&arg)
-            ))
-        })?;
+        .ok_or_else(|| expect_err(&ctx, "Tuple", &arg))?;
         if t.items.len() as i64 != size {
             return Err(value_err(format_args!(
                 "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
@@ -463,10 +482,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let ok = matches!(arg, ArgValue::Object(o)
             if o.downcast_ref::<PackedFuncObj>().is_some() || o.downcast_ref::<ClosureObj>().is_some());
         if !ok {
-            return Err(type_err(format_args!(
-                "{ctx} expect a Function but get {}",
-                type_key_of(&arg)
-            )));
+            return Err(expect_err(&ctx, "Function", &arg));
         }
         Ok(())
     });
@@ -482,19 +498,18 @@ pub(crate) fn register(r: &mut Registrar) {
             with_ctx(a.handle(0)?, |vm| {
                 let st = vm.state()?;
                 let n = st.devices.len() as i64;
-                if dev_index < -1 || dev_index >= n {
+                // -1: the last device (the host); other negative indices find none.
+                let i = if dev_index == -1 { n - 1 } else { dev_index };
+                let found = usize::try_from(i)
+                    .ok()
+                    .and_then(|i| Some((*st.devices.get(i)?, st.allocators.get(i)?)));
+                let Some((dev, alloc)) = found else {
                     return Err(value_err(format_args!(
                         "The device index {dev_index} is out of VM physical devices list ({n})"
                     )));
-                }
-                let i = if dev_index == -1 { n - 1 } else { dev_index } as usize;
+                };
                 let nbytes = memory::shape_nbytes(&shape, hint)?;
-                *rv = RetValue::Object(StorageObj::allocate(
-                    st.allocators[i].clone(),
-                    st.devices[i],
-                    nbytes,
-                    hint,
-                )?);
+                *rv = RetValue::Object(StorageObj::allocate(alloc.clone(), dev, nbytes, hint)?);
                 Ok(())
             })
         },
@@ -513,13 +528,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let name = clo.func_name.clone();
         let inner = clo.imp.clone();
         let saved = super::interp::SharedValues(super::interp::regs_of(&a, 1)?);
-        let imp = Function::from_rust(move |args, rv| {
-            let mut regs = super::interp::regs_of(&args, 0)?;
-            regs.extend(saved.values().iter().cloned());
-            let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
-            *rv = call_with(&inner, &mut v, &mut c)?;
-            Ok(())
-        });
+        let imp = bind(inner, saved, true);
         *rv = RetValue::Object(ClosureObj::new_ref(&name, imp));
         Ok(())
     });
@@ -573,9 +582,9 @@ pub(crate) fn register(r: &mut Registrar) {
         Ok(())
     });
     r.add("vm.builtin.reshape", |a, rv| {
+        let dt = a.downcast::<NDArrayObj>(0)?.dtype();
         let base = a.object_ref::<NDArrayObj>(0)?;
         let shape = shape_arg(&a, 1)?;
-        let dt = base.downcast_ref::<NDArrayObj>().expect("checked").dtype();
         *rv = RetValue::Object(create_view(&base, &shape, dt, 0)?);
         Ok(())
     });
@@ -629,9 +638,9 @@ pub(crate) fn register(r: &mut Registrar) {
     r.add("vm.builtin.tuple_getitem", |a, rv| {
         let t = a.downcast::<ArrayObj>(0)?;
         let i = a.index(1, t.items.len(), "vm.builtin.tuple_getitem")?;
-        *rv = match &t.items[i] {
-            Some(o) => RetValue::Object(o.clone()),
-            None => RetValue::Null,
+        *rv = match t.items.get(i) {
+            Some(Some(o)) => RetValue::Object(o.clone()),
+            _ => RetValue::Null,
         };
         Ok(())
     });
@@ -698,7 +707,10 @@ pub(crate) fn register(r: &mut Registrar) {
             .map(|b| match *b {
                 [x, y] => i16::from_ne_bytes([x, y]) as i64,
                 [x, y, z, u] => i32::from_ne_bytes([x, y, z, u]) as i64,
-                _ => i64::from_ne_bytes(b.try_into().expect("8 bytes")),
+                [x0, x1, x2, x3, x4, x5, x6, x7] => {
+                    i64::from_ne_bytes([x0, x1, x2, x3, x4, x5, x6, x7])
+                }
+                _ => 0,
             })
             .collect();
         *rv = RetValue::Object(ShapeTupleObj::new_ref(&dims));
@@ -811,10 +823,10 @@ fn format_py(fmt: &str, vals: &[String]) -> String {
     let mut out = String::new();
     let mut it = vals.iter();
     let mut rest = fmt;
-    while let Some(p) = rest.find("{}") {
-        push(&mut out, &rest[..p]);
+    while let Some((head, tail)) = rest.split_once("{}") {
+        push(&mut out, head);
         push(&mut out, it.next().map(String::as_str).unwrap_or("{}"));
-        rest = &rest[p + 2..];
+        rest = tail;
     }
     push(&mut out, rest);
     if fmt.is_empty() {

@@ -203,9 +203,7 @@ impl<'a> Words<'a> {
     }
     /// All words.
     pub fn iter(self) -> impl Iterator<Item = i64> + 'a {
-        self.0
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+        (0..self.len()).filter_map(move |i| self.get(i))
     }
 }
 
@@ -440,11 +438,18 @@ pub fn validate(exec: &Executable) -> Result<()> {
 /// The shared out-of-line string helpers, used all over this room.
 pub(crate) use crate::packed_func::text::{owned, push};
 
+/// Appends `pre`, `v` in decimal and `post` (the disassemblies' and `stats`' one formatting
+/// site for integers).
+#[inline(never)]
+pub(crate) fn num(os: &mut String, pre: &str, v: i64, post: &str) {
+    push(os, pre);
+    put!(os, "{v}");
+    push(os, post);
+}
+
 fn reg_text(os: &mut String, r: Reg) {
     match r {
-        Reg::R(i) => {
-            put!(os, "%{i}");
-        }
+        Reg::R(i) => num(os, "%", i as i64, ""),
         Reg::Void => push(os, "%void"),
         Reg::Vm => push(os, "%vm"),
     }
@@ -458,38 +463,39 @@ fn reg_raw(r: Reg) -> i64 {
     }
 }
 
+/// The instructions of function `f` (none where its range is not in the code).
+fn code_of<'a>(exec: &'a Executable, f: &super::exec::FuncInfo) -> &'a [Instr] {
+    exec.code
+        .get(f.start_instr as usize..f.end_instr as usize)
+        .unwrap_or_default()
+}
+
 /// `as_text()`: the reference's readable disassembly.
 pub fn as_text(exec: &Executable) -> String {
     let name = |os: &mut String, i: u32| match exec.funcs.get(i as usize) {
         Some(f) => push(os, &f.name),
-        None => {
-            put!(os, "unknown_func_index({i})");
-        }
+        None => num(os, "unknown_func_index(", i as i64, ")"),
     };
     let mut os = String::new();
     let mut args = String::new();
     let mut callee = String::new();
     for f in &exec.funcs {
+        push(&mut os, "@");
+        push(&mut os, &f.name);
         match f.kind {
             FuncKind::PackedFunc => {
-                put!(&mut os, "@{} packed_func;\n\n", f.name);
+                push(&mut os, " packed_func;\n\n");
                 continue;
             }
             FuncKind::VmTirFunc => {
-                put!(
-                    &mut os,
-                    "@{} num_inputs={} vm_tir_func;\n\n",
-                    f.name,
-                    f.num_args
-                );
+                num(&mut os, " num_inputs=", f.num_args, " vm_tir_func;\n\n");
                 continue;
             }
             FuncKind::VmFunc => {}
         }
-        put!(&mut os, "@{}:\n", f.name);
-        for pc in f.start_instr..f.end_instr {
+        push(&mut os, ":\n");
+        for ins in code_of(exec, f) {
             push(&mut os, "  ");
-            let ins = &exec.code[pc as usize];
             match *ins {
                 Instr::Call { dst, func, .. } => {
                     args.clear();
@@ -499,12 +505,8 @@ pub fn as_text(exec: &Executable) -> String {
                         }
                         match a.get() {
                             Arg::Reg(r) => reg_text(&mut args, r),
-                            Arg::Imm(v) => {
-                                put!(&mut args, "i{v}");
-                            }
-                            Arg::Const(c) => {
-                                put!(&mut args, "c[{c}]");
-                            }
+                            Arg::Imm(v) => num(&mut args, "i", v, ""),
+                            Arg::Const(c) => num(&mut args, "c[", c as i64, "]"),
                             Arg::Func(g) => {
                                 push(&mut args, "f[");
                                 name(&mut args, g);
@@ -514,26 +516,18 @@ pub fn as_text(exec: &Executable) -> String {
                     }
                     callee.clear();
                     name(&mut callee, func);
-                    put!(
-                        &mut os,
-                        "{:<6}{:<16} in: {:<12} dst: ",
-                        "call",
-                        callee,
-                        args
-                    );
+                    put!(&mut os, "call  {callee:<16} in: {args:<12} dst: ");
                     reg_text(&mut os, dst);
                 }
                 Instr::Ret(r) => {
-                    put!(&mut os, "{:<6}", "ret ");
+                    push(&mut os, "ret   ");
                     reg_text(&mut os, r);
                 }
-                Instr::Goto(off) => {
-                    put!(&mut os, "{:<6}{off}", "goto");
-                }
+                Instr::Goto(off) => num(&mut os, "goto  ", off, ""),
                 Instr::If(c, off) => {
-                    put!(&mut os, "{:<6}", "If");
+                    push(&mut os, "If    ");
                     reg_text(&mut os, c);
-                    put!(&mut os, ", {off}");
+                    num(&mut os, ", ", off, "");
                 }
             }
             push(&mut os, "\n");
@@ -547,22 +541,18 @@ pub fn as_text(exec: &Executable) -> String {
 pub fn as_python(exec: &Executable) -> String {
     let name = |os: &mut String, i: u32| match exec.funcs.get(i as usize) {
         Some(f) => {
-            put!(os, "\"{}\"", f.name);
+            push(os, "\"");
+            push(os, &f.name);
+            push(os, "\"");
         }
-        None => {
-            put!(os, "ib.unknown_func_index({i})");
-        }
+        None => num(os, "ib.unknown_func_index(", i as i64, ")"),
     };
     let mut os = owned("ib = rx.Builder()\n");
     for f in exec.funcs.iter().filter(|f| f.kind == FuncKind::VmFunc) {
-        put!(
-            &mut os,
-            "with ib.function(\"{}\", num_inputs={}):\n",
-            f.name,
-            f.num_args
-        );
-        for pc in f.start_instr..f.end_instr {
-            let ins = &exec.code[pc as usize];
+        push(&mut os, "with ib.function(\"");
+        push(&mut os, &f.name);
+        num(&mut os, "\", num_inputs=", f.num_args, "):\n");
+        for ins in code_of(exec, f) {
             match *ins {
                 Instr::Call { dst, func, .. } => {
                     push(&mut os, "    ib.emit_call(");
@@ -574,15 +564,9 @@ pub fn as_python(exec: &Executable) -> String {
                         }
                         match a.get() {
                             Arg::Reg(Reg::Vm) => push(&mut os, "ib.r(vm)"),
-                            Arg::Reg(r) => {
-                                put!(&mut os, "ib.r({})", reg_raw(r));
-                            }
-                            Arg::Imm(v) => {
-                                put!(&mut os, "ib.imm({v})");
-                            }
-                            Arg::Const(c) => {
-                                put!(&mut os, "ib.c({c})");
-                            }
+                            Arg::Reg(r) => num(&mut os, "ib.r(", reg_raw(r), ")"),
+                            Arg::Imm(v) => num(&mut os, "ib.imm(", v, ")"),
+                            Arg::Const(c) => num(&mut os, "ib.c(", c as i64, ")"),
                             Arg::Func(g) => {
                                 push(&mut os, "ib.f(");
                                 name(&mut os, g);
@@ -592,18 +576,15 @@ pub fn as_python(exec: &Executable) -> String {
                     }
                     push(&mut os, "]");
                     if dst != Reg::Void {
-                        put!(&mut os, ", dst=ib.r({})", reg_raw(dst));
+                        num(&mut os, ", dst=ib.r(", reg_raw(dst), ")");
                     }
                     push(&mut os, ")\n");
                 }
-                Instr::Ret(r) => {
-                    put!(&mut os, "    ib.emit_ret(ib.r({}))\n", reg_raw(r));
-                }
-                Instr::Goto(off) => {
-                    put!(&mut os, "    ib.emit_goto({off})\n");
-                }
+                Instr::Ret(r) => num(&mut os, "    ib.emit_ret(ib.r(", reg_raw(r), "))\n"),
+                Instr::Goto(off) => num(&mut os, "    ib.emit_goto(", off, ")\n"),
                 Instr::If(c, off) => {
-                    put!(&mut os, "    ib.emit_if(ib.r({}), {off})\n", reg_raw(c));
+                    num(&mut os, "    ib.emit_if(ib.r(", reg_raw(c), "), ");
+                    num(&mut os, "", off, ")\n");
                 }
             }
         }

@@ -7,7 +7,7 @@
 //! (`instr_offset` and `instr_data`, each a `u64` count of `i64` words). Little-endian.
 //! Everything is read with bounds checks and validated before a VM runs it.
 
-use super::bytecode::{self, owned, push, Instr, Words};
+use super::bytecode::{self, num, owned, push, Instr, Words};
 use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource};
 use crate::module::blob::{copy_out, FileSpan};
 use crate::ndarray::NDArray;
@@ -152,18 +152,20 @@ impl<'a> Reader<'a> {
         self.pos += n;
         Some(s)
     }
+    /// The next `n` bytes (at most 8) as a little-endian number.
+    #[inline(never)]
+    fn le(&mut self, n: usize, section: &str, what: &str) -> Option<u64> {
+        let b = self.take(n, section, what)?;
+        Some(b.iter().rev().fold(0, |acc, &x| acc << 8 | u64::from(x)))
+    }
     fn u64(&mut self, section: &str, what: &str) -> Option<u64> {
-        Some(u64::from_le_bytes(
-            self.take(8, section, what)?.try_into().expect("8"),
-        ))
+        self.le(8, section, what)
     }
     fn i64(&mut self, section: &str, what: &str) -> Option<i64> {
-        Some(self.u64(section, what)? as i64)
+        Some(self.le(8, section, what)? as i64)
     }
     fn i32(&mut self, section: &str, what: &str) -> Option<i32> {
-        Some(i32::from_le_bytes(
-            self.take(4, section, what)?.try_into().expect("4"),
-        ))
+        Some(self.le(4, section, what)? as u32 as i32)
     }
     #[inline(never)]
     fn count(&mut self, elem: usize, section: &str, what: &str) -> Option<usize> {
@@ -348,12 +350,8 @@ impl Executable {
                     Constant::Int(0)
                 }
                 1 => {
-                    let b = r.take(4, "constant", "a data type")?;
-                    Constant::DataType(DLDataType::new(
-                        b[0],
-                        b[1],
-                        u16::from_le_bytes([b[2], b[3]]),
-                    ))
+                    let b = r.le(4, "constant", "a data type")?;
+                    Constant::DataType(DLDataType::new(b as u8, (b >> 8) as u8, (b >> 16) as u16))
                 }
                 2 => Constant::Shape(r.i64_vec("constant", "a shape")?),
                 3 => Constant::Str(r.bytes("constant", "a string")?.to_vec()),
@@ -378,7 +376,9 @@ impl Executable {
             Err(e) => return r.fail(e.context("invalid Relax VM executable: a constant array")),
         };
         for (i, a) in index.into_iter().zip(loaded) {
-            constants[i] = Constant::NDArray(a);
+            if let Some(c) = constants.get_mut(i) {
+                *c = Constant::NDArray(a);
+            }
         }
         let instr_offset = r.words("code", "the instruction offsets")?;
         let instr_data = r.words("code", "the instruction data")?;
@@ -452,29 +452,37 @@ impl Executable {
         match *ins {
             Instr::Call {
                 args_begin, nargs, ..
-            } => &self.call_args[args_begin as usize..(args_begin + nargs) as usize],
+            } => self
+                .call_args
+                .get(args_begin as usize..(args_begin + nargs) as usize)
+                .unwrap_or_default(),
             _ => &[],
         }
     }
 
     /// `SaveToBinary`: the executable in the reference's format, byte for byte.
     pub fn save(&self) -> Result<Vec<u8>> {
-        let body = self.save_body()?;
-        let mut out = Vec::with_capacity(body.len() + 8);
-        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
-        out.extend_from_slice(&body);
+        // The body after its length, filled in last.
+        let mut out = vec![0u8; 8];
+        self.save_body(&mut out)?;
+        let n = (out.len() - 8) as u64;
+        for (d, b) in out.iter_mut().zip(n.to_le_bytes()) {
+            *d = b;
+        }
         Ok(out)
     }
 
-    fn save_body(&self) -> Result<Vec<u8>> {
+    fn save_body(&self, out: &mut Vec<u8>) -> Result<()> {
         // Out of line: one copy of the vector's append for the many fields.
         #[inline(never)]
         fn put(out: &mut Vec<u8>, b: &[u8]) {
             out.extend_from_slice(b);
         }
+        #[inline(never)]
         fn w64(out: &mut Vec<u8>, w: u64) {
             put(out, &w.to_le_bytes());
         }
+        #[inline(never)]
         fn w32(out: &mut Vec<u8>, w: i32) {
             put(out, &w.to_le_bytes());
         }
@@ -488,55 +496,55 @@ impl Executable {
                 w64(out, w as u64);
             }
         }
-        let mut out = Vec::new();
-        w64(&mut out, MAGIC);
-        s(&mut out, VERSION.as_bytes());
-        w64(&mut out, self.funcs.len() as u64);
+        w64(out, MAGIC);
+        s(out, VERSION.as_bytes());
+        w64(out, self.funcs.len() as u64);
         for f in &self.funcs {
-            w32(&mut out, f.kind.as_i32());
-            s(&mut out, f.name.as_bytes());
+            w32(out, f.kind.as_i32());
+            s(out, f.name.as_bytes());
             for w in [f.start_instr, f.end_instr, f.num_args, f.register_file_size] {
-                w64(&mut out, w as u64);
+                w64(out, w as u64);
             }
-            w64(&mut out, f.param_names.len() as u64);
+            w64(out, f.param_names.len() as u64);
             for p in &f.param_names {
-                s(&mut out, p.as_bytes());
+                s(out, p.as_bytes());
             }
         }
-        w64(&mut out, self.constants.len() as u64);
+        w64(out, self.constants.len() as u64);
         for c in &self.constants {
             match c {
                 Constant::NDArray(a) => {
-                    w32(&mut out, 0);
-                    save_ndarray(&mut out, a)?;
+                    w32(out, 0);
+                    save_ndarray(out, a)?;
                 }
                 Constant::DataType(t) => {
-                    w32(&mut out, 1);
-                    put(&mut out, &[t.code, t.bits]);
-                    put(&mut out, &t.lanes.to_le_bytes());
+                    w32(out, 1);
+                    let word =
+                        u32::from(t.code) | u32::from(t.bits) << 8 | u32::from(t.lanes) << 16;
+                    w32(out, word as i32);
                 }
                 Constant::Shape(d) => {
-                    w32(&mut out, 2);
-                    v(&mut out, d);
+                    w32(out, 2);
+                    v(out, d);
                 }
                 Constant::Str(b) => {
-                    w32(&mut out, 3);
-                    s(&mut out, b);
+                    w32(out, 3);
+                    s(out, b);
                 }
                 Constant::Int(i) => {
-                    w32(&mut out, 4);
-                    w64(&mut out, *i as u64);
+                    w32(out, 4);
+                    w64(out, *i as u64);
                 }
                 Constant::Float(f) => {
-                    w32(&mut out, 5);
-                    w64(&mut out, f.to_bits());
+                    w32(out, 5);
+                    w64(out, f.to_bits());
                 }
             }
         }
         let (instr_offset, instr_data) = self.code_words();
-        v(&mut out, &instr_offset);
-        v(&mut out, &instr_data);
-        Ok(out)
+        v(out, &instr_offset);
+        v(out, &instr_data);
+        Ok(())
     }
 
     /// The function-table index of a name.
@@ -546,12 +554,12 @@ impl Executable {
 
     /// `stats()`: constants and globals, as the reference prints them.
     pub fn stats(&self) -> String {
-        use std::fmt::Write as _;
         let mut s = String::new();
-        let _ = write!(
-            s,
-            "Relax VM executable statistics:\n  Constant pool (# {}): [",
-            self.constants.len()
+        num(
+            &mut s,
+            "Relax VM executable statistics:\n  Constant pool (# ",
+            self.constants.len() as i64,
+            "): [",
         );
         for (k, c) in self.constants.iter().enumerate() {
             if k > 0 {
@@ -566,18 +574,16 @@ impl Executable {
                     push(&mut s, &String::from_utf8_lossy(b));
                     s.push('"');
                 }
-                Constant::Int(i) => {
-                    let _ = write!(s, "{i}");
-                }
+                Constant::Int(i) => num(&mut s, "", *i, ""),
                 Constant::Float(f) => {
-                    let _ = write!(s, "{f}");
+                    let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{f}"));
                 }
                 Constant::DataType(t) => {
                     push(&mut s, &crate::packed_func::dtype::dtype_to_string(*t))
                 }
             }
         }
-        let _ = write!(s, "]\n  Globals (#{}): [", self.funcs.len());
+        num(&mut s, "]\n  Globals (#", self.funcs.len() as i64, "): [");
         for (k, f) in self.funcs.iter().enumerate() {
             if k > 0 {
                 push(&mut s, ", ");
@@ -591,13 +597,9 @@ impl Executable {
 
 /// Appends `open`, the numbers separated by ", ", and `]`.
 fn join_into(s: &mut String, open: &str, v: &[i64]) {
-    use std::fmt::Write as _;
     push(s, open);
-    for (k, d) in v.iter().enumerate() {
-        if k > 0 {
-            push(s, ", ");
-        }
-        let _ = write!(s, "{d}");
+    for (k, &d) in v.iter().enumerate() {
+        num(s, if k > 0 { ", " } else { "" }, d, "");
     }
     s.push(']');
 }

@@ -935,12 +935,7 @@ impl VmCore {
             });
         }
         let (mut v, mut c): (Vec<TVMValue>, Vec<i32>) = regs.iter().map(reg_to_c).unzip();
-        let mut rv = RetValue::Null;
-        // SAFETY: the arrays hold values borrowed from `regs`, alive during the call.
-        unsafe {
-            ins.obj()
-                .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)?
-        };
+        let rv = super::builtins::call_with(ins, &mut v, &mut c)?;
         Ok(match rv {
             RetValue::Int(i) => i,
             _ => 0,
@@ -1001,27 +996,15 @@ fn missing_funcs(missing: &[String]) -> Error {
 /// Converts an argument for `set_input`/`save_function`: arrays on another device (and raw
 /// tensors) are copied to `dev`; arrays of arrays recursively.
 pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
-    match v {
-        RetValue::DLTensor(t) => {
-            // SAFETY: a DLTensor argument is valid for the duration of the call.
-            let t = unsafe { &*t.as_ptr() };
-            // SAFETY: as above.
-            let shape = unsafe { crate::ndarray::shape_of(t) }.to_vec();
-            let out = NDArray::empty(&shape, t.dtype, dev)?;
-            // SAFETY: both tensors describe valid memory of equal size (checked by the copy).
-            unsafe { crate::ndarray::copy_from_to(t, out.dltensor(), std::ptr::null_mut())? };
-            Ok(RetValue::Object(out.into_object()))
-        }
+    let src: *const crate::packed_func::types::DLTensor = match &v {
+        RetValue::DLTensor(t) => t.as_ptr(),
         RetValue::Object(o) => {
             if let Some(a) = o.downcast_ref::<NDArrayObj>() {
-                if a.device() != dev {
-                    let mut out = NDArray::empty(a.shape(), a.dtype(), dev)?;
-                    NDArray::from_object(o.clone())?.copy_to(&mut out)?;
-                    return Ok(RetValue::Object(out.into_object()));
+                if a.device() == dev {
+                    return Ok(v);
                 }
-                return Ok(RetValue::Object(o));
-            }
-            if let Some(arr) = o.downcast_ref::<ArrayObj>() {
+                a.dltensor()
+            } else if let Some(arr) = o.downcast_ref::<ArrayObj>() {
                 let mut items = Vec::with_capacity(arr.items.len());
                 for it in &arr.items {
                     items.push(match it {
@@ -1032,11 +1015,20 @@ pub(crate) fn to_device(v: RetValue, dev: DLDevice) -> Result<RetValue> {
                     });
                 }
                 return Ok(RetValue::Object(ArrayObj::new_ref(items)));
+            } else {
+                return Ok(v);
             }
-            Ok(RetValue::Object(o))
         }
-        v => Ok(v),
-    }
+        _ => return Ok(v),
+    };
+    // SAFETY: a DLTensor argument is valid for the duration of the call, an array while `v`
+    // holds it.
+    let t = unsafe { &*src };
+    // SAFETY: as above.
+    let out = NDArray::empty(unsafe { crate::ndarray::shape_of(t) }, t.dtype, dev)?;
+    // SAFETY: both tensors describe valid memory of equal size (checked by the copy).
+    unsafe { crate::ndarray::copy_from_to(t, out.dltensor(), std::ptr::null_mut())? };
+    Ok(RetValue::Object(out.into_object()))
 }
 
 /// Reads the arguments of a packed call as register values.

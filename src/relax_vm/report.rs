@@ -73,10 +73,11 @@ fn entries(m: &Row) -> Vec<(&String, &Value)> {
     m.iter().collect()
 }
 
-/// Names a row: its `Name` column becomes the string `name`.
+/// Row `r` named `name` (its `Name` column the string `name`).
 #[inline(never)]
-fn name_row(r: &mut Row, name: &str) {
-    set(r, "Name", metric("string", Value::from(name)));
+fn named(mut r: Row, name: &str) -> Row {
+    set(&mut r, "Name", metric("string", Value::from(name)));
+    r
 }
 
 /// The text of column `key` of a row (empty where the row has none).
@@ -100,20 +101,18 @@ fn add_metric(out: &mut Row, k: &str, v: &Value, unit: &str) {
     }
 }
 
-/// Sums the numeric metrics of `rows` into one row (durations, counts, percents).
-fn sum_rows(rows: &[&Row]) -> Row {
-    let mut out = Row::new();
-    for r in rows {
-        for (k, v) in entries(r) {
-            for unit in SUMMED {
-                add_metric(&mut out, k, v, unit);
-            }
-            if !out.contains_key(k) {
-                set(&mut out, k, v.clone());
-            }
+/// Adds row `r` to the sums `out` of the rows before it: its numeric metrics (durations,
+/// counts, percents) are added, its other columns kept where `out` has none yet.
+#[inline(never)]
+fn add_row(out: &mut Row, r: &Row) {
+    for (k, v) in entries(r) {
+        for unit in SUMMED {
+            add_metric(out, k, v, unit);
+        }
+        if !out.contains_key(k) {
+            set(out, k, v.clone());
         }
     }
-    out
 }
 
 /// Pads `s` with spaces to `w` characters, on the right (`left`) or on the left.
@@ -141,119 +140,77 @@ impl ReportObj {
     /// The table `Report.table()` prints: calls (aggregated by name and argument shapes,
     /// slowest first), their sums, and the per-device totals.
     pub fn table(&self, sort: bool, aggregate: bool, col_sums: bool) -> String {
+        let conf = self.json["configuration"].as_object();
+        render(&self.rows(sort, aggregate, col_sums), conf)
+    }
+
+    /// The rows of [`ReportObj::table`], in their order.
+    #[inline(never)]
+    fn rows(&self, sort: bool, aggregate: bool, col_sums: bool) -> Vec<Row> {
         let calls = self.calls();
         let rows: Vec<Row> = if aggregate {
             let mut keys: Vec<String> = Vec::new();
-            let mut groups: Vec<Vec<&Row>> = Vec::new();
+            let mut sums: Vec<Row> = Vec::new();
             for c in &calls {
                 let mut key = cell(c, "Name");
                 key.push('\u{0}');
                 push(&mut key, &cell(c, "Argument Shapes"));
-                match keys.iter().position(|k| *k == key) {
-                    Some(i) => groups[i].push(c),
+                let g = match keys.iter().position(|k| *k == key) {
+                    Some(g) => g,
                     None => {
                         keys.push(key);
-                        groups.push(vec![c]);
+                        sums.push(Row::new());
+                        sums.len() - 1
                     }
+                };
+                if let Some(s) = sums.get_mut(g) {
+                    add_row(s, c);
                 }
             }
-            groups.iter().map(|g| sum_rows(g)).collect()
+            sums
         } else {
             calls
         };
-        // Slowest first, ties in their order.
-        let order = if sort {
-            let d: Vec<f64> = rows
-                .iter()
-                .map(|r| {
-                    r.get("Duration (us)")
-                        .and_then(|v| number(v, "microseconds"))
-                        .unwrap_or(0.0)
-                })
-                .collect();
-            crate::packed_func::order::stable_order(rows.len(), &|a, b| d[b].total_cmp(&d[a]))
-        } else {
-            (0..rows.len()).collect()
-        };
-        let mut tail: Vec<Row> = Vec::new();
-        let mut all: Vec<&Row> = order.iter().map(|&i| &rows[i]).collect();
+        // Slowest first (when sorting), ties in their order.
+        let d: Vec<f64> = rows
+            .iter()
+            .map(|r| {
+                r.get("Duration (us)")
+                    .and_then(|v| number(v, "microseconds"))
+                    .unwrap_or(0.0)
+            })
+            .collect();
+        let order = crate::packed_func::order::stable_order(rows.len(), &|a, b| {
+            if sort {
+                d[b].total_cmp(&d[a])
+            } else {
+                std::cmp::Ordering::Equal
+            }
+        });
+        let mut out: Vec<Row> = Vec::with_capacity(order.len() + 2);
+        let mut total = Row::new();
+        for r in order.iter().filter_map(|&i| rows.get(i)) {
+            if col_sums {
+                add_row(&mut total, r);
+            }
+            out.push(r.clone());
+        }
         if col_sums {
             // The summed columns only (a new row through `set`: no inlined `retain`).
             let mut s = Row::new();
-            for (k, v) in entries(&sum_rows(&all)) {
+            for (k, v) in entries(&total) {
                 if SUMMED.iter().any(|u| number(v, u).is_some()) {
                     set(&mut s, k, v.clone());
                 }
             }
-            name_row(&mut s, "Sum");
-            let mut sep = Row::new();
-            name_row(&mut sep, "----------");
-            tail.push(sep);
-            tail.push(s);
+            out.push(named(Row::new(), "----------"));
+            out.push(named(s, "Sum"));
         }
         if let Some(devs) = self.json["device_metrics"].as_object() {
             for (_, m) in entries(devs) {
                 if let Some(m) = m.as_object() {
-                    let mut r = m.clone();
-                    name_row(&mut r, "Total");
-                    tail.push(r);
+                    out.push(named(m.clone(), "Total"));
                 }
-            }
-        }
-        all.extend(tail.iter());
-        let mut headers: Vec<&str> = vec![
-            "Name",
-            "Duration (us)",
-            "Percent",
-            "Device",
-            "Count",
-            "Argument Shapes",
-        ];
-        // The other columns in name order (through the crate's one shared sort).
-        let mut keys: Vec<&str> = Vec::new();
-        for r in &all {
-            keys.extend(entries(r).into_iter().map(|(k, _)| k.as_str()));
-        }
-        for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| keys[a].cmp(keys[b])) {
-            if !headers.contains(&keys[i]) {
-                headers.push(keys[i]);
-            }
-        }
-        let n = headers.len();
-        let mut cells: Vec<String> = Vec::with_capacity(all.len() * n);
-        for r in &all {
-            for h in &headers {
-                cells.push(cell(r, h));
-            }
-        }
-        let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-        for (i, c) in cells.iter().enumerate() {
-            widths[i % n] = widths[i % n].max(c.len());
-        }
-        let mut out = String::new();
-        let mut line = |c: &mut dyn Iterator<Item = &str>| {
-            let start = out.len();
-            for (i, s) in c.enumerate() {
-                if i > 0 {
-                    push(&mut out, "  ");
-                }
-                pad(&mut out, s, widths[i], i == 0);
-            }
-            let kept = out[start..].trim_end().len();
-            out.truncate(start + kept);
-            out.push('\n');
-        };
-        line(&mut headers.iter().copied());
-        for c in cells.chunks(n) {
-            line(&mut c.iter().map(String::as_str));
-        }
-        if let Some(conf) = self.json["configuration"].as_object() {
-            push(&mut out, "\nConfiguration\n-------------\n");
-            for (k, v) in entries(conf) {
-                push(&mut out, k);
-                push(&mut out, ": ");
-                push(&mut out, &metric_text(v));
-                out.push('\n');
             }
         }
         out
@@ -270,25 +227,95 @@ impl ReportObj {
                 }
             }
         }
-        let mut out = headers.join(",") + "\n";
-        for c in &calls {
+        // The header line (names as they are), then a line per call (cells with a comma
+        // quoted).
+        let mut out = String::new();
+        for row in std::iter::once(None).chain(calls.iter().map(Some)) {
             for (i, h) in headers.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                let t = cell(c, h);
-                if t.contains(',') {
-                    out.push('"');
-                    push(&mut out, &t);
-                    out.push('"');
-                } else {
-                    push(&mut out, &t);
+                match row {
+                    None => push(&mut out, h),
+                    Some(c) => {
+                        let t = cell(c, h);
+                        let quote = t.contains(',');
+                        if quote {
+                            out.push('"');
+                        }
+                        push(&mut out, &t);
+                        if quote {
+                            out.push('"');
+                        }
+                    }
                 }
             }
             out.push('\n');
         }
         out
     }
+}
+
+/// The table of `rows` (columns: the usual ones, then the others in name order) and the
+/// configuration.
+#[inline(never)]
+fn render(rows: &[Row], conf: Option<&Map>) -> String {
+    let mut headers: Vec<&str> = vec![
+        "Name",
+        "Duration (us)",
+        "Percent",
+        "Device",
+        "Count",
+        "Argument Shapes",
+    ];
+    // The other columns in name order (through the crate's one shared sort).
+    let mut keys: Vec<&str> = Vec::new();
+    for r in rows {
+        keys.extend(entries(r).into_iter().map(|(k, _)| k.as_str()));
+    }
+    for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| keys[a].cmp(keys[b])) {
+        if !headers.contains(&keys[i]) {
+            headers.push(keys[i]);
+        }
+    }
+    let n = headers.len();
+    let mut cells: Vec<String> = Vec::with_capacity(rows.len() * n);
+    for r in rows {
+        for h in &headers {
+            cells.push(cell(r, h));
+        }
+    }
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
+    for (i, c) in cells.iter().enumerate() {
+        widths[i % n] = widths[i % n].max(c.len());
+    }
+    let mut out = String::new();
+    let mut line = |c: &mut dyn Iterator<Item = &str>| {
+        let start = out.len();
+        for (i, s) in c.enumerate() {
+            if i > 0 {
+                push(&mut out, "  ");
+            }
+            pad(&mut out, s, widths[i], i == 0);
+        }
+        let kept = out[start..].trim_end().len();
+        out.truncate(start + kept);
+        out.push('\n');
+    };
+    line(&mut headers.iter().copied());
+    for c in cells.chunks(n) {
+        line(&mut c.iter().map(String::as_str));
+    }
+    if let Some(conf) = conf {
+        push(&mut out, "\nConfiguration\n-------------\n");
+        for (k, v) in entries(conf) {
+            push(&mut out, k);
+            push(&mut out, ": ");
+            push(&mut out, &metric_text(v));
+            out.push('\n');
+        }
+    }
+    out
 }
 
 fn report_arg<'a>(a: &crate::packed_func::value::Args<'a>) -> Result<&'a ReportObj> {

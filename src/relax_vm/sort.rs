@@ -342,49 +342,8 @@ pub(crate) fn register(r: &mut Registrar) {
         *rv = crate::packed_func::value::RetValue::Object(out.into_object());
         Ok(())
     });
-    r.add("tvm.contrib.sort.argsort", |a, _| {
-        const W: &str = "tvm.contrib.sort.argsort";
-        let (x, out) = (tensor(&a, 0, W)?, tensor(&a, 1, W)?);
-        check_type(x.dtype, W)?;
-        check_type(out.dtype, W)?;
-        same_shape(x, out, W)?;
-        let (before, n, after, _) = around(shape(x), a.i64(2)?, W)?;
-        let asc = a.i64(3)? != 0;
-        for i in 0..before {
-            for j in 0..after {
-                let start = i * n * after + j;
-                write_order(out, start, after, &order(x, start, after, n, n, asc));
-            }
-        }
-        Ok(())
-    });
-    r.add("tvm.contrib.sort.sort", |a, _| {
-        const W: &str = "tvm.contrib.sort.sort";
-        let (x, out) = (tensor(&a, 0, W)?, tensor(&a, 1, W)?);
-        check_type(x.dtype, W)?;
-        if x.dtype != out.dtype {
-            return Err(Error::value_fmt(format_args!(
-                "{W}: input and output dtypes differ"
-            )));
-        }
-        same_shape(x, out, W)?;
-        let (before, n, after, _) = around(shape(x), a.i64(2)?, W)?;
-        let asc = a.i64(3)? != 0;
-        for i in 0..before {
-            for j in 0..after {
-                let start = i * n * after + j;
-                copy_order(
-                    x,
-                    start,
-                    after,
-                    &order(x, start, after, n, n, asc),
-                    out,
-                    start,
-                );
-            }
-        }
-        Ok(())
-    });
+    r.add("tvm.contrib.sort.argsort", |a, _| sort_or_argsort(a, true));
+    r.add("tvm.contrib.sort.sort", |a, _| sort_or_argsort(a, false));
     r.add("tvm.contrib.sort.argsort_nms", |a, _| {
         const W: &str = "tvm.contrib.sort.argsort_nms";
         let (x, counts, out) = (tensor(&a, 0, W)?, tensor(&a, 1, W)?, tensor(&a, 2, W)?);
@@ -397,23 +356,14 @@ pub(crate) fn register(r: &mut Registrar) {
             )));
         }
         same_shape(x, out, W)?;
-        let (before, n, after, _) = around(shape(x), a.i64(3)?, W)?;
+        let parts = around(shape(x), a.i64(3)?, W)?;
         let asc = a.i64(4)? != 0;
-        if elems(counts) < before * after {
+        if elems(counts) < parts.0 * parts.2 {
             return Err(Error::value_fmt(format_args!(
                 "{W}: the valid-count tensor is too small"
             )));
         }
-        for i in 0..before {
-            for j in 0..after {
-                let count = match read(counts, i * after + j) {
-                    Num::I(c) => c.max(0) as usize,
-                    _ => 0,
-                };
-                let start = i * n * after + j;
-                write_order(out, start, after, &order(x, start, after, n, count, asc));
-            }
-        }
+        along(x, parts, parts.1, asc, Some(counts), Some(out), None);
         Ok(())
     });
     r.add("tvm.contrib.sort.topk", |a, _| {
@@ -440,10 +390,11 @@ pub(crate) fn register(r: &mut Registrar) {
                 )))
             }
         };
-        let (before, n, after, ax) = around(shape(x), axis, W)?;
+        let parts = around(shape(x), axis, W)?;
+        let n = parts.1;
         let k = if k < 1 { n } else { (k as usize).min(n) };
         let mut want = shape(x).to_vec();
-        want[ax] = k as i64;
+        want[parts.3] = k as i64;
         for t in values.iter().chain(indices.iter()) {
             if shape(t) != want.as_slice() {
                 return Err(Error::value_fmt(format_args!(
@@ -462,21 +413,73 @@ pub(crate) fn register(r: &mut Registrar) {
         if let Some(ix) = indices {
             check_type(ix.dtype, W)?;
         }
-        for i in 0..before {
-            for j in 0..after {
-                let src0 = i * n * after + j;
-                let dst0 = i * k * after + j;
-                let ord = order(x, src0, after, n, n, asc);
-                if let Some(ix) = indices {
-                    write_order(ix, dst0, after, &ord[..k]);
-                }
-                if let Some(v) = values {
-                    copy_order(x, src0, after, &ord[..k], v, dst0);
-                }
-            }
-        }
+        along(x, parts, k, asc, None, indices, values);
         Ok(())
     });
+}
+
+/// `tvm.contrib.sort.argsort` (`arg`) or `tvm.contrib.sort.sort`.
+#[inline(never)]
+fn sort_or_argsort(a: Args<'_>, arg: bool) -> Result<()> {
+    let w = if arg {
+        "tvm.contrib.sort.argsort"
+    } else {
+        "tvm.contrib.sort.sort"
+    };
+    let (x, out) = (tensor(&a, 0, w)?, tensor(&a, 1, w)?);
+    check_type(x.dtype, w)?;
+    if arg {
+        check_type(out.dtype, w)?;
+    } else if x.dtype != out.dtype {
+        return Err(Error::value_fmt(format_args!(
+            "{w}: input and output dtypes differ"
+        )));
+    }
+    same_shape(x, out, w)?;
+    let parts = around(shape(x), a.i64(2)?, w)?;
+    let asc = a.i64(3)? != 0;
+    let (indices, values) = if arg {
+        (Some(out), None)
+    } else {
+        (None, Some(out))
+    };
+    along(x, parts, parts.1, asc, None, indices, values);
+    Ok(())
+}
+
+/// Sorts `x` along the axis of `parts` ([`around`]), writing the first `k` positions of each
+/// order to `indices` and their elements to `values` (outputs of length `k` on the axis);
+/// `counts` (one per line) limits how many elements of each line are sorted.
+#[inline(never)]
+fn along(
+    x: &DLTensor,
+    parts: (usize, usize, usize, usize),
+    k: usize,
+    asc: bool,
+    counts: Option<&DLTensor>,
+    indices: Option<&DLTensor>,
+    values: Option<&DLTensor>,
+) {
+    let (before, n, after, _) = parts;
+    for i in 0..before {
+        for j in 0..after {
+            let count = match counts.map(|c| read(c, i * after + j)) {
+                Some(Num::I(c)) => c.max(0) as usize,
+                Some(_) => 0,
+                None => n,
+            };
+            let src0 = i * n * after + j;
+            let dst0 = i * k * after + j;
+            let ord = order(x, src0, after, n, count, asc);
+            let ord = &ord[..k];
+            if let Some(ix) = indices {
+                write_order(ix, dst0, after, ord);
+            }
+            if let Some(v) = values {
+                copy_order(x, src0, after, ord, v, dst0);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! `VirtualMachine` calls.
 
 use super::bytecode::{self, owned, push};
-use super::exec::{Executable, FuncKind};
+use super::exec::{Executable, FuncInfo, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
 use super::report::{metric, set};
 use crate::executor::debug::device_string;
@@ -193,14 +193,54 @@ fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> 
     Ok(cur)
 }
 
-/// The arguments from `from` on as register values, arrays copied to `dev` ([`to_device`]).
+/// The arguments from `from` on as register values, arrays copied to the VM's first device
+/// ([`to_device`]); with `params_last`, the last is a module whose `get_params` gives the value.
 #[inline(never)]
-fn regs_on(args: &Args<'_>, from: usize, dev: DLDevice) -> Result<Vec<RetValue>> {
+fn regs_on(
+    core: &VmCore,
+    args: &Args<'_>,
+    from: usize,
+    params_last: bool,
+) -> Result<Vec<RetValue>> {
+    let st = core.state()?;
+    let dev = st.devices.first().copied().unwrap_or(DLDevice::CPU);
     let mut regs = regs_of(args, from)?;
-    for r in regs.iter_mut() {
-        *r = to_device(std::mem::take(r), dev)?;
+    let n = regs.len();
+    for (i, r) in regs.iter_mut().enumerate() {
+        let v = std::mem::take(r);
+        *r = if params_last && i + 1 == n {
+            let m = Module::from_object(v.into_object()?)?;
+            m.function("get_params")?.call(&[])?
+        } else {
+            to_device(v, dev)?
+        };
     }
     Ok(regs)
+}
+
+/// The function-table entry of `fname`, or the unknown-function error.
+#[inline(never)]
+fn func_of<'a>(core: &'a VmCore, fname: &str) -> Result<(usize, &'a FuncInfo)> {
+    core.exec
+        .func_index(fname)
+        .and_then(|i| Some((i, core.exec.funcs.get(i)?)))
+        .ok_or_else(|| unknown(fname))
+}
+
+/// The closure of `fname`, or the unknown-function error.
+#[inline(never)]
+fn closure_of(core: &VmCore, fname: &str) -> Result<ObjectRef> {
+    core.get_closure(fname).ok_or_else(|| unknown(fname))
+}
+
+/// The inputs `set_input` stored for `fname`.
+#[inline(never)]
+fn stored_inputs(core: &VmCore, fname: &str) -> Option<Vec<RetValue>> {
+    core.inputs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(fname)
+        .cloned()
 }
 
 fn is_array(v: &RetValue) -> Option<usize> {
@@ -213,8 +253,7 @@ fn is_array(v: &RetValue) -> Option<usize> {
 impl VmNode {
     fn set_input(core: &VmCore, args: &Args<'_>, with_params: bool) -> Result<()> {
         let fname = args.str(0)?;
-        let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-        let f = &core.exec.funcs[idx];
+        let (_, f) = func_of(core, fname)?;
         let given = args.len() - 1;
         if given as i64 != f.num_args {
             return Err(Error::value_fmt(format_args!(
@@ -223,18 +262,7 @@ impl VmNode {
                 f.num_args
             )));
         }
-        let st = core.state()?;
-        let dev0 = st.devices[0];
-        let mut regs = regs_of(args, 1)?;
-        let n = regs.len();
-        for (i, r) in regs.iter_mut().enumerate() {
-            if with_params && i + 1 == n {
-                let m = Module::from_object(std::mem::take(r).into_object()?)?;
-                *r = m.function("get_params")?.call(&[])?;
-            } else {
-                *r = to_device(std::mem::take(r), dev0)?;
-            }
-        }
+        let regs = regs_on(core, args, 1, with_params)?;
         core.inputs
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -258,14 +286,8 @@ impl VmNode {
     #[inline(never)]
     fn profile(core: &VmCore, args: &Args<'_>) -> Result<String> {
         let fname = args.str(0)?;
-        let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-        let stored = core
-            .inputs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(fname)
-            .cloned();
-        let inputs = match stored {
+        let clo = closure_of(core, fname)?;
+        let inputs = match stored_inputs(core, fname) {
             Some(i) => {
                 if args.len() != 1 {
                     return Err(Error::value("Inputs are already provided by set_input."));
@@ -276,8 +298,7 @@ impl VmNode {
                 if args.len() < 2 {
                     return Err(Error::value("No input is provided"));
                 }
-                let st = core.state()?;
-                regs_on(args, 1, st.devices[0])?
+                regs_on(core, args, 1, false)?
             }
         };
         let st = core.state()?;
@@ -288,13 +309,7 @@ impl VmNode {
         let total = t0.elapsed().as_secs_f64() * 1e6;
         let calls = core.set_profiling(false);
         r?;
-        let devices: Vec<DLDevice> = st
-            .devices
-            .iter()
-            .copied()
-            .filter(|d| d.device_type > 0)
-            .collect();
-        Ok(report_json(&calls, total, &devices))
+        Ok(report_json(&calls, total, &st.devices))
     }
 }
 
@@ -314,6 +329,8 @@ fn report_row(micros: f64, name: &str, device: String) -> Map {
     row
 }
 
+/// The report's JSON: the calls, a total per device (of a known type, `device_type > 0`) and
+/// the configuration.
 fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DLDevice]) -> String {
     let mut out_calls = Vec::new();
     for c in calls {
@@ -324,11 +341,8 @@ fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DL
             }
             push(&mut shapes, t);
             shapes.push('[');
-            for (j, d) in s.iter().enumerate() {
-                if j > 0 {
-                    push(&mut shapes, ", ");
-                }
-                let _ = std::fmt::Write::write_fmt(&mut shapes, format_args!("{d}"));
+            for (j, &d) in s.iter().enumerate() {
+                bytecode::num(&mut shapes, if j > 0 { ", " } else { "" }, d, "");
             }
             shapes.push(']');
         }
@@ -343,7 +357,7 @@ fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DL
         out_calls.push(Value::Object(row));
     }
     let mut dm = Map::new();
-    for d in devices {
+    for d in devices.iter().filter(|d| d.device_type > 0) {
         let name = device_string(*d);
         let row = report_row(total_us, "Total", name.clone());
         set(&mut dm, &name, Value::Object(row));
@@ -382,8 +396,9 @@ enum VmFn {
     Call(usize),
 }
 
-/// Runs function `op` of the VM module.
-fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()> {
+/// Runs function `op` of the VM module (but [`VmFn::Call`], which its closure runs itself):
+/// the value it returns, if any.
+fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
     match op {
         VmFn::Init => {
             if a.is_empty() || a.len() % 3 != 0 {
@@ -399,7 +414,8 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 devs.push(DLDevice::new(a.i64(i)? as i32, a.i64(i + 1)? as i32));
                 kinds.push(a.i64(i + 2)?);
             }
-            core.init(devs, kinds)
+            core.init(devs, kinds)?;
+            Ok(None)
         }
         VmFn::SaveFunction => {
             if a.len() < 3 {
@@ -410,38 +426,18 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
             let fname = a.str(0)?;
             let save = owned(a.str(1)?);
             let include_return = a.i64(2)? != 0;
-            let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-            let st = core.state()?;
-            let bound = super::interp::SharedValues(regs_on(&a, 3, st.devices[0])?);
+            let clo = closure_of(core, fname)?;
+            let bound = super::interp::SharedValues(regs_on(core, &a, 3, false)?);
             let inner = clo
                 .downcast_ref::<super::interp::ClosureObj>()
                 .map(|c| c.imp.clone())
                 .ok_or_else(|| Error::type_error("save_function: not a closure"))?;
-            let imp = Function::from_rust(move |args, rv| {
-                let mut regs = regs_of(&args, 0)?;
-                regs.extend(bound.values().iter().cloned());
-                let (mut v, mut c): (Vec<_>, Vec<_>) =
-                    regs.iter().map(super::interp::reg_to_c).unzip();
-                let mut out = RetValue::Null;
-                // SAFETY: values borrowed from `regs`, alive during the call.
-                unsafe {
-                    inner.obj().call_raw(
-                        v.as_mut_ptr(),
-                        c.as_mut_ptr(),
-                        v.len() as i32,
-                        &mut out,
-                    )?
-                };
-                if include_return {
-                    *rv = out;
-                }
-                Ok(())
-            });
+            let imp = super::builtins::bind(inner, bound, include_return);
             core.saved
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(save.clone(), super::interp::ClosureObj::new_ref(&save, imp));
-            Ok(())
+            Ok(None)
         }
         VmFn::InvokeClosure => {
             let clo = match a.get(0)? {
@@ -454,34 +450,28 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 }
             };
             // SAFETY: the call's own arguments, valid for their codes during it.
-            *rv = unsafe { core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])? };
-            Ok(())
+            Ok(Some(unsafe {
+                core.invoke_closure_c(&clo, &a.values()[1..], &a.codes()[1..])?
+            }))
         }
         VmFn::InvokeStateful => {
             let fname = a.str(0)?;
-            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-            let inputs = core
-                .inputs
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(fname)
-                .cloned()
-                .ok_or_else(|| {
-                    Error::value_fmt(format_args!(
-                        "No inputs set for stateful call of {fname}; use `set_input` first."
-                    ))
-                })?;
-            let out = if core.exec.funcs[idx].kind == FuncKind::VmFunc {
+            let (idx, f) = func_of(core, fname)?;
+            let inputs = stored_inputs(core, fname).ok_or_else(|| {
+                Error::value_fmt(format_args!(
+                    "No inputs set for stateful call of {fname}; use `set_input` first."
+                ))
+            })?;
+            let out = if f.kind == FuncKind::VmFunc {
                 core.call_index(idx, inputs)?
             } else {
-                let clo = core.get_closure(fname).ok_or_else(|| unknown(fname))?;
-                core.invoke_closure_regs(&clo, &inputs)?
+                core.invoke_closure_regs(&closure_of(core, fname)?, &inputs)?
             };
             core.outputs
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .insert(owned(fname), out);
-            Ok(())
+            Ok(None)
         }
         VmFn::SetInstrument => {
             let f = match a.get(0)? {
@@ -490,61 +480,48 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                 }
                 ArgValue::Null => {
                     core.set_instrument(None);
-                    return Ok(());
+                    return Ok(None);
                 }
                 _ => {
                     let name = a.str(0)?;
                     let factory = registry::get(name).ok_or_else(|| {
                         Error::value_fmt(format_args!("Cannot find factory {name}"))
                     })?;
-                    let mut rv = RetValue::Null;
                     let mut v = a.values()[1..].to_vec();
                     let mut c = a.codes()[1..].to_vec();
-                    // SAFETY: the caller's arguments, valid during this call.
-                    unsafe {
-                        factory.obj().call_raw(
-                            v.as_mut_ptr(),
-                            c.as_mut_ptr(),
-                            v.len() as i32,
-                            &mut rv,
-                        )?
-                    };
+                    let rv = super::builtins::call_with(&factory, &mut v, &mut c)?;
                     Function::from_object(rv.into_object()?)?
                 }
             };
             core.set_instrument(Some(f));
-            Ok(())
+            Ok(None)
         }
-        VmFn::OutputArity => {
-            let out = VmNode::output(core, a.str(0)?)?;
-            let v = index_into(&out, &a, 1)?;
-            *rv = RetValue::Int(is_array(&v).map(|n| n as i64).unwrap_or(-1));
-            Ok(())
-        }
-        VmFn::Output => {
-            let out = VmNode::output(core, a.str(0)?)?;
-            let v = index_into(&out, &a, 1)?;
-            if is_array(&v).is_some() {
+        VmFn::OutputArity | VmFn::Output => {
+            let v = index_into(&VmNode::output(core, a.str(0)?)?, &a, 1)?;
+            let n = is_array(&v);
+            Ok(Some(if let VmFn::OutputArity = op {
+                RetValue::Int(n.map(|n| n as i64).unwrap_or(-1))
+            } else if n.is_some() {
                 return Err(Error::value(
                     "`get_output` cannot return a tuple for RPC compatibility. Please \
                      specify another index argument.",
                 ));
-            }
-            *rv = v;
-            Ok(())
+            } else {
+                v
+            }))
         }
-        VmFn::SetInput(with_params) => VmNode::set_input(core, &a, *with_params),
+        VmFn::SetInput(with_params) => {
+            VmNode::set_input(core, &a, *with_params)?;
+            Ok(None)
+        }
         VmFn::FunctionArity => {
-            let fname = a.str(0)?;
-            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-            *rv = RetValue::Int(core.exec.funcs[idx].param_names.len() as i64);
-            Ok(())
+            let (_, f) = func_of(core, a.str(0)?)?;
+            Ok(Some(RetValue::Int(f.param_names.len() as i64)))
         }
         VmFn::ParamName => {
             let fname = a.str(0)?;
             let i = a.i64(1)?;
-            let idx = core.exec.func_index(fname).ok_or_else(|| unknown(fname))?;
-            let names = &core.exec.funcs[idx].param_names;
+            let names = &func_of(core, fname)?.1.param_names;
             let n = usize::try_from(i)
                 .ok()
                 .and_then(|k| names.get(k))
@@ -554,22 +531,16 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>, rv: &mut RetValue) -> Result<()>
                         names.len()
                     ))
                 })?;
-            *rv = RetValue::Str(n.clone());
-            Ok(())
+            Ok(Some(RetValue::Str(n.clone())))
         }
-        VmFn::Profile => {
-            *rv = RetValue::Str(VmNode::profile(core, &a)?);
-            Ok(())
-        }
+        VmFn::Profile => Ok(Some(RetValue::Str(VmNode::profile(core, &a)?))),
         VmFn::Saved(clo) => {
             // SAFETY: the call's own arguments, valid for their codes during it.
-            *rv = unsafe { core.invoke_closure_c(clo, a.values(), a.codes())? };
-            Ok(())
+            Ok(Some(unsafe {
+                core.invoke_closure_c(clo, a.values(), a.codes())?
+            }))
         }
-        VmFn::Call(idx) => {
-            *rv = core.call_index(*idx, regs_of(&a, 0)?)?;
-            Ok(())
-        }
+        VmFn::Call(idx) => Ok(Some(core.call_index(*idx, regs_of(&a, 0)?)?)),
     }
 }
 
@@ -619,7 +590,14 @@ impl ModuleNode for VmNode {
         let core = self.core.clone();
         // One closure type for all the VM's functions: what each does is `op`.
         Ok(Some(Function::from_rust(move |a, rv| {
-            vm_fn(&core, &op, a, rv)
+            *rv = match &op {
+                VmFn::Call(idx) => core.call_index(*idx, regs_of(&a, 0)?)?,
+                op => match vm_fn(&core, op, a)? {
+                    Some(v) => v,
+                    None => return Ok(()),
+                },
+            };
+            Ok(())
         })))
     }
 
