@@ -12,7 +12,6 @@ use crate::packed_func::dtype::dtype_from_string;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::json::{Map, Value};
 use crate::packed_func::types::DLDataType;
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// A reference to one output of a node.
@@ -44,8 +43,9 @@ pub struct OpParam {
     pub num_outputs: u32,
     /// Whether arguments are passed flattened to one dimension.
     pub flatten_data: bool,
-    /// The other attributes (`hash`, layouts, ...), as strings.
-    pub attrs: BTreeMap<String, String>,
+    /// The other attributes (`hash`, layouts, ...), as strings, by name in byte order (as
+    /// a map iterates them; the names are distinct).
+    pub attrs: Vec<(String, String)>,
 }
 
 /// One node of the graph.
@@ -268,7 +268,8 @@ fn parse_node(nid: usize, v: &Value, out: &mut Vec<Node>) -> Result<()> {
                 "num_outputs" => param.num_outputs = attr_uint(v, k, name)?,
                 "flatten_data" => param.flatten_data = attr_uint(v, k, name)? != 0,
                 _ => {
-                    param.attrs.insert(k.clone(), attr_string(v));
+                    // The object's keys come sorted and distinct.
+                    param.attrs.push((k.clone(), attr_string(v)));
                 }
             }
         }
@@ -606,7 +607,7 @@ mod tests {
         assert_eq!(g.nodes.len(), 2);
         assert_eq!(g.num_entries(), 2);
         assert_eq!(g.nodes[1].param.func_name, "add_one");
-        assert_eq!(g.nodes[1].param.attrs["hash"], "abc");
+        assert_eq!(g.nodes[1].param.attrs, [("hash".into(), "abc".into())]);
         assert_eq!(g.shape[1], vec![2, 3]);
         assert_eq!(g.device_index.as_deref(), Some(&[1, 1][..]));
     }
