@@ -120,7 +120,7 @@ pub fn physical_cores() -> usize {
         if ok {
             // The distinct (package, core) pairs, in a list (a few hundred at most: less code
             // than a hash set).
-            let mut cores: Vec<(String, String)> = Vec::new();
+            let mut cores: Vec<(i64, i64)> = Vec::new();
             for cpu in 0..libc::CPU_SETSIZE as usize {
                 // SAFETY: `cpu` is below CPU_SETSIZE.
                 if !unsafe { libc::CPU_ISSET(cpu, &set) } {
@@ -146,13 +146,15 @@ pub fn physical_cores() -> usize {
     logical
 }
 
-/// A value of a CPU's sysfs topology, trimmed; `None` when it cannot be read.
+/// A number of a CPU's sysfs topology; `None` when it cannot be read.
 #[cfg(target_os = "linux")]
 #[inline(never)]
-fn read_topology(cpu: usize, what: &str) -> Option<String> {
+fn read_topology(cpu: usize, what: &str) -> Option<i64> {
     std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
+        .ok()?
+        .trim()
+        .parse()
         .ok()
-        .map(|s| s.trim().to_string())
 }
 
 /// Registers the thread-pool functions (`runtime.NumThreads`, `runtime.config_threadpool`).
