@@ -76,7 +76,7 @@ impl PoolConfig {
     /// [`PoolConfig::from_lookup`]'s body, once for every kind of lookup.
     #[inline(never)]
     fn from_lookup_dyn(get: &dyn Fn(&str) -> Option<String>, cores: usize) -> PoolConfig {
-        let parse = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
+        let parse = |k: &str| get(k).and_then(|v| int(&v));
         let threads = parse("TVM_NUM_THREADS")
             .or_else(|| parse("OMP_NUM_THREADS"))
             .filter(|&n| n > 0)
@@ -151,10 +151,15 @@ pub fn physical_cores() -> usize {
 #[inline(never)]
 fn read_topology(cpu: usize, what: &str) -> Option<i64> {
     std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
-        .ok()?
-        .trim()
-        .parse()
         .ok()
+        .and_then(|s| int(&s))
+}
+
+/// `s`, trimmed, as an integer (one copy of the parsing for the settings, the topology and
+/// the CPU lists; out of line where there are several callers).
+#[cfg_attr(feature = "threads", inline(never))]
+fn int(s: &str) -> Option<i64> {
+    s.trim().parse().ok()
 }
 
 /// Registers the thread-pool functions (`runtime.NumThreads`, `runtime.config_threadpool`).
@@ -198,9 +203,9 @@ pub(crate) fn register(r: &mut Registrar) {
                         "runtime.config_threadpool: the CPU list must hold strings",
                     ));
                 };
-                match text.trim().parse::<i64>() {
-                    Ok(id) => cpus.push(id),
-                    Err(_) => {
+                match int(text) {
+                    Some(id) => cpus.push(id),
+                    None => {
                         return Err(Error::value_fmt(format_args!(
                             "runtime.config_threadpool: CPU id '{text}' is not a number"
                         )))
