@@ -109,12 +109,15 @@ impl ProfileReport {
                 0.0
             };
         }
+        let time = |i: usize| by_op.get(i).map_or(0.0, |o| o.time_us);
         let order = crate::packed_func::order::stable_order(by_op.len(), &|a, b| {
-            by_op[b].time_us.total_cmp(&by_op[a].time_us)
+            time(b).total_cmp(&time(a))
         });
         let mut ops = Vec::with_capacity(by_op.len());
         for i in order {
-            let o = &mut by_op[i];
+            let Some(o) = by_op.get_mut(i) else {
+                continue;
+            };
             ops.push(OpProfile {
                 name: std::mem::take(&mut o.name),
                 ..*o

@@ -452,7 +452,8 @@ impl Graph {
         if e.index >= outs {
             return Err(bad(format_args!(
                 "{what} refers to output {} of node '{}', which has {outs} outputs",
-                e.index, self.nodes[e.node_id as usize].name
+                e.index,
+                self.node_name(e.node_id)
             )));
         }
         Ok(())
@@ -562,9 +563,24 @@ impl Graph {
         *self.node_row_ptr.last().unwrap_or(&0) as usize
     }
 
-    /// Number of outputs of node `nid` (from the row pointers).
+    /// Number of outputs of node `nid` (from the row pointers; 0 for a node it lacks).
     pub fn num_outputs_of(&self, nid: usize) -> u32 {
-        self.node_row_ptr[nid + 1] - self.node_row_ptr[nid]
+        match self.node_row_ptr.get(nid..nid + 2) {
+            Some(&[a, b]) => b - a,
+            _ => 0,
+        }
+    }
+
+    /// The name of node `nid` (`""` for a node it lacks).
+    pub(crate) fn node_name(&self, nid: u32) -> &str {
+        self.nodes.get(nid as usize).map_or("", |n| &n.name)
+    }
+
+    /// The name of input `i` (`""` for an input it lacks).
+    pub(crate) fn input_name(&self, i: usize) -> &str {
+        self.input_nodes
+            .get(i)
+            .map_or("", |&nid| self.node_name(nid))
     }
 
     /// Entry id of output `index` of node `nid`.
