@@ -4,7 +4,6 @@
 
 use crate::packed_func::json::{put, put_str, write_string};
 use crate::packed_func::types::{device_name, DLDevice};
-use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Timing of one node (one call of its op per run).
@@ -22,8 +21,8 @@ pub struct NodeProfile {
     pub time_us: f64,
     /// Data type names and shapes of its arguments (inputs, then outputs).
     pub arg_shapes: Vec<(String, Vec<i64>)>,
-    /// The node's other attributes (`hash`, layouts, ...).
-    pub attrs: BTreeMap<String, String>,
+    /// The node's other attributes (`hash`, layouts, ...), by name in byte order.
+    pub attrs: Vec<(String, String)>,
 }
 
 impl NodeProfile {
@@ -110,12 +109,15 @@ impl ProfileReport {
                 0.0
             };
         }
+        let time = |i: usize| by_op.get(i).map_or(0.0, |o| o.time_us);
         let order = crate::packed_func::order::stable_order(by_op.len(), &|a, b| {
-            by_op[b].time_us.total_cmp(&by_op[a].time_us)
+            time(b).total_cmp(&time(a))
         });
         let mut ops = Vec::with_capacity(by_op.len());
         for i in order {
-            let o = &mut by_op[i];
+            let Some(o) = by_op.get_mut(i) else {
+                continue;
+            };
             ops.push(OpProfile {
                 name: std::mem::take(&mut o.name),
                 ..*o
@@ -356,8 +358,8 @@ mod tests {
             time_us: 1.25,
             arg_shapes: vec![("float32".into(), vec![1, 4]), ("int8".into(), vec![])],
             attrs: [
-                ("hash".to_string(), "abc".to_string()),
                 ("data_layout".to_string(), "NC\"HW".to_string()),
+                ("hash".to_string(), "abc".to_string()),
                 ("other".to_string(), "x".to_string()),
             ]
             .into(),
@@ -367,7 +369,7 @@ mod tests {
             node: "m".into(),
             op: "relu".into(),
             time_us: 3.0,
-            attrs: BTreeMap::new(),
+            attrs: Vec::new(),
             arg_shapes: vec![],
             ..a.clone()
         };

@@ -67,9 +67,7 @@ impl FactoryNode {
     /// Reads a factory from its serialised payload.
     pub fn load(r: &mut dyn ByteSource) -> Result<FactoryNode> {
         let graph_json = params::read_string(r, "the graph JSON")?;
-        let mut count = [0u8; 8];
-        count.copy_from_slice(r.take(8, "the number of parameters")?);
-        let count = u64::from_le_bytes(count);
+        let count = params::read_u64(r, "the number of parameters")?;
         let mut names = params::read_strings(r, "the parameter names")?;
         if count != names.len() as u64 {
             return Err(Error::value_fmt(format_args!(

@@ -275,8 +275,9 @@ fn body(name: &str, debug: bool) -> Option<Body> {
         },
         "run_individual_node" => |e, a, rv| {
             let v = ints(&a, 0, 7, "run_individual_node")?;
-            let cfg = debug_cfg(&v[1..], "run_individual_node")?;
-            let t = e.run_individual_node(v[0], &cfg)?;
+            let (&nid, rest) = v.split_first().unwrap_or((&-1, &[]));
+            let cfg = debug_cfg(rest, "run_individual_node")?;
+            let t = e.run_individual_node(nid, &cfg)?;
             *rv = RetValue::Bytes(super::time_eval::pack_f64(&t));
             Ok(())
         },

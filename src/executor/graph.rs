@@ -12,7 +12,6 @@ use crate::packed_func::dtype::dtype_from_string;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::json::{Map, Value};
 use crate::packed_func::types::DLDataType;
-use std::collections::BTreeMap;
 use std::fmt;
 
 /// A reference to one output of a node.
@@ -44,8 +43,9 @@ pub struct OpParam {
     pub num_outputs: u32,
     /// Whether arguments are passed flattened to one dimension.
     pub flatten_data: bool,
-    /// The other attributes (`hash`, layouts, ...), as strings.
-    pub attrs: BTreeMap<String, String>,
+    /// The other attributes (`hash`, layouts, ...), as strings, by name in byte order (as
+    /// a map iterates them; the names are distinct).
+    pub attrs: Vec<(String, String)>,
 }
 
 /// One node of the graph.
@@ -268,7 +268,8 @@ fn parse_node(nid: usize, v: &Value, out: &mut Vec<Node>) -> Result<()> {
                 "num_outputs" => param.num_outputs = attr_uint(v, k, name)?,
                 "flatten_data" => param.flatten_data = attr_uint(v, k, name)? != 0,
                 _ => {
-                    param.attrs.insert(k.clone(), attr_string(v));
+                    // The object's keys come sorted and distinct.
+                    param.attrs.push((k.clone(), attr_string(v)));
                 }
             }
         }
@@ -451,7 +452,8 @@ impl Graph {
         if e.index >= outs {
             return Err(bad(format_args!(
                 "{what} refers to output {} of node '{}', which has {outs} outputs",
-                e.index, self.nodes[e.node_id as usize].name
+                e.index,
+                self.node_name(e.node_id)
             )));
         }
         Ok(())
@@ -561,9 +563,24 @@ impl Graph {
         *self.node_row_ptr.last().unwrap_or(&0) as usize
     }
 
-    /// Number of outputs of node `nid` (from the row pointers).
+    /// Number of outputs of node `nid` (from the row pointers; 0 for a node it lacks).
     pub fn num_outputs_of(&self, nid: usize) -> u32 {
-        self.node_row_ptr[nid + 1] - self.node_row_ptr[nid]
+        match self.node_row_ptr.get(nid..nid + 2) {
+            Some(&[a, b]) => b - a,
+            _ => 0,
+        }
+    }
+
+    /// The name of node `nid` (`""` for a node it lacks).
+    pub(crate) fn node_name(&self, nid: u32) -> &str {
+        self.nodes.get(nid as usize).map_or("", |n| &n.name)
+    }
+
+    /// The name of input `i` (`""` for an input it lacks).
+    pub(crate) fn input_name(&self, i: usize) -> &str {
+        self.input_nodes
+            .get(i)
+            .map_or("", |&nid| self.node_name(nid))
     }
 
     /// Entry id of output `index` of node `nid`.
@@ -606,7 +623,7 @@ mod tests {
         assert_eq!(g.nodes.len(), 2);
         assert_eq!(g.num_entries(), 2);
         assert_eq!(g.nodes[1].param.func_name, "add_one");
-        assert_eq!(g.nodes[1].param.attrs["hash"], "abc");
+        assert_eq!(g.nodes[1].param.attrs, [("hash".into(), "abc".into())]);
         assert_eq!(g.shape[1], vec![2, 3]);
         assert_eq!(g.device_index.as_deref(), Some(&[1, 1][..]));
     }

@@ -82,7 +82,8 @@ impl ByteSource for ByteReader<'_> {
                 self.data.len()
             )));
         }
-        let s = &self.data[self.pos..self.pos + n];
+        // Checked above: `n` bytes are left.
+        let s = self.data.get(self.pos..self.pos + n).unwrap_or_default();
         self.pos += n;
         Ok(s)
     }
@@ -127,16 +128,22 @@ impl ByteSource for BlobReader<'_> {
     }
 }
 
-fn read_u64(r: &mut dyn ByteSource, what: &str) -> Result<u64> {
-    Ok(u64::from_le_bytes(
-        r.take(8, what)?.try_into().expect("8 bytes"),
-    ))
+/// Reads `N` bytes.
+fn read_bytes<const N: usize>(r: &mut dyn ByteSource, what: &str) -> Result<[u8; N]> {
+    let mut out = [0u8; N];
+    for (o, b) in out.iter_mut().zip(r.take(N, what)?) {
+        *o = *b;
+    }
+    Ok(out)
+}
+
+/// Reads a little-endian `u64`.
+pub(crate) fn read_u64(r: &mut dyn ByteSource, what: &str) -> Result<u64> {
+    read_bytes(r, what).map(u64::from_le_bytes)
 }
 
 fn read_i32(r: &mut dyn ByteSource, what: &str) -> Result<i32> {
-    Ok(i32::from_le_bytes(
-        r.take(4, what)?.try_into().expect("4 bytes"),
-    ))
+    read_bytes(r, what).map(i32::from_le_bytes)
 }
 
 /// Reads a `u64`-length-prefixed UTF-8 string.
@@ -316,8 +323,8 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     let dev_type = read_i32(r, "the array device")?;
     let _dev_id = read_i32(r, "the array device")?;
     let ndim = read_i32(r, "the array rank")?;
-    let dt = r.take(4, "the array data type")?;
-    let dtype = DLDataType::new(dt[0], dt[1], u16::from_le_bytes([dt[2], dt[3]]));
+    let [code, bits, l0, l1] = read_bytes(r, "the array data type")?;
+    let dtype = DLDataType::new(code, bits, u16::from_le_bytes([l0, l1]));
     if dev_type != DL_CPU {
         return Err(invalid(format_args!(
             "device type {dev_type}: arrays can only be saved as CPU arrays"
@@ -328,8 +335,7 @@ pub fn read_ndarray_header(r: &mut dyn ByteSource) -> Result<ArrayHeader> {
     }
     let mut shape = Vec::with_capacity(ndim as usize);
     for _ in 0..ndim {
-        let b = r.take(8, "the array shape")?;
-        shape.push(i64::from_le_bytes(b.try_into().expect("8 bytes")));
+        shape.push(read_u64(r, "the array shape")? as i64);
     }
     let mut num_elems: u64 = 1;
     for &d in &shape {

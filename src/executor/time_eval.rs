@@ -52,6 +52,7 @@ impl TimeEvalConfig {
     /// limit_zero_time_iterations, cooldown_interval_ms, repeats_to_cooldown` (`v` holds at
     /// least six), then `cache_flush_bytes`.
     pub(crate) fn from_values(v: &[i64], cache_flush_bytes: i64) -> Self {
+        let v = &v[..6];
         TimeEvalConfig {
             number: v[0],
             repeat: v[1],

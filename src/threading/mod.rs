@@ -76,7 +76,7 @@ impl PoolConfig {
     /// [`PoolConfig::from_lookup`]'s body, once for every kind of lookup.
     #[inline(never)]
     fn from_lookup_dyn(get: &dyn Fn(&str) -> Option<String>, cores: usize) -> PoolConfig {
-        let parse = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
+        let parse = |k: &str| get(k).and_then(|v| int(&v));
         let threads = parse("TVM_NUM_THREADS")
             .or_else(|| parse("OMP_NUM_THREADS"))
             .filter(|&n| n > 0)
@@ -120,7 +120,7 @@ pub fn physical_cores() -> usize {
         if ok {
             // The distinct (package, core) pairs, in a list (a few hundred at most: less code
             // than a hash set).
-            let mut cores: Vec<(String, String)> = Vec::new();
+            let mut cores: Vec<(i64, i64)> = Vec::new();
             for cpu in 0..libc::CPU_SETSIZE as usize {
                 // SAFETY: `cpu` is below CPU_SETSIZE.
                 if !unsafe { libc::CPU_ISSET(cpu, &set) } {
@@ -146,13 +146,20 @@ pub fn physical_cores() -> usize {
     logical
 }
 
-/// A value of a CPU's sysfs topology, trimmed; `None` when it cannot be read.
+/// A number of a CPU's sysfs topology; `None` when it cannot be read.
 #[cfg(target_os = "linux")]
 #[inline(never)]
-fn read_topology(cpu: usize, what: &str) -> Option<String> {
+fn read_topology(cpu: usize, what: &str) -> Option<i64> {
     std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
         .ok()
-        .map(|s| s.trim().to_string())
+        .and_then(|s| int(&s))
+}
+
+/// `s`, trimmed, as an integer (one copy of the parsing for the settings, the topology and
+/// the CPU lists; out of line where there are several callers).
+#[cfg_attr(feature = "threads", inline(never))]
+fn int(s: &str) -> Option<i64> {
+    s.trim().parse().ok()
 }
 
 /// Registers the thread-pool functions (`runtime.NumThreads`, `runtime.config_threadpool`).
@@ -196,9 +203,9 @@ pub(crate) fn register(r: &mut Registrar) {
                         "runtime.config_threadpool: the CPU list must hold strings",
                     ));
                 };
-                match text.trim().parse::<i64>() {
-                    Ok(id) => cpus.push(id),
-                    Err(_) => {
+                match int(text) {
+                    Some(id) => cpus.push(id),
+                    None => {
                         return Err(Error::value_fmt(format_args!(
                             "runtime.config_threadpool: CPU id '{text}' is not a number"
                         )))

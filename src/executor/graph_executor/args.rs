@@ -108,7 +108,7 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     }
     shapes.push(0);
     let base = shapes.as_mut_ptr();
-    eid_slots.resize(g.num_entries(), Vec::new());
+    eid_slots.resize_with(g.num_entries(), Vec::new);
     tensors.reserve_exact(slots.len());
     for (k, s) in slots.iter().enumerate() {
         let entry = data_entry[s.eid].dltensor();

@@ -151,11 +151,15 @@ impl Executor {
         let sids = &self.graph.storage_id;
         let mut sid_users = vec![0u32; sids.iter().map(|&s| s as usize + 1).max().unwrap_or(0)];
         for &sid in sids {
-            sid_users[sid as usize] += 1;
+            if let Some(n) = sid_users.get_mut(sid as usize) {
+                *n += 1;
+            }
         }
         let mut is_output = vec![false; self.graph.num_entries()];
         for &e in &self.graph.outputs {
-            is_output[self.graph.eid(e)] = true;
+            if let Some(o) = is_output.get_mut(self.graph.eid(e)) {
+                *o = true;
+            }
         }
         let mut copy = Vec::new();
         let mut st = self.state.lock_cold()?;
@@ -164,14 +168,16 @@ impl Executor {
                 continue;
             };
             let eid = self.check_input(i)?;
-            let shareable = sid_users[sids[eid] as usize] == 1
-                && !is_output[eid]
+            let shareable = sids.get(eid).and_then(|&s| sid_users.get(s as usize)) == Some(&1)
+                && is_output.get(eid) == Some(&false)
                 && self
                     .check_external(&st, arr.dltensor(), eid, format_args!("{name}"))
                     .is_ok();
             if shareable {
                 Self::redirect(&mut st, eid, arr.clone());
-                st.borrowed[eid] = true;
+                if let Some(b) = st.borrowed.get_mut(eid) {
+                    *b = true;
+                }
             } else {
                 copy.push((name.clone(), arr.clone()));
             }
@@ -182,25 +188,32 @@ impl Executor {
 
     /// Points entry `eid` (and every argument using it) at `arr`.
     pub(super) fn redirect(st: &mut State, eid: usize, arr: NDArray) {
-        st.borrowed[eid] = false;
+        if let Some(b) = st.borrowed.get_mut(eid) {
+            *b = false;
+        }
         let t = arr.dltensor();
         // SAFETY: only an address computation inside (or one past) the array's memory.
         let p = unsafe { (t.data as *mut u8).add(t.byte_offset as usize) } as *mut c_void;
-        for &slot in &st.eid_slots[eid] {
-            st.tensors[slot].data = p;
-            st.tensors[slot].byte_offset = 0;
+        for &slot in st.eid_slots.get(eid).map_or(&[][..], |v| v) {
+            if let Some(t) = st.tensors.get_mut(slot) {
+                t.data = p;
+                t.byte_offset = 0;
+            }
         }
-        st.data_entry[eid] = arr;
+        if let Some(d) = st.data_entry.get_mut(eid) {
+            *d = arr;
+        }
     }
 
     /// Makes input `index` use `ext`'s memory (and every entry sharing its storage).
     pub(crate) fn set_input_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
         let eid = self.check_input(index)?;
         let name = self.input_name(index);
-        let sid = self.graph.storage_id[eid];
+        let sids = &self.graph.storage_id;
+        let sid = sids.get(eid);
         let mut targets = vec![eid];
-        for e in 0..self.graph.num_entries() {
-            if e != eid && self.graph.storage_id[e] == sid {
+        for (e, s) in sids.iter().enumerate() {
+            if e != eid && Some(s) == sid {
                 targets.push(e);
             }
         }
@@ -210,23 +223,30 @@ impl Executor {
     /// Makes output `index` be written straight into `ext`.
     pub(crate) fn set_output_zero_copy(&self, index: usize, ext: &TensorArg) -> Result<()> {
         let eid = self.check_output(index)?;
-        let node = &self.graph.nodes[self.graph.outputs[index].node_id as usize];
+        let g = &self.graph;
         let mut targets = vec![eid];
-        if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
-            let src = self.graph.eid(node.inputs[0]);
-            if src != eid {
-                targets.push(src);
+        let mut name = "";
+        if let Some(node) = g.nodes.get(g.outputs[index].node_id as usize) {
+            name = &node.name;
+            if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
+                // A `__nop` node has an input (the graph checks it).
+                if let Some(&e) = node.inputs.first() {
+                    let src = g.eid(e);
+                    if src != eid {
+                        targets.push(src);
+                    }
+                }
             }
         }
         self.zero_copy(
             &targets,
             ext,
-            format_args!("set_output_zero_copy {index} ('{}')", node.name),
+            format_args!("set_output_zero_copy {index} ('{name}')"),
         )
     }
 
-    /// Checks `ext` against entry `targets[0]` (`what` names the call), then makes every
-    /// entry of `targets` use its memory.
+    /// Checks `ext` against the first entry of `targets` (`what` names the call), then makes
+    /// every entry of `targets` use its memory.
     fn zero_copy(
         &self,
         targets: &[usize],
@@ -234,15 +254,18 @@ impl Executor {
         what: fmt::Arguments<'_>,
     ) -> Result<()> {
         let mut st = self.state.lock()?;
-        self.check_external(&st, ext.dl(), targets[0], what)?;
+        let g = &self.graph;
         let mut views = Vec::with_capacity(targets.len());
-        for &e in targets {
-            views.push(
-                ext.alias(&self.graph.shape[e], self.graph.dltype[e])
-                    .map_err(|err| ctx(err, what))?,
-            );
+        for (k, &e) in targets.iter().enumerate() {
+            if k == 0 {
+                self.check_external(&st, ext.dl(), e, what)?;
+            }
+            // Entries exist (the callers found them in the graph).
+            if let (Some(shape), Some(&dtype)) = (g.shape.get(e), g.dltype.get(e)) {
+                views.push((e, ext.alias(shape, dtype).map_err(|err| ctx(err, what))?));
+            }
         }
-        for (&e, v) in targets.iter().zip(views) {
+        for (e, v) in views {
             Self::redirect(&mut st, e, v);
         }
         Ok(())
@@ -281,11 +304,9 @@ impl Executor {
     /// `mark`, they are also left out of the input info.
     pub(crate) fn set_params(&self, p: &[(String, NDArray)], mark: bool) -> Result<()> {
         // Largest first, as the reference uploads them.
-        let order = crate::packed_func::order::stable_order(p.len(), &|x, y| {
-            p[y].1.nbytes().cmp(&p[x].1.nbytes())
-        });
-        for i in order {
-            let (name, arr) = &p[i];
+        let size = |i: usize| p.get(i).map_or(0, |e| e.1.nbytes());
+        let order = crate::packed_func::order::stable_order(p.len(), &|x, y| size(y).cmp(&size(x)));
+        for (name, arr) in order.into_iter().filter_map(|i| p.get(i)) {
             if mark {
                 self.mark_param(name)?;
             }
@@ -346,7 +367,9 @@ impl Executor {
     fn mark_param(&self, name: &str) -> Result<()> {
         let mut st = self.state.lock_cold()?;
         for &i in self.inputs_named(name) {
-            st.is_param[i] = true;
+            if let Some(b) = st.is_param.get_mut(i) {
+                *b = true;
+            }
         }
         Ok(())
     }

@@ -242,10 +242,9 @@ impl Executor {
         let ex = self;
         let graph = &mut ex.graph;
         graph.read(graph_json)?;
-        let name = |i: usize| graph.nodes[graph.input_nodes[i] as usize].name.as_str();
         ex.inputs_by_name =
             crate::packed_func::order::stable_order(graph.input_nodes.len(), &|a, b| {
-                name(a).cmp(name(b))
+                graph.input_name(a).cmp(graph.input_name(b))
             });
         let (graph, lib) = (&ex.graph, &ex.lib);
         // Nobody else has the lock yet: no poisoning.
@@ -282,7 +281,7 @@ impl Executor {
 
     /// The name of input `i`.
     fn input_name(&self, i: usize) -> &str {
-        &self.graph.nodes[self.graph.input_nodes[i] as usize].name
+        self.graph.input_name(i)
     }
 
     /// The inputs named `name`, in input order (usually one).
@@ -313,15 +312,14 @@ impl Executor {
                     .saturating_mul(10)
                     .saturating_add(b.wrapping_sub(b'0') as usize);
             }
-            if ok && i < n && self.graph.nodes[self.graph.outputs[i].node_id as usize].name == node
-            {
+            if ok && i < n && self.graph.node_name(self.graph.outputs[i].node_id) == node {
                 return Some(i);
             }
         }
         self.graph
             .outputs
             .iter()
-            .position(|e| self.graph.nodes[e.node_id as usize].name == name)
+            .position(|e| self.graph.node_name(e.node_id) == name)
     }
 
     pub(super) fn check_input(&self, index: usize) -> Result<usize> {

@@ -12,16 +12,18 @@ use crate::sync::Instant;
 impl Executor {
     /// Device of node `nid`'s first output (where its op runs).
     fn node_device(&self, st: &State, nid: usize) -> DLDevice {
-        st.data_entry[self.graph.entry_id(nid as u32, 0)].device()
+        let eid = self.graph.entry_id(nid as u32, 0);
+        st.data_entry.get(eid).map_or(DLDevice::CPU, |a| a.device())
     }
 
     /// Data type name and shape of entry `eid`.
     #[inline(never)]
     fn entry_desc(&self, eid: usize) -> (String, Vec<i64>) {
-        (
-            self.graph.dltype_names[eid].clone(),
-            self.graph.shape[eid].clone(),
-        )
+        let g = &self.graph;
+        match (g.dltype_names.get(eid), g.shape.get(eid)) {
+            (Some(t), Some(s)) => (t.clone(), s.clone()),
+            _ => Default::default(),
+        }
     }
 
     /// Times node `nid`'s op alone; zeros for input nodes.
@@ -33,10 +35,14 @@ impl Executor {
     }
 
     fn time_node(&self, st: &mut State, nid: usize, cfg: &TimeEvalConfig) -> Result<Vec<f64>> {
-        if matches!(st.ops[nid].kind, OpKind::None) {
+        if st
+            .ops
+            .get(nid)
+            .is_none_or(|o| matches!(o.kind, OpKind::None))
+        {
             return Ok(vec![0.0; cfg.repeat.max(0) as usize]);
         }
-        let dev = self.devices[0];
+        let dev = self.devices.first().copied().unwrap_or(DLDevice::CPU);
         time_evaluate(&mut || self.run_ops(st, nid, nid + 1), None, dev, cfg)
     }
 
@@ -84,7 +90,11 @@ impl Executor {
             }
             let total = Instant::now();
             for (nid, ns) in node_ns.iter_mut().enumerate() {
-                if matches!(st.ops[nid].kind, OpKind::None) {
+                if st
+                    .ops
+                    .get(nid)
+                    .is_none_or(|o| matches!(o.kind, OpKind::None))
+                {
                     continue;
                 }
                 let dev = self.node_device(st, nid);
