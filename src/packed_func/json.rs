@@ -9,7 +9,7 @@
 //! byte offset).
 //!
 //! Output is byte for byte what serde_json 1.x (which this module replaces) wrote: compact,
-//! object keys sorted (a [`Map`] is a B-tree), integers as integers, floats in the shortest
+//! object keys sorted (a [`Map`] keeps its entries sorted), integers as integers, floats in the shortest
 //! form that reads back (`1.0`, `0.1`, `1e-7`, `1e+16`; fixed notation for decimal exponents
 //! -5 to 15), non-finite floats as `null`. Numbers are read the way serde_json read them
 //! (without its `float_roundtrip` feature): integers exactly in the `u64`/`i64` range, wider
@@ -19,12 +19,143 @@
 //! it is kept so that a document the runtime reads and writes back (a profiling report through
 //! `FromJSON` and `AsJSON`) stays byte for byte what it was.
 
-use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 use std::sync::OnceLock;
 
-/// An object: keys in sorted order, a repeated key keeps its last value.
-pub type Map = BTreeMap<String, Value>;
+/// An object: its entries in a list sorted by key, one per key (a repeated key keeps its last
+/// value). Objects here are small; a list is a fraction of a B-tree's code, and a document's
+/// objects are sorted once when read (no insertion per key, so a hostile object with many
+/// keys costs a sort, not a quadratic number of moves).
+#[derive(Clone, PartialEq, Default)]
+pub struct Map {
+    entries: Vec<(String, Value)>,
+}
+
+impl Map {
+    /// An empty object.
+    pub fn new() -> Map {
+        Map::default()
+    }
+
+    /// The number of entries.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Where `key` is (`Ok`) or would go (`Err`).
+    fn find(&self, key: &str) -> Result<usize, usize> {
+        self.entries.binary_search_by(|(k, _)| k.as_str().cmp(key))
+    }
+
+    /// The value under `key`.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.find(key).ok().map(|i| &self.entries[i].1)
+    }
+
+    /// The value under `key`, to change it.
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
+        self.find(key).ok().map(|i| &mut self.entries[i].1)
+    }
+
+    /// Whether `key` has a value.
+    pub fn contains_key(&self, key: &str) -> bool {
+        self.find(key).is_ok()
+    }
+
+    /// Sets `key` to `v`; returns the value it replaces.
+    pub fn insert(&mut self, key: String, v: Value) -> Option<Value> {
+        match self.find(&key) {
+            Ok(i) => Some(std::mem::replace(&mut self.entries[i].1, v)),
+            Err(i) => {
+                self.entries.insert(i, (key, v));
+                None
+            }
+        }
+    }
+
+    /// Removes `key`; returns its value.
+    pub fn remove(&mut self, key: &str) -> Option<Value> {
+        self.find(key).ok().map(|i| self.entries.remove(i).1)
+    }
+
+    /// The entries in key order.
+    pub fn iter(&self) -> impl DoubleEndedIterator<Item = (&String, &Value)> + ExactSizeIterator {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+
+    /// The keys in order.
+    pub fn keys(&self) -> impl DoubleEndedIterator<Item = &String> + ExactSizeIterator {
+        self.entries.iter().map(|(k, _)| k)
+    }
+
+    /// The values in key order.
+    pub fn values(&self) -> impl DoubleEndedIterator<Item = &Value> + ExactSizeIterator {
+        self.entries.iter().map(|(_, v)| v)
+    }
+
+    /// An object of entries in any order (a repeated key keeps its last value): sorted once.
+    fn from_entries(entries: Vec<(String, Value)>) -> Map {
+        if entries.windows(2).all(|w| w[0].0 < w[1].0) {
+            return Map { entries };
+        }
+        Map::sorted(entries)
+    }
+
+    /// [`Map::from_entries`] for entries out of order or repeated.
+    #[inline(never)]
+    fn sorted(entries: Vec<(String, Value)>) -> Map {
+        let order =
+            super::order::stable_order(entries.len(), &|a, b| entries[a].0.cmp(&entries[b].0));
+        let mut slots: Vec<Option<(String, Value)>> = entries.into_iter().map(Some).collect();
+        let mut kept: Vec<(String, Value)> = Vec::with_capacity(slots.len());
+        for i in order {
+            let Some(e) = slots[i].take() else { continue };
+            // Of equal keys (adjacent now, in their first order) the last one stays.
+            match kept.last_mut() {
+                Some(last) if last.0 == e.0 => *last = e,
+                _ => kept.push(e),
+            }
+        }
+        Map { entries: kept }
+    }
+}
+
+/// As a map: `{"key": value, ...}`.
+impl fmt::Debug for Map {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl IntoIterator for Map {
+    type Item = (String, Value);
+    type IntoIter = std::vec::IntoIter<(String, Value)>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.into_iter()
+    }
+}
+
+impl<'a> IntoIterator for &'a Map {
+    type Item = (&'a String, &'a Value);
+    type IntoIter = std::iter::Map<
+        std::slice::Iter<'a, (String, Value)>,
+        fn(&'a (String, Value)) -> (&'a String, &'a Value),
+    >;
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter().map(|(k, v)| (k, v))
+    }
+}
+
+impl FromIterator<(String, Value)> for Map {
+    fn from_iter<I: IntoIterator<Item = (String, Value)>>(iter: I) -> Map {
+        Map::from_entries(iter.into_iter().collect())
+    }
+}
 
 /// How deep containers may nest (serde_json's limit, kept so that the same documents are
 /// accepted): the 128th level is an error.
@@ -593,8 +724,8 @@ pub fn parse_bytes(bytes: &[u8]) -> Result<Value, ParseError> {
 /// An open container while reading.
 enum Frame {
     List(Vec<Value>),
-    /// The entries so far and the key of the value being read.
-    Object(Map, String),
+    /// The entries so far (in document order) and the key of the value being read.
+    Object(Vec<(String, Value)>, String),
 }
 
 struct Reader<'a> {
@@ -664,7 +795,7 @@ impl Reader<'_> {
                         }
                         _ => {
                             let key = self.key()?;
-                            stack.push(Frame::Object(Map::new(), key));
+                            stack.push(Frame::Object(Vec::new(), key));
                             continue;
                         }
                     }
@@ -699,7 +830,7 @@ impl Reader<'_> {
                         )
                     }
                     Frame::Object(m, key) => {
-                        m.insert(std::mem::take(key), v);
+                        m.push((std::mem::take(key), v));
                         (
                             b'}',
                             [
@@ -726,7 +857,7 @@ impl Reader<'_> {
                         self.pos += 1;
                         v = match frame {
                             Frame::List(items) => Value::Array(items),
-                            Frame::Object(m, _) => Value::Object(m),
+                            Frame::Object(m, _) => Value::Object(Map::from_entries(m)),
                         };
                     }
                     Some(_) => return Err(self.error(neither)),
@@ -1313,6 +1444,45 @@ mod tests {
             same(&Value::from(f).to_string());
             same(&format!("{f:.17}"));
         }
+    }
+
+    /// Objects with keys out of order and repeated read as serde_json reads them (sorted, the
+    /// last of a repeated key kept), and the map's edits behave as a B-tree map's.
+    #[test]
+    fn maps_match_btree_maps() {
+        let mut r = Rng(0x5eed_0fa1_10b1_ec70);
+        for _ in 0..2_000 {
+            let n = r.next() % 12;
+            let mut text = String::from("{");
+            for i in 0..n {
+                if i > 0 {
+                    text.push(',');
+                }
+                let _ = write!(text, "\"k{}\": {}", r.next() % 6, r.next() % 100);
+            }
+            text.push('}');
+            same(&text);
+        }
+        let mut ours = Map::new();
+        let mut theirs = std::collections::BTreeMap::new();
+        for _ in 0..20_000 {
+            let k = format!("k{}", r.next() % 40);
+            let v = Value::from(r.next() % 1000);
+            match r.next() % 4 {
+                0 | 1 => assert_eq!(ours.insert(k.clone(), v.clone()), theirs.insert(k, v)),
+                2 => assert_eq!(ours.remove(&k), theirs.remove(&k)),
+                _ => {
+                    assert_eq!(ours.get(&k), theirs.get(&k));
+                    assert_eq!(ours.contains_key(&k), theirs.contains_key(&k));
+                }
+            }
+            assert_eq!(ours.len(), theirs.len());
+        }
+        assert!(ours.iter().eq(theirs.iter()));
+        assert_eq!(format!("{ours:?}"), format!("{theirs:?}"));
+        let collected: Map = theirs.clone().into_iter().rev().collect();
+        assert_eq!(collected, ours);
+        assert!(ours.into_iter().eq(theirs));
     }
 
     /// Random edits of a document: both accept the same ones, and write them the same.
