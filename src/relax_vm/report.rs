@@ -180,9 +180,10 @@ impl ReportObj {
                     .unwrap_or(0.0)
             })
             .collect();
+        let dur = |i: usize| d.get(i).copied().unwrap_or(0.0);
         let order = crate::packed_func::order::stable_order(rows.len(), &|a, b| {
             if sort {
-                d[b].total_cmp(&d[a])
+                dur(b).total_cmp(&dur(a))
             } else {
                 std::cmp::Ordering::Equal
             }
@@ -273,11 +274,11 @@ fn render(rows: &[Row], conf: Option<&Map>) -> String {
     for r in rows {
         keys.extend(entries(r).into_iter().map(|(k, _)| k.as_str()));
     }
-    for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| keys[a].cmp(keys[b])) {
-        if let Some(&k) = keys.get(i) {
-            if !headers.contains(&k) {
-                headers.push(k);
-            }
+    let key = |i: usize| keys.get(i).copied().unwrap_or_default();
+    for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| key(a).cmp(key(b))) {
+        let k = key(i);
+        if !headers.contains(&k) {
+            headers.push(k);
         }
     }
     // The header line's cells, then each row's.
