@@ -180,9 +180,10 @@ impl ReportObj {
                     .unwrap_or(0.0)
             })
             .collect();
+        let dur = |i: usize| d.get(i).copied().unwrap_or(0.0);
         let order = crate::packed_func::order::stable_order(rows.len(), &|a, b| {
             if sort {
-                d[b].total_cmp(&d[a])
+                dur(b).total_cmp(&dur(a))
             } else {
                 std::cmp::Ordering::Equal
             }
@@ -273,38 +274,42 @@ fn render(rows: &[Row], conf: Option<&Map>) -> String {
     for r in rows {
         keys.extend(entries(r).into_iter().map(|(k, _)| k.as_str()));
     }
-    for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| keys[a].cmp(keys[b])) {
-        if !headers.contains(&keys[i]) {
-            headers.push(keys[i]);
+    let key = |i: usize| keys.get(i).copied().unwrap_or_default();
+    for i in crate::packed_func::order::stable_order(keys.len(), &|a, b| key(a).cmp(key(b))) {
+        let k = key(i);
+        if !headers.contains(&k) {
+            headers.push(k);
         }
     }
+    // The header line's cells, then each row's.
     let n = headers.len();
-    let mut cells: Vec<String> = Vec::with_capacity(rows.len() * n);
+    let mut cells: Vec<String> = Vec::with_capacity((rows.len() + 1) * n);
+    for h in &headers {
+        cells.push(owned(h));
+    }
     for r in rows {
         for h in &headers {
             cells.push(cell(r, h));
         }
     }
-    let mut widths: Vec<usize> = headers.iter().map(|h| h.len()).collect();
-    for (i, c) in cells.iter().enumerate() {
-        widths[i % n] = widths[i % n].max(c.len());
+    let mut widths = vec![0usize; n];
+    for line in cells.chunks(n) {
+        for (w, c) in widths.iter_mut().zip(line) {
+            *w = (*w).max(c.len());
+        }
     }
     let mut out = String::new();
-    let mut line = |c: &mut dyn Iterator<Item = &str>| {
+    for line in cells.chunks(n) {
         let start = out.len();
-        for (i, s) in c.enumerate() {
+        for (i, (s, &w)) in line.iter().zip(&widths).enumerate() {
             if i > 0 {
                 push(&mut out, "  ");
             }
-            pad(&mut out, s, widths[i], i == 0);
+            pad(&mut out, s, w, i == 0);
         }
-        let kept = out[start..].trim_end().len();
+        let kept = out.get(start..).map_or(0, |l| l.trim_end().len());
         out.truncate(start + kept);
         out.push('\n');
-    };
-    line(&mut headers.iter().copied());
-    for c in cells.chunks(n) {
-        line(&mut c.iter().map(String::as_str));
     }
     if let Some(conf) = conf {
         push(&mut out, "\nConfiguration\n-------------\n");

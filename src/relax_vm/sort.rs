@@ -291,9 +291,14 @@ pub(crate) fn register(r: &mut Registrar) {
             // The first occurrences, latest first (distinct positions: no sort needed).
             let mut first = vec![false; n];
             for &k in &firsts {
-                first[k] = true;
+                if let Some(f) = first.get_mut(k) {
+                    *f = true;
+                }
             }
-            (0..n).rev().filter(|&k| first[k]).collect()
+            (0..n)
+                .rev()
+                .filter(|&k| first.get(k) == Some(&true))
+                .collect()
         };
         let out = new_tensor(&[picks.len() as i64], x.dtype)?;
         copy_order(x, 0, 1, &picks, out.dltensor(), 0);
@@ -333,9 +338,11 @@ pub(crate) fn register(r: &mut Registrar) {
         let mut coords = vec![0i64; nd * hits.len()];
         for (h, &flat) in hits.iter().enumerate() {
             let mut rem = flat;
-            for d in (0..nd).rev() {
-                coords[d * hits.len() + h] = (rem % dims[d].max(1)) as i64;
-                rem /= dims[d].max(1);
+            for (d, &dim) in dims.iter().enumerate().rev() {
+                if let Some(c) = coords.get_mut(d * hits.len() + h) {
+                    *c = (rem % dim.max(1)) as i64;
+                }
+                rem /= dim.max(1);
             }
         }
         let out = crate::ndarray::NDArray::from_slice(&coords, &[nd as i64, hits.len() as i64])?;
@@ -394,7 +401,9 @@ pub(crate) fn register(r: &mut Registrar) {
         let n = parts.1;
         let k = if k < 1 { n } else { (k as usize).min(n) };
         let mut want = shape(x).to_vec();
-        want[parts.3] = k as i64;
+        if let Some(w) = want.get_mut(parts.3) {
+            *w = k as i64;
+        }
         for t in values.iter().chain(indices.iter()) {
             if shape(t) != want.as_slice() {
                 return Err(Error::value_fmt(format_args!(
@@ -471,7 +480,7 @@ fn along(
             let src0 = i * n * after + j;
             let dst0 = i * k * after + j;
             let ord = order(x, src0, after, n, count, asc);
-            let ord = &ord[..k];
+            let ord = ord.get(..k).unwrap_or_default();
             if let Some(ix) = indices {
                 write_order(ix, dst0, after, ord);
             }

@@ -204,9 +204,8 @@ impl Executor {
         for &d in devices {
             device::api(d).map_err(|e| crate::executor::ctx(e, format_args!("graph executor")))?;
         }
-        // One value built into its `Arc` and filled in place there by the steps below (not
-        // moved into it at the end), so that an error drops just it.
-        let mut arc = Arc::new(Executor {
+        // One value filled in place by the steps below, so that an error drops just it.
+        let mut ex = Executor {
             graph: Graph::empty(),
             lib,
             devices: devices.to_vec(),
@@ -224,22 +223,7 @@ impl Executor {
                 eid_slots: Vec::new(),
                 last_executed_node: -1,
             }),
-        });
-        // Nobody else holds it yet.
-        if let Some(ex) = Arc::get_mut(&mut arc) {
-            ex.fill(graph_json, devices, &lookup)?;
-        }
-        Ok(arc)
-    }
-
-    /// [`Executor::new`]'s steps, on the new executor.
-    fn fill(
-        &mut self,
-        graph_json: &str,
-        devices: &[DLDevice],
-        lookup: &LinkedParamLookup,
-    ) -> Result<()> {
-        let ex = self;
+        };
         let graph = &mut ex.graph;
         graph.read(graph_json)?;
         ex.inputs_by_name =
@@ -253,12 +237,13 @@ impl Executor {
             graph,
             lib,
             devices,
-            lookup,
+            &lookup,
             &mut state._storage_pool,
             &mut state.data_entry,
         )?;
         check_kernels_can_reach(graph, lib, &state.data_entry)?;
-        setup_ops(graph, lib, state)
+        setup_ops(graph, lib, state)?;
+        Ok(Arc::new(ex))
     }
 
     /// The library.
