@@ -91,8 +91,8 @@ impl FactoryNode {
             let arrays = params::read_arrays(r, &pending)
                 .map_err(|e| ctx(e, format_args!("GraphExecutorFactory: the parameters")))?;
             p.reserve_exact(arrays.len());
-            for (k, a) in arrays.into_iter().enumerate() {
-                p.push((std::mem::take(&mut names[k]), a));
+            for (name, a) in names.iter_mut().zip(arrays) {
+                p.push((std::mem::take(name), a));
             }
         }
         let module_name = params::read_string(r, "the module name")?;

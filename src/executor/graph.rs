@@ -550,8 +550,8 @@ impl Graph {
         for (i, e) in self.outputs.iter().enumerate() {
             self.check_entry(e, Ctx::Head(i))?;
         }
-        for (i, s) in self.shape.iter().enumerate() {
-            if let Err(e) = crate::ndarray::checked_nbytes(s, self.dltype[i]) {
+        for (i, (s, &t)) in self.shape.iter().zip(&self.dltype).enumerate() {
+            if let Err(e) = crate::ndarray::checked_nbytes(s, t) {
                 return Err(bad(format_args!("entry {i}: {}", e.message)));
             }
         }
@@ -569,6 +569,11 @@ impl Graph {
             Some(&[a, b]) => b - a,
             _ => 0,
         }
+    }
+
+    /// The shape of entry `eid` (empty for an entry it lacks).
+    pub(crate) fn entry_shape(&self, eid: usize) -> &[i64] {
+        self.shape.get(eid).map_or(&[], |s| s)
     }
 
     /// The name of node `nid` (`""` for a node it lacks).

@@ -69,7 +69,7 @@ impl Executor {
     /// reinterpretation of the bits): the error names `what` (the call and the entry), both
     /// data types and both shapes.
     fn check_dtype(&self, t: &DLTensor, eid: usize, what: fmt::Arguments<'_>) -> Result<()> {
-        if t.dtype == self.graph.dltype[eid] {
+        if self.graph.dltype.get(eid) == Some(&t.dtype) {
             return Ok(());
         }
         // SAFETY: a live tensor holds `ndim` shape entries.
@@ -78,8 +78,8 @@ impl Executor {
             "{what}: the array's data type {} (shape {shape:?}) differs from the declared {} \
              (shape {:?}); the runtime does not reinterpret data: convert the array first",
             dtype_to_string(t.dtype),
-            self.graph.dltype_names[eid],
-            self.graph.shape[eid]
+            self.graph.dltype_names.get(eid).map_or("", |s| s),
+            self.graph.entry_shape(eid)
         )))
     }
 
@@ -110,12 +110,12 @@ impl Executor {
         eid: usize,
         what: fmt::Arguments<'_>,
     ) -> Result<()> {
-        let internal = st.data_entry[eid].dltensor();
+        let internal = st.entry(eid)?.dltensor();
         self.check_dtype(t, eid, what)?;
-        let want_shape = &self.graph.shape[eid];
+        let want_shape = self.graph.entry_shape(eid);
         // SAFETY: a live tensor holds `ndim` shape entries.
         let shape = unsafe { crate::ndarray::shape_of(t) };
-        if shape != want_shape.as_slice() {
+        if shape != want_shape {
             return Err(Error::value_fmt(format_args!(
                 "{what}: shape {shape:?} does not match the graph's {want_shape:?}"
             )));
@@ -273,26 +273,26 @@ impl Executor {
 
     pub(crate) fn get_input(&self, index: usize) -> Result<NDArray> {
         let eid = self.check_input(index)?;
-        Ok(self.state.lock_cold()?.data_entry[eid].clone())
+        Ok(self.state.lock_cold()?.entry(eid)?.clone())
     }
 
     pub(crate) fn get_output(&self, index: usize) -> Result<NDArray> {
         let eid = self.check_output(index)?;
-        Ok(self.state.lock()?.data_entry[eid].clone())
+        Ok(self.state.lock()?.entry(eid)?.clone())
     }
 
     /// Copies output `index` into `dst` (same shape).
     pub(crate) fn copy_output_to(&self, index: usize, dst: &DLTensor) -> Result<()> {
         let eid = self.check_output(index)?;
         let st = self.state.lock()?;
-        let src = st.data_entry[eid].dltensor();
+        let src = st.entry(eid)?.dltensor();
         // SAFETY: `dst` is a live tensor (caller contract).
         let dshape = unsafe { crate::ndarray::shape_of(dst) };
-        if dshape != self.graph.shape[eid].as_slice() {
+        let want = self.graph.entry_shape(eid);
+        if dshape != want {
             return Err(Error::value_fmt(format_args!(
                 "get_output {index}: the destination's shape {dshape:?} does not match the \
-                 output's {:?}",
-                self.graph.shape[eid]
+                 output's {want:?}"
             )));
         }
         // SAFETY: both are live tensors.

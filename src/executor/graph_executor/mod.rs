@@ -76,6 +76,23 @@ struct State {
     last_executed_node: i64,
 }
 
+impl State {
+    /// The array of entry `eid` (every entry has one; the error is for an id out of range).
+    #[inline]
+    fn entry(&self, eid: usize) -> Result<&NDArray> {
+        match self.data_entry.get(eid) {
+            Some(a) => Ok(a),
+            None => Err(no_entry(eid)),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_entry(eid: usize) -> Error {
+    Error::internal_fmt(format_args!("graph executor: no entry {eid}"))
+}
+
 // SAFETY: the raw pointers in `State` point into memory the state owns (its boxes) or keeps
 // alive (its arrays, its functions); access is serialised by `ExecLock`.
 unsafe impl Send for State {}
