@@ -588,10 +588,14 @@ impl Graph {
             .map_or("", |&nid| self.node_name(nid))
     }
 
-    /// Entry id of output `index` of node `nid`.
+    /// Entry id of output `index` of node `nid` (`usize::MAX`, an id no entry has, for a node
+    /// the graph lacks).
     #[inline]
     pub fn entry_id(&self, nid: u32, index: u32) -> usize {
-        (self.node_row_ptr[nid as usize] + index) as usize
+        match self.node_row_ptr.get(nid as usize) {
+            Some(&first) => (first + index) as usize,
+            None => usize::MAX,
+        }
     }
 
     /// Entry id of a node entry.

@@ -384,20 +384,18 @@ impl Executor {
         let g = &self.graph;
         if input {
             let st = self.state.lock_cold()?;
-            for (i, &nid) in g.input_nodes.iter().enumerate() {
-                if !st.is_param[i] {
-                    let eid = g.entry_id(nid, 0);
-                    f(&g.nodes[nid as usize].name, &g.shape[eid], g.dltype[eid]);
+            for (&nid, &param) in g.input_nodes.iter().zip(&st.is_param) {
+                let eid = g.entry_id(nid, 0);
+                if let (false, Some(&t)) = (param, g.dltype.get(eid)) {
+                    f(g.node_name(nid), g.entry_shape(eid), t);
                 }
             }
         } else {
             for &e in &g.outputs {
                 let eid = g.eid(e);
-                f(
-                    &g.nodes[e.node_id as usize].name,
-                    &g.shape[eid],
-                    g.dltype[eid],
-                );
+                if let Some(&t) = g.dltype.get(eid) {
+                    f(g.node_name(e.node_id), g.entry_shape(eid), t);
+                }
             }
         }
         Ok(())

@@ -178,7 +178,7 @@ impl Executor {
                 index + 1
             )));
         }
-        let src = &st.data_entry[self.graph.entry_id(nid as u32, index as u32)];
+        let src = st.entry(self.graph.entry_id(nid as u32, index as u32))?;
         let mut out = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
         src.copy_to(&mut out)?;
         Ok(out)
@@ -191,7 +191,7 @@ impl Executor {
         let mut st = self.state.lock_cold()?;
         let st = &mut *st;
         self.run_ops(st, 0, nid + 1)?;
-        let arr = st.data_entry[self.graph.entry_id(nid as u32, 0)].clone();
+        let arr = st.entry(self.graph.entry_id(nid as u32, 0))?.clone();
         if let Some(dst) = out {
             // SAFETY: both tensors are live.
             unsafe { device::copy_tensor(arr.dltensor(), dst, std::ptr::null_mut()) }
