@@ -402,8 +402,7 @@ impl Graph {
         g.shape.reserve_exact(list.len());
         for (i, s) in list.iter().enumerate() {
             let dims = as_array(s, Ctx::Shape(i))?;
-            g.shape.push(Vec::with_capacity(dims.len()));
-            let v = g.shape.last_mut().expect("just pushed");
+            let mut v = Vec::with_capacity(dims.len());
             for d in dims {
                 match d.as_i64() {
                     Some(x) if x >= 0 => v.push(x),
@@ -414,6 +413,7 @@ impl Graph {
                     }
                 }
             }
+            g.shape.push(v);
         }
         if let Some(l) = typed_list(attrs, "device_index", "list_int")? {
             let out = g.device_index.insert(Vec::with_capacity(l.len()));

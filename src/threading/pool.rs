@@ -641,8 +641,9 @@ impl Pool {
                     let ok = r.is_ok();
                     tx.send((w, r));
                     drop(tx);
-                    if ok {
-                        pool.worker_loop(&acks[w - 1]);
+                    // Worker `w` has ack `w - 1`.
+                    if let (true, Some(ack)) = (ok, acks.get(w - 1)) {
+                        pool.worker_loop(ack);
                     }
                 });
             match r {

@@ -226,7 +226,11 @@ impl Executor {
         let g = &self.graph;
         let mut targets = vec![eid];
         let mut name = "";
-        if let Some(node) = g.nodes.get(g.outputs[index].node_id as usize) {
+        if let Some(node) = g
+            .outputs
+            .get(index)
+            .and_then(|e| g.nodes.get(e.node_id as usize))
+        {
             name = &node.name;
             if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
                 // A `__nop` node has an input (the graph checks it).

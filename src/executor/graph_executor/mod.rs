@@ -290,8 +290,9 @@ impl Executor {
     fn inputs_named(&self, name: &str) -> &[usize] {
         let v = &self.inputs_by_name;
         let lo = v.partition_point(|&i| self.input_name(i) < name);
-        let hi = lo + v[lo..].partition_point(|&i| self.input_name(i) == name);
-        &v[lo..hi]
+        let rest = v.get(lo..).unwrap_or_default();
+        let n = rest.partition_point(|&i| self.input_name(i) == name);
+        rest.get(..n).unwrap_or_default()
     }
 
     /// The input named `name` (the last one, when several share it).

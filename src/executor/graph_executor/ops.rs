@@ -97,12 +97,12 @@ impl Executor {
     #[cold]
     #[inline(never)]
     fn op_error(&self, nid: usize, e: Error) -> Error {
-        let node = &self.graph.nodes[nid];
+        let f = self.graph.nodes.get(nid).map_or("", |n| &n.param.func_name);
         crate::executor::ctx(
             e,
             format_args!(
-                "graph executor: node {nid} '{}' (function {})",
-                node.name, node.param.func_name
+                "graph executor: node {nid} '{}' (function {f})",
+                self.graph.node_name(nid as u32)
             ),
         )
     }
