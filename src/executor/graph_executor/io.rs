@@ -89,15 +89,15 @@ impl Executor {
         let name = self.input_name(index);
         self.check_dtype(src, eid, format_args!("set_input '{name}'"))?;
         let mut st = self.state.lock()?;
-        if st.borrowed[eid] {
+        if st.borrowed.get(eid) == Some(&true) {
             // The entry shows a factory's parameter: give it storage of its own first, so
             // that the factory (and executors created from it) keep their values.
-            let have = st.data_entry[eid].dltensor();
-            let own = NDArray::empty(&self.graph.shape[eid], have.dtype, have.device)
+            let have = st.entry(eid)?.dltensor();
+            let own = NDArray::empty(self.graph.entry_shape(eid), have.dtype, have.device)
                 .map_err(|e| ctx(e, format_args!("set_input")))?;
             Self::redirect(&mut st, eid, own);
         }
-        let dst = st.data_entry[eid].dltensor();
+        let dst = st.entry(eid)?.dltensor();
         // SAFETY: `src` is a live tensor (caller contract of the argument), `dst` our array.
         unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }
             .map_err(|e| ctx(e, format_args!("set_input '{name}'")))
