@@ -260,12 +260,12 @@ pub(super) fn setup_storage(
         }
     }
     storage.reserve_exact(pool.len());
-    for (sid, pe) in pool.into_iter().enumerate() {
+    for (sid, pe) in pool.iter_mut().enumerate() {
         if !pe.used {
             storage.push(None);
             continue;
         }
-        if let Some(l) = pe.linked {
+        if let Some(l) = pe.linked.take() {
             storage.push(Some(l));
             continue;
         }
