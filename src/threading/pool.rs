@@ -1410,6 +1410,42 @@ mod tests {
         pool.stop();
     }
 
+    /// Each task records its thread's OS name and stack size, then waits at the barrier (so
+    /// task 1 runs on a worker).
+    unsafe extern "C" fn describe(task: i32, p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        let out = unsafe { &*(cdata as *const Mutex<Vec<(String, usize)>>) };
+        let mut name = [0u8; 16];
+        let mut stack = 0usize;
+        unsafe {
+            let me = libc::pthread_self();
+            libc::pthread_getname_np(me, name.as_mut_ptr().cast(), name.len());
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            libc::pthread_getattr_np(me, &mut attr);
+            libc::pthread_attr_getstacksize(&attr, &mut stack);
+            libc::pthread_attr_destroy(&mut attr);
+        }
+        let name = std::ffi::CStr::from_bytes_until_nul(&name)
+            .map_or(String::new(), |c| c.to_string_lossy().into_owned());
+        out.lock().unwrap()[task as usize] = (name, stack);
+        unsafe { parallel_barrier(task, p) }
+    }
+
+    #[test]
+    fn workers_are_named_and_get_a_std_sized_stack() {
+        let pool = private_pool(2);
+        let seen = Mutex::new(vec![(String::new(), 0usize); 2]);
+        let r = unsafe { launch_on(pool, describe, &seen as *const _ as *mut c_void, 2) };
+        assert_eq!(r, 0);
+        let (name, stack) = seen.lock().unwrap()[1].clone();
+        assert_eq!(name, "tvm-worker-1");
+        let want = std::env::var("RUST_MIN_STACK")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(2 << 20);
+        assert!(stack >= want, "{stack} < {want}");
+        pool.stop();
+    }
+
     #[test]
     fn the_process_pool_runs_every_task_once() {
         for n in [1, 2] {
