@@ -737,10 +737,10 @@ impl Pool {
         let contention = Contention::new(until);
         let wanted = config.threads.clamp(1, MAX_THREADS);
         // Leaked with the pool, which lives as long as the process.
-        let acks: &'static [Ack] = Box::leak(
+        let acks: &'static [Ack] = Vec::leak(
             (1..wanted)
                 .map(|_| Ack(AtomicU32::new(0)))
-                .collect::<Box<[Ack]>>(),
+                .collect::<Vec<Ack>>(),
         );
         Box::leak(Box::new(Pool {
             job: Job {
