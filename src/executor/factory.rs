@@ -156,7 +156,7 @@ fn create_executor(
 
 /// The parameters as a Map object (String → NDArray).
 pub fn params_to_map(p: &[(String, NDArray)]) -> ObjectRef {
-    let mut m = MapObj::default();
+    let mut m = super::functions::new_map();
     for (k, v) in p {
         m.insert(StringObj::new_ref(k), Some(v.as_object().clone()));
     }
