@@ -91,8 +91,8 @@ impl FactoryNode {
             let arrays = params::read_arrays(r, &pending)
                 .map_err(|e| ctx(e, format_args!("GraphExecutorFactory: the parameters")))?;
             p.reserve_exact(arrays.len());
-            for (k, a) in arrays.into_iter().enumerate() {
-                p.push((std::mem::take(&mut names[k]), a));
+            for (name, a) in names.iter_mut().zip(arrays) {
+                p.push((std::mem::take(name), a));
             }
         }
         let module_name = params::read_string(r, "the module name")?;
@@ -156,7 +156,7 @@ fn create_executor(
 
 /// The parameters as a Map object (String → NDArray).
 pub fn params_to_map(p: &[(String, NDArray)]) -> ObjectRef {
-    let mut m = MapObj::default();
+    let mut m = super::functions::new_map();
     for (k, v) in p {
         m.insert(StringObj::new_ref(k), Some(v.as_object().clone()));
     }

@@ -94,11 +94,17 @@ fn two_args(e: &Executor, a: &Args<'_>, what: &str, output: bool) -> Result<(usi
     slot_tensor(e, a, 0, what, output)
 }
 
+/// An empty map (out of line: one copy of its hasher's set-up for the room).
+#[inline(never)]
+pub(crate) fn new_map() -> MapObj {
+    MapObj::default()
+}
+
 /// `{"shape": {name: ShapeTuple}, "dtype": {name: String}}` of the inputs that are not
 /// parameters (with `input`) or of the outputs, as the reference returns.
 fn info_map(e: &Executor, input: bool) -> Result<ObjectRef> {
-    let mut shapes = MapObj::default();
-    let mut dtypes = MapObj::default();
+    let mut shapes = new_map();
+    let mut dtypes = new_map();
     e.each_info(input, &mut |name, shape, dtype| {
         shapes.insert(
             StringObj::new_ref(name),
@@ -109,7 +115,7 @@ fn info_map(e: &Executor, input: bool) -> Result<ObjectRef> {
             Some(StringObj::new_ref(&dtype_to_string(dtype))),
         );
     })?;
-    let mut m = MapObj::default();
+    let mut m = new_map();
     m.insert(StringObj::new_ref("shape"), Some(ObjectRef::new(shapes)));
     m.insert(StringObj::new_ref("dtype"), Some(ObjectRef::new(dtypes)));
     Ok(ObjectRef::new(m))

@@ -402,8 +402,7 @@ impl Graph {
         g.shape.reserve_exact(list.len());
         for (i, s) in list.iter().enumerate() {
             let dims = as_array(s, Ctx::Shape(i))?;
-            g.shape.push(Vec::with_capacity(dims.len()));
-            let v = g.shape.last_mut().expect("just pushed");
+            let mut v = Vec::with_capacity(dims.len());
             for d in dims {
                 match d.as_i64() {
                     Some(x) if x >= 0 => v.push(x),
@@ -414,6 +413,7 @@ impl Graph {
                     }
                 }
             }
+            g.shape.push(v);
         }
         if let Some(l) = typed_list(attrs, "device_index", "list_int")? {
             let out = g.device_index.insert(Vec::with_capacity(l.len()));
@@ -550,8 +550,8 @@ impl Graph {
         for (i, e) in self.outputs.iter().enumerate() {
             self.check_entry(e, Ctx::Head(i))?;
         }
-        for (i, s) in self.shape.iter().enumerate() {
-            if let Err(e) = crate::ndarray::checked_nbytes(s, self.dltype[i]) {
+        for (i, (s, &t)) in self.shape.iter().zip(&self.dltype).enumerate() {
+            if let Err(e) = crate::ndarray::checked_nbytes(s, t) {
                 return Err(bad(format_args!("entry {i}: {}", e.message)));
             }
         }
@@ -571,6 +571,11 @@ impl Graph {
         }
     }
 
+    /// The shape of entry `eid` (empty for an entry it lacks).
+    pub(crate) fn entry_shape(&self, eid: usize) -> &[i64] {
+        self.shape.get(eid).map_or(&[], |s| s)
+    }
+
     /// The name of node `nid` (`""` for a node it lacks).
     pub(crate) fn node_name(&self, nid: u32) -> &str {
         self.nodes.get(nid as usize).map_or("", |n| &n.name)
@@ -583,10 +588,14 @@ impl Graph {
             .map_or("", |&nid| self.node_name(nid))
     }
 
-    /// Entry id of output `index` of node `nid`.
+    /// Entry id of output `index` of node `nid` (`usize::MAX`, an id no entry has, for a node
+    /// the graph lacks).
     #[inline]
     pub fn entry_id(&self, nid: u32, index: u32) -> usize {
-        (self.node_row_ptr[nid as usize] + index) as usize
+        match self.node_row_ptr.get(nid as usize) {
+            Some(&first) => (first + index) as usize,
+            None => usize::MAX,
+        }
     }
 
     /// Entry id of a node entry.

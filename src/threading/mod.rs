@@ -76,7 +76,12 @@ impl PoolConfig {
     /// [`PoolConfig::from_lookup`]'s body, once for every kind of lookup.
     #[inline(never)]
     fn from_lookup_dyn(get: &dyn Fn(&str) -> Option<String>, cores: usize) -> PoolConfig {
-        let parse = |k: &str| get(k).and_then(|v| int(&v));
+        /// Variable `k` as an integer (out of line: one copy for the four).
+        #[inline(never)]
+        fn lookup(get: &dyn Fn(&str) -> Option<String>, k: &str) -> Option<i64> {
+            get(k).and_then(|v| int(&v))
+        }
+        let parse = |k: &str| lookup(get, k);
         let threads = parse("TVM_NUM_THREADS")
             .or_else(|| parse("OMP_NUM_THREADS"))
             .filter(|&n| n > 0)

@@ -549,6 +549,59 @@ fn bind_to_core(core: usize) -> std::result::Result<(), String> {
     Ok(())
 }
 
+/// Starts worker `w`: a detached thread named `tvm-worker-{w}` running `f`, with the stack a
+/// `std` thread gets (`RUST_MIN_STACK` bytes, else 2 MiB, at least `PTHREAD_STACK_MIN`).
+///
+/// A pthread rather than `std::thread::Builder`: `std`'s spawning (thread handles, spawn
+/// hooks, output capture, the result packet) was about 11 KB of the library, and the pool
+/// uses none of it. One difference: the thread has its OS name, but `std` does not know it
+/// (`std::thread::current().name()` is `None` there, so a panic message in it says
+/// `<unnamed>`).
+fn spawn_detached(w: usize, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    type Start = (usize, Box<dyn FnOnce() + Send>);
+    extern "C" fn start(arg: *mut c_void) -> *mut c_void {
+        // SAFETY: `arg` is the box `spawn_detached` leaked for this thread, taken once.
+        let (w, f) = *unsafe { Box::from_raw(arg as *mut Start) };
+        // At most 15 bytes (`w` < 1024), as a thread name must be.
+        let name = format!("tvm-worker-{w}\0");
+        // SAFETY: a NUL-terminated name for the calling thread.
+        unsafe { libc::pthread_setname_np(libc::pthread_self(), name.as_ptr().cast()) };
+        drop(name);
+        // A panic must not unwind out of a C entry point (that aborts the process); `f`
+        // catches its own, and this is the backstop a `std` thread would have.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        std::ptr::null_mut()
+    }
+    let stack = std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(2 << 20)
+        .max(libc::PTHREAD_STACK_MIN);
+    let arg = Box::into_raw(Box::new((w, f))) as *mut c_void;
+    // SAFETY: the attributes are initialised before use and destroyed after; on success the
+    // new thread owns `arg`.
+    let r = unsafe {
+        let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+        libc::pthread_attr_init(&mut attr);
+        if libc::pthread_attr_setstacksize(&mut attr, stack) != 0 {
+            // Some systems want whole pages.
+            let page = (libc::sysconf(libc::_SC_PAGESIZE) as usize).max(1);
+            libc::pthread_attr_setstacksize(&mut attr, stack.div_ceil(page) * page);
+        }
+        libc::pthread_attr_setdetachstate(&mut attr, libc::PTHREAD_CREATE_DETACHED);
+        let mut t: libc::pthread_t = 0;
+        let r = libc::pthread_create(&mut t, &attr, start, arg);
+        libc::pthread_attr_destroy(&mut attr);
+        r
+    };
+    if r != 0 {
+        // SAFETY: no thread was created: the box is still ours.
+        drop(unsafe { Box::from_raw(arg as *mut Start) });
+        return Err(std::io::Error::from_raw_os_error(r));
+    }
+    Ok(())
+}
+
 /// How a worker's start went: the worker's number and, when it did not start, why.
 type StartReport = (usize, std::result::Result<(), String>);
 
@@ -630,9 +683,9 @@ impl Pool {
                 None
             };
             let tx = reports.reporter();
-            let r = std::thread::Builder::new()
-                .name(format!("tvm-worker-{w}"))
-                .spawn(move || {
+            let r = spawn_detached(
+                w,
+                Box::new(move || {
                     // A worker takes part in launches only once it has reported its start.
                     let r = std::panic::catch_unwind(|| core.map_or(Ok(()), bind_to_core))
                         .unwrap_or_else(|p| {
@@ -641,10 +694,12 @@ impl Pool {
                     let ok = r.is_ok();
                     tx.send((w, r));
                     drop(tx);
-                    if ok {
-                        pool.worker_loop(&acks[w - 1]);
+                    // Worker `w` has ack `w - 1`.
+                    if let (true, Some(ack)) = (ok, acks.get(w - 1)) {
+                        pool.worker_loop(ack);
                     }
-                });
+                }),
+            );
             match r {
                 Ok(_) => spawned += 1,
                 Err(e) => {
@@ -682,10 +737,10 @@ impl Pool {
         let contention = Contention::new(until);
         let wanted = config.threads.clamp(1, MAX_THREADS);
         // Leaked with the pool, which lives as long as the process.
-        let acks: &'static [Ack] = Box::leak(
+        let acks: &'static [Ack] = Vec::leak(
             (1..wanted)
                 .map(|_| Ack(AtomicU32::new(0)))
-                .collect::<Box<[Ack]>>(),
+                .collect::<Vec<Ack>>(),
         );
         Box::leak(Box::new(Pool {
             job: Job {
@@ -1352,6 +1407,42 @@ mod tests {
             }
             assert!(!s.bad.load(Ordering::SeqCst));
         }
+        pool.stop();
+    }
+
+    /// Each task records its thread's OS name and stack size, then waits at the barrier (so
+    /// task 1 runs on a worker).
+    unsafe extern "C" fn describe(task: i32, p: *mut ParallelGroupEnv, cdata: *mut c_void) -> i32 {
+        let out = unsafe { &*(cdata as *const Mutex<Vec<(String, usize)>>) };
+        let mut name = [0u8; 16];
+        let mut stack = 0usize;
+        unsafe {
+            let me = libc::pthread_self();
+            libc::pthread_getname_np(me, name.as_mut_ptr().cast(), name.len());
+            let mut attr: libc::pthread_attr_t = std::mem::zeroed();
+            libc::pthread_getattr_np(me, &mut attr);
+            libc::pthread_attr_getstacksize(&attr, &mut stack);
+            libc::pthread_attr_destroy(&mut attr);
+        }
+        let name = std::ffi::CStr::from_bytes_until_nul(&name)
+            .map_or(String::new(), |c| c.to_string_lossy().into_owned());
+        out.lock().unwrap()[task as usize] = (name, stack);
+        unsafe { parallel_barrier(task, p) }
+    }
+
+    #[test]
+    fn workers_are_named_and_get_a_std_sized_stack() {
+        let pool = private_pool(2);
+        let seen = Mutex::new(vec![(String::new(), 0usize); 2]);
+        let r = unsafe { launch_on(pool, describe, &seen as *const _ as *mut c_void, 2) };
+        assert_eq!(r, 0);
+        let (name, stack) = seen.lock().unwrap()[1].clone();
+        assert_eq!(name, "tvm-worker-1");
+        let want = std::env::var("RUST_MIN_STACK")
+            .ok()
+            .and_then(|s| s.parse::<usize>().ok())
+            .unwrap_or(2 << 20);
+        assert!(stack >= want, "{stack} < {want}");
         pool.stop();
     }
 

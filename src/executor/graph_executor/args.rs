@@ -103,7 +103,7 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     let mut next_flat = shapes.len();
     for s in &slots {
         if s.flat {
-            shapes.push(g.shape[s.eid].iter().product());
+            shapes.push(g.entry_shape(s.eid).iter().product());
         }
     }
     shapes.push(0);
@@ -111,14 +111,21 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
     eid_slots.resize_with(g.num_entries(), Vec::new);
     tensors.reserve_exact(slots.len());
     for (k, s) in slots.iter().enumerate() {
-        let entry = data_entry[s.eid].dltensor();
+        let Some(entry) = data_entry.get(s.eid) else {
+            return Err(super::no_entry(s.eid));
+        };
+        let entry = entry.dltensor();
         let (ndim, off) = if s.flat {
             next_flat += 1;
             (1, next_flat - 1)
         } else {
-            (g.shape[s.eid].len() as i32, entry_off[s.eid])
+            match entry_off.get(s.eid) {
+                Some(&off) => (g.entry_shape(s.eid).len() as i32, off),
+                None => (0, 0),
+            }
         };
-        // SAFETY: `off` is inside `shapes` (the trailing element covers empty shapes).
+        // SAFETY: `off` is inside `shapes` (the trailing element covers empty shapes, and
+        // `shapes` is never empty).
         let shape = unsafe { base.add(off) };
         tensors.push(DLTensor {
             data: entry.data,
@@ -129,7 +136,9 @@ pub(super) fn setup_ops(g: &Graph, lib: &Module, st: &mut State) -> Result<()> {
             strides: std::ptr::null_mut(),
             byte_offset: entry.byte_offset,
         });
-        eid_slots[s.eid].push(k);
+        if let Some(v) = eid_slots.get_mut(s.eid) {
+            v.push(k);
+        }
     }
     values.extend(tensors.iter_mut().map(|t| TVMValue {
         v_handle: t as *mut DLTensor as *mut c_void,

@@ -69,7 +69,7 @@ impl Executor {
     /// reinterpretation of the bits): the error names `what` (the call and the entry), both
     /// data types and both shapes.
     fn check_dtype(&self, t: &DLTensor, eid: usize, what: fmt::Arguments<'_>) -> Result<()> {
-        if t.dtype == self.graph.dltype[eid] {
+        if self.graph.dltype.get(eid) == Some(&t.dtype) {
             return Ok(());
         }
         // SAFETY: a live tensor holds `ndim` shape entries.
@@ -78,8 +78,8 @@ impl Executor {
             "{what}: the array's data type {} (shape {shape:?}) differs from the declared {} \
              (shape {:?}); the runtime does not reinterpret data: convert the array first",
             dtype_to_string(t.dtype),
-            self.graph.dltype_names[eid],
-            self.graph.shape[eid]
+            self.graph.dltype_names.get(eid).map_or("", |s| s),
+            self.graph.entry_shape(eid)
         )))
     }
 
@@ -89,15 +89,15 @@ impl Executor {
         let name = self.input_name(index);
         self.check_dtype(src, eid, format_args!("set_input '{name}'"))?;
         let mut st = self.state.lock()?;
-        if st.borrowed[eid] {
+        if st.borrowed.get(eid) == Some(&true) {
             // The entry shows a factory's parameter: give it storage of its own first, so
             // that the factory (and executors created from it) keep their values.
-            let have = st.data_entry[eid].dltensor();
-            let own = NDArray::empty(&self.graph.shape[eid], have.dtype, have.device)
+            let have = st.entry(eid)?.dltensor();
+            let own = NDArray::empty(self.graph.entry_shape(eid), have.dtype, have.device)
                 .map_err(|e| ctx(e, format_args!("set_input")))?;
             Self::redirect(&mut st, eid, own);
         }
-        let dst = st.data_entry[eid].dltensor();
+        let dst = st.entry(eid)?.dltensor();
         // SAFETY: `src` is a live tensor (caller contract of the argument), `dst` our array.
         unsafe { device::copy_tensor(src, dst, std::ptr::null_mut()) }
             .map_err(|e| ctx(e, format_args!("set_input '{name}'")))
@@ -110,12 +110,12 @@ impl Executor {
         eid: usize,
         what: fmt::Arguments<'_>,
     ) -> Result<()> {
-        let internal = st.data_entry[eid].dltensor();
+        let internal = st.entry(eid)?.dltensor();
         self.check_dtype(t, eid, what)?;
-        let want_shape = &self.graph.shape[eid];
+        let want_shape = self.graph.entry_shape(eid);
         // SAFETY: a live tensor holds `ndim` shape entries.
         let shape = unsafe { crate::ndarray::shape_of(t) };
-        if shape != want_shape.as_slice() {
+        if shape != want_shape {
             return Err(Error::value_fmt(format_args!(
                 "{what}: shape {shape:?} does not match the graph's {want_shape:?}"
             )));
@@ -226,7 +226,11 @@ impl Executor {
         let g = &self.graph;
         let mut targets = vec![eid];
         let mut name = "";
-        if let Some(node) = g.nodes.get(g.outputs[index].node_id as usize) {
+        if let Some(node) = g
+            .outputs
+            .get(index)
+            .and_then(|e| g.nodes.get(e.node_id as usize))
+        {
             name = &node.name;
             if node.op_type == OpType::TvmOp && node.param.func_name == "__nop" {
                 // A `__nop` node has an input (the graph checks it).
@@ -273,26 +277,26 @@ impl Executor {
 
     pub(crate) fn get_input(&self, index: usize) -> Result<NDArray> {
         let eid = self.check_input(index)?;
-        Ok(self.state.lock_cold()?.data_entry[eid].clone())
+        Ok(self.state.lock_cold()?.entry(eid)?.clone())
     }
 
     pub(crate) fn get_output(&self, index: usize) -> Result<NDArray> {
         let eid = self.check_output(index)?;
-        Ok(self.state.lock()?.data_entry[eid].clone())
+        Ok(self.state.lock()?.entry(eid)?.clone())
     }
 
     /// Copies output `index` into `dst` (same shape).
     pub(crate) fn copy_output_to(&self, index: usize, dst: &DLTensor) -> Result<()> {
         let eid = self.check_output(index)?;
         let st = self.state.lock()?;
-        let src = st.data_entry[eid].dltensor();
+        let src = st.entry(eid)?.dltensor();
         // SAFETY: `dst` is a live tensor (caller contract).
         let dshape = unsafe { crate::ndarray::shape_of(dst) };
-        if dshape != self.graph.shape[eid].as_slice() {
+        let want = self.graph.entry_shape(eid);
+        if dshape != want {
             return Err(Error::value_fmt(format_args!(
                 "get_output {index}: the destination's shape {dshape:?} does not match the \
-                 output's {:?}",
-                self.graph.shape[eid]
+                 output's {want:?}"
             )));
         }
         // SAFETY: both are live tensors.
@@ -384,20 +388,18 @@ impl Executor {
         let g = &self.graph;
         if input {
             let st = self.state.lock_cold()?;
-            for (i, &nid) in g.input_nodes.iter().enumerate() {
-                if !st.is_param[i] {
-                    let eid = g.entry_id(nid, 0);
-                    f(&g.nodes[nid as usize].name, &g.shape[eid], g.dltype[eid]);
+            for (&nid, &param) in g.input_nodes.iter().zip(&st.is_param) {
+                let eid = g.entry_id(nid, 0);
+                if let (false, Some(&t)) = (param, g.dltype.get(eid)) {
+                    f(g.node_name(nid), g.entry_shape(eid), t);
                 }
             }
         } else {
             for &e in &g.outputs {
                 let eid = g.eid(e);
-                f(
-                    &g.nodes[e.node_id as usize].name,
-                    &g.shape[eid],
-                    g.dltype[eid],
-                );
+                if let Some(&t) = g.dltype.get(eid) {
+                    f(g.node_name(e.node_id), g.entry_shape(eid), t);
+                }
             }
         }
         Ok(())

@@ -76,6 +76,23 @@ struct State {
     last_executed_node: i64,
 }
 
+impl State {
+    /// The array of entry `eid` (every entry has one; the error is for an id out of range).
+    #[inline]
+    fn entry(&self, eid: usize) -> Result<&NDArray> {
+        match self.data_entry.get(eid) {
+            Some(a) => Ok(a),
+            None => Err(no_entry(eid)),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn no_entry(eid: usize) -> Error {
+    Error::internal_fmt(format_args!("graph executor: no entry {eid}"))
+}
+
 // SAFETY: the raw pointers in `State` point into memory the state owns (its boxes) or keeps
 // alive (its arrays, its functions); access is serialised by `ExecLock`.
 unsafe impl Send for State {}
@@ -273,8 +290,9 @@ impl Executor {
     fn inputs_named(&self, name: &str) -> &[usize] {
         let v = &self.inputs_by_name;
         let lo = v.partition_point(|&i| self.input_name(i) < name);
-        let hi = lo + v[lo..].partition_point(|&i| self.input_name(i) == name);
-        &v[lo..hi]
+        let rest = v.get(lo..).unwrap_or_default();
+        let n = rest.partition_point(|&i| self.input_name(i) == name);
+        rest.get(..n).unwrap_or_default()
     }
 
     /// The input named `name` (the last one, when several share it).

@@ -97,12 +97,12 @@ impl Executor {
     #[cold]
     #[inline(never)]
     fn op_error(&self, nid: usize, e: Error) -> Error {
-        let node = &self.graph.nodes[nid];
+        let f = self.graph.nodes.get(nid).map_or("", |n| &n.param.func_name);
         crate::executor::ctx(
             e,
             format_args!(
-                "graph executor: node {nid} '{}' (function {})",
-                node.name, node.param.func_name
+                "graph executor: node {nid} '{}' (function {f})",
+                self.graph.node_name(nid as u32)
             ),
         )
     }
@@ -178,7 +178,7 @@ impl Executor {
                 index + 1
             )));
         }
-        let src = &st.data_entry[self.graph.entry_id(nid as u32, index as u32)];
+        let src = st.entry(self.graph.entry_id(nid as u32, index as u32))?;
         let mut out = NDArray::empty(src.shape(), src.dtype(), DLDevice::CPU)?;
         src.copy_to(&mut out)?;
         Ok(out)
@@ -191,7 +191,7 @@ impl Executor {
         let mut st = self.state.lock_cold()?;
         let st = &mut *st;
         self.run_ops(st, 0, nid + 1)?;
-        let arr = st.data_entry[self.graph.entry_id(nid as u32, 0)].clone();
+        let arr = st.entry(self.graph.entry_id(nid as u32, 0))?.clone();
         if let Some(dst) = out {
             // SAFETY: both tensors are live.
             unsafe { device::copy_tensor(arr.dltensor(), dst, std::ptr::null_mut()) }

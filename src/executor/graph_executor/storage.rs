@@ -53,7 +53,9 @@ pub(super) fn check_kernels_can_reach(
         }
         let outs = (0..graph.num_outputs_of(nid)).map(|i| graph.entry_id(nid as u32, i));
         for eid in node.inputs.iter().map(|&e| graph.eid(e)).chain(outs) {
-            let dev = entries[eid].device();
+            let Some(dev) = entries.get(eid).map(NDArray::device) else {
+                continue;
+            };
             if matches!(dev.device_type, DL_CPU | DL_CUDA_HOST | DL_ROCM_HOST) {
                 continue;
             }
@@ -147,17 +149,23 @@ pub(super) fn setup_storage(
         LinkedParamLookup::Default => lib.get_function("_lookup_linked_param", true)?,
         LinkedParamLookup::Custom(_) => None,
     };
-    for i in 0..g.num_entries() {
-        let sid = g.storage_id[i] as usize;
+    // Every entry has a storage id, a shape and a type, and a device type and scope when the
+    // graph gives them (the graph checks the lengths).
+    let dev0 = devices.first().copied().unwrap_or(DLDevice::CPU);
+    let entries_in = g.storage_id.iter().zip(&g.shape).zip(&g.dltype);
+    for (i, ((&sid, shape), &dltype)) in entries_in.enumerate() {
+        let sid = sid as usize;
         let device_type = match &g.device_index {
-            Some(d) => d[i],
-            None => devices[0].device_type,
+            Some(d) => d.get(i).copied().unwrap_or(dev0.device_type),
+            None => dev0.device_type,
         };
         let scope = match &g.storage_scope {
-            Some(s) => s[i].as_str(),
+            Some(s) => s.get(i).map_or("", |s| s.as_str()),
             None => "",
         };
-        let pe = &mut pool[sid];
+        let Some(pe) = pool.get_mut(sid) else {
+            continue;
+        };
         if pe.used && pe.device_type != device_type {
             return Err(Error::value_fmt(format_args!(
                 "invalid graph: storage {sid} is used on two devices (types {} and \
@@ -170,17 +178,17 @@ pub(super) fn setup_storage(
             // largest of its entries' folded shapes, in the entries' (common) data type.
             #[cfg(feature = "opencl")]
             {
-                let (w, h) = crate::device::opencl::api::texture_extent(&g.shape[i], scope)
+                let (w, h) = crate::device::opencl::api::texture_extent(shape, scope)
                     .map_err(|e| ctx(e, format_args!("graph entry {i}")))?;
-                let c = *g.shape[i].last().unwrap_or(&4);
+                let c = *shape.last().unwrap_or(&4);
                 let (ph, pw, _) = pe.texture.unwrap_or((0, 0, c));
-                if pe.used && pe.dtype != g.dltype[i] {
+                if pe.used && pe.dtype != dltype {
                     return Err(Error::value_fmt(format_args!(
                         "invalid graph: texture storage {sid} holds entries of two data types"
                     )));
                 }
                 pe.texture = Some((ph.max(h as i64), pw.max(w as i64), c));
-                pe.dtype = g.dltype[i];
+                pe.dtype = dltype;
             }
             #[cfg(not(feature = "opencl"))]
             return Err(Error::value_fmt(format_args!(
@@ -191,16 +199,16 @@ pub(super) fn setup_storage(
         pe.used = true;
         pe.device_type = device_type;
         pe.scope = scope;
-        pe.bytes = pe.bytes.max(entry_bytes(&g.shape[i], g.dltype[i])?);
+        pe.bytes = pe.bytes.max(entry_bytes(shape, dltype)?);
         // Parameters linked into the library.
         let linked = match (lookup, &default_lookup) {
             (LinkedParamLookup::Custom(f), _) => {
-                let mut shape = g.shape[i].clone();
+                let mut shape = shape.to_vec();
                 let mut tmpl = DLTensor {
                     data: std::ptr::null_mut(),
                     device: DLDevice::CPU,
                     ndim: shape.len() as i32,
-                    dtype: g.dltype[i],
+                    dtype: dltype,
                     shape: shape.as_mut_ptr(),
                     strides: std::ptr::null_mut(),
                     byte_offset: 0,
@@ -213,7 +221,7 @@ pub(super) fn setup_storage(
                     ArgValue::Int(sid as i64),
                     // SAFETY: `tmpl` and the shape it points to outlive the call.
                     ArgValue::DLTensor(unsafe { TensorRef::new(&mut tmpl) }),
-                    ArgValue::Device(devices[0]),
+                    ArgValue::Device(dev0),
                 ])?;
                 match rv {
                     RetValue::Null => None,
@@ -237,9 +245,9 @@ pub(super) fn setup_storage(
                 RetValue::Handle(h) if !h.is_null() => Some(unsafe {
                     NDArray::from_external(
                         h.as_ptr(),
-                        &g.shape[i],
-                        g.dltype[i],
-                        devices[0],
+                        shape,
+                        dltype,
+                        dev0,
                         Some(lib.as_object().clone()),
                     )
                 }?),
@@ -252,12 +260,12 @@ pub(super) fn setup_storage(
         }
     }
     storage.reserve_exact(pool.len());
-    for (sid, pe) in pool.into_iter().enumerate() {
+    for (sid, pe) in pool.iter_mut().enumerate() {
         if !pe.used {
             storage.push(None);
             continue;
         }
-        if let Some(l) = pe.linked {
+        if let Some(l) = pe.linked.take() {
             storage.push(Some(l));
             continue;
         }
@@ -275,25 +283,28 @@ pub(super) fn setup_storage(
         } else {
             Some(pe.scope)
         };
-        let (shape, dtype) = match pe.texture {
-            Some((h, w, c)) => (vec![h, w, c], pe.dtype),
+        let (dims, rank, dtype) = match pe.texture {
+            Some((h, w, c)) => ([h, w, c], 3, pe.dtype),
             None => (
-                vec![elems],
+                [elems, 0, 0],
+                1,
                 DLDataType::new(crate::packed_func::types::DL_FLOAT, 32, 1),
             ),
         };
-        let arr = NDArrayObj::empty(&shape, dtype, dev, scope)
+        let arr = NDArrayObj::empty(&dims[..rank], dtype, dev, scope)
             .map_err(|e| ctx(e, format_args!("graph executor: allocating storage")))?;
         storage.push(Some(NDArray::from_object(arr)?));
     }
     entries.reserve_exact(g.num_entries());
-    for i in 0..g.num_entries() {
-        let sid = g.storage_id[i] as usize;
-        let base = storage[sid]
-            .as_ref()
+    for (i, ((&sid, shape), &dltype)) in
+        g.storage_id.iter().zip(&g.shape).zip(&g.dltype).enumerate()
+    {
+        let base = storage
+            .get(sid as usize)
+            .and_then(Option::as_ref)
             .ok_or_else(|| Error::internal_fmt(format_args!("storage {sid} was not allocated")))?;
         let v = base
-            .view(&g.shape[i], g.dltype[i], 0)
+            .view(shape, dltype, 0)
             .map_err(|e| ctx(e, format_args!("graph entry {i} (storage {sid})")))?;
         entries.push(v);
     }
