@@ -34,7 +34,9 @@ fn module_op(a: Args<'_>, rv: &mut RetValue, op: Op) -> Result<()> {
         Op::Import => {
             let imports = m.imports();
             let i = a.index(1, imports.len(), "runtime.ModuleGetImport")?;
-            *rv = imports[i].clone().into_object().into();
+            if let Some(m) = imports.get(i) {
+                *rv = m.clone().into_object().into();
+            }
         }
         Op::ImportsSize => *rv = RetValue::Int(m.imports().len() as i64),
         Op::ClearImports => m.clear_imports(),

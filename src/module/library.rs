@@ -214,7 +214,7 @@ pub(crate) fn bind_context(slot: *mut *mut c_void, ctx: &Module, lib: &Arc<dyn L
     let mut owners = CONTEXT_OWNERS.lock().unwrap_or_else(|e| e.into_inner());
     let key = slot as usize;
     let at = owners.iter().position(|&(s, _, _)| s == key);
-    if let Some((_, _, obj)) = at.map(|i| owners[i]) {
+    if let Some(&(_, _, obj)) = at.and_then(|i| owners.get(i)) {
         // SAFETY: an entry's module is allocated until its owning binding's drop has removed
         // the entry, which takes the lock held here.
         let live =
@@ -229,8 +229,8 @@ pub(crate) fn bind_context(slot: *mut *mut c_void, ctx: &Module, lib: &Arc<dyn L
     let id = NEXT_BINDING.fetch_add(1, Ordering::Relaxed);
     let ptr = ctx.as_object().as_ptr();
     // A dead module's entry is replaced (its binding's drop then finds another id).
-    match at {
-        Some(i) => owners[i] = (key, id, ptr as usize),
+    match at.and_then(|i| owners.get_mut(i)) {
+        Some(e) => *e = (key, id, ptr as usize),
         None => owners.push((key, id, ptr as usize)),
     }
     ctx.add_context_binding(ContextBinding::Owner {

@@ -158,9 +158,9 @@ impl Module {
     }
 
     fn obj(&self) -> &ModuleObj {
-        self.0
-            .downcast_ref::<ModuleObj>()
-            .expect("checked at construction")
+        // SAFETY: a `Module` wraps only a module object: `new` makes one and `from_object`
+        // checks, and imports hold only modules' objects.
+        unsafe { self.0.downcast_unchecked::<ModuleObj>() }
     }
 
     /// Keeps a library's context binding for as long as this module lives.

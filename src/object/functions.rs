@@ -55,9 +55,9 @@ fn query(a: Args<'_>, rv: &mut RetValue, q: Query) -> Result<()> {
         Query::ArrayGetItem => {
             let arr = a.downcast::<ArrayObj>(0)?;
             let i = a.index(1, arr.items.len(), name)?;
-            match &arr.items[i] {
-                Some(o) => RetValue::Object(o.clone()),
-                None => RetValue::Null,
+            match arr.items.get(i) {
+                Some(Some(o)) => RetValue::Object(o.clone()),
+                _ => RetValue::Null,
             }
         }
         Query::MapSize => RetValue::Int(a.downcast::<MapObj>(0)?.len() as i64),
@@ -92,7 +92,7 @@ fn query(a: Args<'_>, rv: &mut RetValue, q: Query) -> Result<()> {
         Query::ShapeTupleElem => {
             let s = a.downcast::<ShapeTupleObj>(0)?.dims();
             let i = a.index(1, s.len(), name)?;
-            RetValue::Int(s[i])
+            RetValue::Int(s.get(i).copied().unwrap_or_default())
         }
     };
     Ok(())

@@ -269,6 +269,15 @@ impl ObjectRef {
         }
     }
 
+    /// The payload as a `T`, its type not checked.
+    ///
+    /// # Safety
+    /// The object's payload must be a `T`.
+    pub(crate) unsafe fn downcast_unchecked<T: ObjectType>(&self) -> &T {
+        // SAFETY: the caller guarantees the payload type.
+        unsafe { &(*(self.0.as_ptr() as *const ObjCell<T>)).value }
+    }
+
     /// Whether two references point to the same object.
     pub fn same_as(&self, other: &ObjectRef) -> bool {
         self.0 == other.0

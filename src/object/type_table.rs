@@ -135,16 +135,18 @@ pub fn dump(min_children: i64) -> String {
     let t = read();
     let mut children = vec![0i64; t.infos.len()];
     for info in t.infos.iter().skip(1).flatten() {
-        children[info.parent as usize] += 1;
+        if let Some(c) = children.get_mut(info.parent as usize) {
+            *c += 1;
+        }
     }
     let mut out = String::new();
-    for (i, info) in t.infos.iter().enumerate() {
+    for (i, (info, &n)) in t.infos.iter().zip(&children).enumerate() {
         if let Some(info) = info {
-            if i != 0 && children[i] >= min_children {
-                let parent = t.infos[info.parent as usize]
-                    .as_ref()
-                    .map(|p| p.name.as_str())
-                    .unwrap_or("?");
+            if i != 0 && n >= min_children {
+                let parent = match t.infos.get(info.parent as usize) {
+                    Some(Some(p)) => p.name.as_str(),
+                    _ => "?",
+                };
                 // "[{i}] {name}\tparent={parent}\tnum_children={n}\n", piece by piece: `i`
                 // is a type index (a u32) and `n` a count of them, never negative.
                 push(&mut out, "[");
@@ -154,7 +156,7 @@ pub fn dump(min_children: i64) -> String {
                 push(&mut out, "\tparent=");
                 push(&mut out, parent);
                 push(&mut out, "\tnum_children=");
-                push_dec(&mut out, children[i] as u32);
+                push_dec(&mut out, n as u32);
                 push(&mut out, "\n");
             }
         }

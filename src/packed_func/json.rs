@@ -114,7 +114,9 @@ impl Map {
         let mut slots: Vec<Option<(String, Value)>> = entries.into_iter().map(Some).collect();
         let mut kept: Vec<(String, Value)> = Vec::with_capacity(slots.len());
         for i in order {
-            let Some(e) = slots[i].take() else { continue };
+            let Some(e) = slots.get_mut(i).and_then(Option::take) else {
+                continue;
+            };
             // Of equal keys (adjacent now, in their first order) the last one stays.
             match kept.last_mut() {
                 Some(last) if last.0 == e.0 => *last = e,

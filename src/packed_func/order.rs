@@ -44,7 +44,11 @@ pub fn stable_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usi
 pub fn sort_stable_by<T>(v: &mut Vec<T>, cmp: impl Fn(&T, &T) -> Ordering) {
     let order = stable_order(v.len(), &|a, b| cmp(&v[a], &v[b]));
     let mut slots: Vec<Option<T>> = v.drain(..).map(Some).collect();
-    v.extend(order.into_iter().filter_map(|i| slots[i].take()));
+    v.extend(
+        order
+            .into_iter()
+            .filter_map(|i| slots.get_mut(i).and_then(Option::take)),
+    );
 }
 
 #[cfg(test)]
