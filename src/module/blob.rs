@@ -196,24 +196,30 @@ impl<'a> BlobReader<'a> {
 
     /// Reads `n` raw bytes.
     pub fn read_bytes(&mut self, n: usize, what: &str) -> Result<&'a [u8]> {
-        if n > self.remaining() {
+        let data: &'a [u8] = self.data;
+        let Some(s) = data.get(self.pos..).and_then(|d| d.get(..n)) else {
             return Err(self.truncated(what));
-        }
-        let s = &self.data[self.pos..self.pos + n];
+        };
         self.pos += n;
         Ok(s)
     }
 
+    /// Reads `N` raw bytes.
+    fn read_array<const N: usize>(&mut self, what: &str) -> Result<[u8; N]> {
+        match self.read_bytes(N, what)?.first_chunk::<N>() {
+            Some(b) => Ok(*b),
+            None => Err(self.truncated(what)),
+        }
+    }
+
     /// Reads a little-endian `u64`.
     pub fn read_u64(&mut self, what: &str) -> Result<u64> {
-        let b = self.read_bytes(8, what)?;
-        Ok(u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        self.read_array(what).map(u64::from_le_bytes)
     }
 
     /// Reads a little-endian `u32`.
     pub fn read_u32(&mut self, what: &str) -> Result<u32> {
-        let b = self.read_bytes(4, what)?;
-        Ok(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        self.read_array(what).map(u32::from_le_bytes)
     }
 
     /// Reads a length-prefixed byte string.
