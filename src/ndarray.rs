@@ -662,9 +662,9 @@ impl NDArray {
     }
 
     fn obj(&self) -> &NDArrayObj {
-        self.0
-            .downcast_ref::<NDArrayObj>()
-            .expect("checked at construction")
+        // SAFETY: an `NDArray` wraps only an array object: `from_object` checks, and the
+        // other constructors wrap what `NDArrayObj::make` built.
+        unsafe { self.0.downcast_unchecked::<NDArrayObj>() }
     }
 
     /// The shape.
@@ -874,7 +874,8 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
         let dtype = if a.len() > 2 {
             a.dtype(2)?
         } else {
-            base.downcast_ref::<NDArrayObj>().expect("checked").dtype()
+            // SAFETY: `object_ref::<NDArrayObj>` checked the type.
+            unsafe { base.downcast_unchecked::<NDArrayObj>() }.dtype()
         };
         let offset = if a.len() > 3 { a.i64(3)? } else { 0 };
         if offset < 0 {
