@@ -202,6 +202,18 @@ impl ObjectRef {
         Some(ObjectRef(r))
     }
 
+    /// [`ObjectRef::from_borrowed`] for a pointer known to be non-null.
+    ///
+    /// # Safety
+    /// `p` must point to a live object.
+    pub(crate) unsafe fn from_borrowed_live(p: *mut Object) -> ObjectRef {
+        // SAFETY: the caller guarantees the object is live (so `p` is non-null).
+        let r = unsafe { NonNull::new_unchecked(p) };
+        // SAFETY: as above.
+        unsafe { r.as_ref() }.inc_ref();
+        ObjectRef(r)
+    }
+
     /// A new reference to an object whose count may already have reached zero: `None` when it
     /// has (the object is being deleted and must not be revived).
     ///

@@ -45,7 +45,7 @@ impl<'a> ObjArg<'a> {
     /// A new owning reference.
     pub fn to_ref(&self) -> ObjectRef {
         // SAFETY: live for 'a by construction; from_borrowed adds a reference.
-        unsafe { ObjectRef::from_borrowed(self.ptr) }.expect("non-null by construction")
+        unsafe { ObjectRef::from_borrowed_live(self.ptr) }
     }
 
     /// The payload when the object holds a `T`.
