@@ -428,9 +428,9 @@ impl Function {
     /// The payload.
     #[inline(always)]
     pub fn obj(&self) -> &PackedFuncObj {
-        self.0
-            .downcast_ref::<PackedFuncObj>()
-            .expect("checked at construction")
+        // SAFETY: a `Function` wraps only a function object: `from_object` checks, and the
+        // other constructors wrap a `PackedFuncObj` they made.
+        unsafe { self.0.downcast_unchecked::<PackedFuncObj>() }
     }
 
     /// Calls with Rust-side arguments.
