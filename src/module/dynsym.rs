@@ -15,6 +15,7 @@
 //! ones (armv7), whose dynamic entries, symbols and GNU hash bloom words are pointer-sized.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::num::NonZeroU32;
 
 /// What a scope knows about a name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,7 +146,7 @@ pub(super) fn each_object(f: &mut dyn FnMut(&libc::dl_phdr_info) -> bool) {
 /// The hash table of one object.
 enum Hash {
     Gnu {
-        nbuckets: u32,
+        nbuckets: NonZeroU32,
         symoffset: u32,
         bloom: usize,
         bloom_mask: usize,
@@ -154,7 +155,7 @@ enum Hash {
         chain: usize,
     },
     Sysv {
-        nbucket: u32,
+        nbucket: NonZeroU32,
         nchain: u32,
         buckets: usize,
         chain: usize,
@@ -205,7 +206,7 @@ impl Table {
             strsz: 0,
             versym: 0,
             hash: Hash::Sysv {
-                nbucket: 0,
+                nbucket: NonZeroU32::MIN,
                 nchain: 0,
                 buckets: 0,
                 chain: 0,
@@ -255,12 +256,10 @@ impl Table {
             let symoffset: u32 = t.read(gnu + 4)?;
             let bloom_size: u32 = t.read(gnu + 8)?;
             let shift: u32 = t.read(gnu + 12)?;
-            if nbuckets == 0 || !bloom_size.is_power_of_two() {
-                return None;
-            }
+            let nbuckets = NonZeroU32::new(nbuckets).filter(|_| bloom_size.is_power_of_two())?;
             let bloom = gnu + 16;
             let buckets = bloom + bloom_size as usize * BLOOM_WORD;
-            let chain = buckets + nbuckets as usize * 4;
+            let chain = buckets + nbuckets.get() as usize * 4;
             t.seg_end(bloom, chain - bloom)?;
             Hash::Gnu {
                 nbuckets,
@@ -276,10 +275,8 @@ impl Table {
             let nchain: u32 = t.read(sysv + 4)?;
             let buckets = sysv + 8;
             let chain = buckets + nbucket as usize * 4;
-            if nbucket == 0 {
-                return None;
-            }
-            t.seg_end(buckets, (nbucket as usize + nchain as usize) * 4)?;
+            let nbucket = NonZeroU32::new(nbucket)?;
+            t.seg_end(buckets, (nbucket.get() as usize + nchain as usize) * 4)?;
             Hash::Sysv {
                 nbucket,
                 nchain,
@@ -530,20 +527,17 @@ impl Scope {
         let mut order = vec![own_k];
         let mut tables = vec![own_table];
         let mut i = 0;
-        while i < tables.len() {
-            let needed: Vec<CString> = tables[i]
-                .needed
-                .iter()
-                .map(|&o| tables[i].string(o).to_owned())
-                .collect();
+        while let Some(t) = tables.get(i) {
+            let needed: Vec<CString> = t.needed.iter().map(|&o| t.string(o).to_owned()).collect();
             for name in needed {
-                let k = objects
+                let (k, o) = objects
                     .iter()
-                    .position(|o| o.name == name || o.soname.as_ref() == Some(&name))?;
+                    .enumerate()
+                    .find(|(_, o)| o.name == name || o.soname.as_ref() == Some(&name))?;
                 if !order.contains(&k) {
                     order.push(k);
                     // SAFETY: a dependency of the library, which keeps it loaded.
-                    tables.push(unsafe { Table::new(&objects[k].m) }?);
+                    tables.push(unsafe { Table::new(&o.m) }?);
                 }
             }
             i += 1;

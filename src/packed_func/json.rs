@@ -109,8 +109,13 @@ impl Map {
     /// [`Map::from_entries`] for entries out of order or repeated.
     #[inline(never)]
     fn sorted(entries: Vec<(String, Value)>) -> Map {
-        let order =
-            super::order::stable_order(entries.len(), &|a, b| entries[a].0.cmp(&entries[b].0));
+        let order = super::order::stable_order(entries.len(), &|a, b| match (
+            entries.get(a),
+            entries.get(b),
+        ) {
+            (Some(x), Some(y)) => x.0.cmp(&y.0),
+            _ => std::cmp::Ordering::Equal,
+        });
         let mut slots: Vec<Option<(String, Value)>> = entries.into_iter().map(Some).collect();
         let mut kept: Vec<(String, Value)> = Vec::with_capacity(slots.len());
         for i in order {

@@ -42,7 +42,10 @@ pub fn stable_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usi
 
 /// Sorts `v` stably by `cmp` through [`stable_order`].
 pub fn sort_stable_by<T>(v: &mut Vec<T>, cmp: impl Fn(&T, &T) -> Ordering) {
-    let order = stable_order(v.len(), &|a, b| cmp(&v[a], &v[b]));
+    let order = stable_order(v.len(), &|a, b| match (v.get(a), v.get(b)) {
+        (Some(x), Some(y)) => cmp(x, y),
+        _ => Ordering::Equal,
+    });
     let mut slots: Vec<Option<T>> = v.drain(..).map(Some).collect();
     v.extend(
         order

@@ -432,14 +432,14 @@ impl<'a> Args<'a> {
 
     /// Argument `i`.
     pub fn get(&self, i: usize) -> Result<ArgValue<'a>> {
-        if i >= self.len() {
-            return Err(Error::index_fmt(format_args!(
+        match (self.values.get(i), self.codes.get(i)) {
+            // SAFETY: `from_raw`'s contract makes every entry valid for its code.
+            (Some(&v), Some(&c)) => unsafe { ArgValue::from_c(v, c) },
+            _ => Err(Error::index_fmt(format_args!(
                 "argument index {i} out of range: {} arguments",
                 self.len()
-            )));
+            ))),
         }
-        // SAFETY: `from_raw`'s contract makes every entry valid for its code.
-        unsafe { ArgValue::from_c(self.values[i], self.codes[i]) }
     }
 
     /// The argument at `i` as an index into a sequence of `len` items (`what` names the
