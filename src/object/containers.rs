@@ -104,7 +104,11 @@ impl MapObj {
     pub fn insert(&mut self, k: ObjectRef, v: Option<ObjectRef>) {
         use std::collections::hash_map::Entry;
         match self.index.entry(map_key(&k)) {
-            Entry::Occupied(e) => self.entries[*e.get()].1 = v,
+            Entry::Occupied(e) => {
+                if let Some(entry) = self.entries.get_mut(*e.get()) {
+                    entry.1 = v;
+                }
+            }
             Entry::Vacant(e) => {
                 e.insert(self.entries.len());
                 self.entries.push((k, v));
@@ -114,7 +118,8 @@ impl MapObj {
 
     /// Looks a key up.
     pub fn get(&self, k: &ObjectRef) -> Option<&Option<ObjectRef>> {
-        self.index.get(&map_key(k)).map(|&i| &self.entries[i].1)
+        let &i = self.index.get(&map_key(k))?;
+        self.entries.get(i).map(|e| &e.1)
     }
 
     /// Number of entries.

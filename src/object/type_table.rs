@@ -121,8 +121,8 @@ pub fn derived_from(child: u32, parent: u32) -> Result<bool> {
     }
     let mut c = child;
     while c > parent {
-        match &t.infos[c as usize] {
-            Some(info) if c != 0 => c = info.parent,
+        match t.infos.get(c as usize) {
+            Some(Some(info)) if c != 0 => c = info.parent,
             _ => break,
         }
     }

@@ -54,12 +54,14 @@ impl Map {
 
     /// The value under `key`.
     pub fn get(&self, key: &str) -> Option<&Value> {
-        self.find(key).ok().map(|i| &self.entries[i].1)
+        let i = self.find(key).ok()?;
+        self.entries.get(i).map(|e| &e.1)
     }
 
     /// The value under `key`, to change it.
     pub fn get_mut(&mut self, key: &str) -> Option<&mut Value> {
-        self.find(key).ok().map(|i| &mut self.entries[i].1)
+        let i = self.find(key).ok()?;
+        self.entries.get_mut(i).map(|e| &mut e.1)
     }
 
     /// Whether `key` has a value.
@@ -526,7 +528,7 @@ fn write_f64(f: f64, out: &mut String) {
     // this one use; `Debug` for floats is there anyway.)
     let mut buf = StackBuf { b: [0; 40], len: 0 };
     let _ = write!(buf, "{a:?}");
-    let text = &buf.b[..buf.len];
+    let text = buf.b.get(..buf.len).unwrap_or_default();
     let mut digits = [0u8; 20];
     let mut n = 0;
     // Digits before the point (leading zeros included), and leading zeros.
