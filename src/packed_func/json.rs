@@ -446,7 +446,7 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
             _ => continue,
         };
         // Escapes replace ASCII bytes only, so `run..i` lies on character boundaries.
-        put_str(out, &s[run..i]);
+        put_str(out, s.get(run..i).unwrap_or_default());
         if short.is_empty() {
             const HEX: &[u8; 16] = b"0123456789abcdef";
             put_str(out, "\\u00");
@@ -457,7 +457,7 @@ pub(crate) fn write_string(s: &str, out: &mut String) {
         }
         run = i + 1;
     }
-    put_str(out, &s[run..]);
+    put_str(out, s.get(run..).unwrap_or_default());
     put(out, b'"');
 }
 
@@ -917,7 +917,7 @@ impl Reader<'_> {
             match c {
                 b'"' | b'\\' => {
                     // `run` and `pos` sit next to ASCII bytes: character boundaries.
-                    put_str(&mut out, &self.s[run..self.pos]);
+                    put_str(&mut out, self.s.get(run..self.pos).unwrap_or_default());
                     self.pos += 1;
                     if c == b'"' {
                         return Ok(out);

@@ -74,11 +74,11 @@ pub fn is_contiguous(t: &DLTensor) -> bool {
         )
     };
     let mut expected = 1i64;
-    for i in (0..shape.len()).rev() {
-        if shape[i] != 1 && strides[i] != expected {
+    for (&s, &st) in shape.iter().zip(strides).rev() {
+        if s != 1 && st != expected {
             return false;
         }
-        expected *= shape[i];
+        expected *= s;
     }
     true
 }

@@ -18,16 +18,16 @@ pub(crate) fn push(os: &mut String, s: &str) {
 pub(crate) fn push_dec(os: &mut String, mut v: u32) {
     let mut buf = [0u8; 10];
     let mut i = buf.len();
-    loop {
+    for slot in buf.iter_mut().rev() {
+        *slot = b'0' + (v % 10) as u8;
         i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
         v /= 10;
         if v == 0 {
             break;
         }
     }
     // The digits are ASCII.
-    os.push_str(std::str::from_utf8(&buf[i..]).unwrap_or_default());
+    os.push_str(std::str::from_utf8(buf.get(i..).unwrap_or_default()).unwrap_or_default());
 }
 
 /// Parses an unsigned decimal at most `max` the way `str::parse` does for unsigned integers
