@@ -94,9 +94,12 @@ pub struct ModuleObj {
     context: Mutex<Vec<library::ContextBinding>>,
     node: Box<dyn ModuleNode>,
     imports: RwLock<Vec<ObjectRef>>,
-    /// A table type of its own: sharing the registry's made the registry's lookup (the
-    /// `TVMFuncGetGlobal` path) a call instead of inlined code.
-    env_cache: RwLock<HashMap<String, Function>>,
+    /// The registry's table type (one copy of the table code for both). Keys are names found
+    /// in this module or its imports (other names only miss), so the registry's fast hash
+    /// serves. With the registry's key type too (bytes, not `String`), its lookup (the
+    /// `TVMFuncGetGlobal` path) compiles as with a table type of its own: checked in the
+    /// default, `deploy` and `minimal` builds.
+    env_cache: RwLock<HashMap<Box<[u8]>, Function, rustc_hash::FxBuildHasher>>,
 }
 
 // SAFETY: TYPE_MODULE is a static index of the type table that no other payload type uses.
@@ -115,7 +118,7 @@ impl Module {
             context: Mutex::new(Vec::new()),
             node,
             imports: RwLock::new(Vec::new()),
-            env_cache: RwLock::new(HashMap::new()),
+            env_cache: RwLock::new(HashMap::default()),
         }))
     }
 
@@ -275,7 +278,7 @@ impl Module {
             .env_cache
             .read()
             .unwrap_or_else(|e| e.into_inner())
-            .get(name)
+            .get(name.as_bytes())
         {
             return Ok(f.clone());
         }
@@ -287,7 +290,7 @@ impl Module {
             obj.env_cache
                 .write()
                 .unwrap_or_else(|e| e.into_inner())
-                .insert(name.to_string(), f.clone());
+                .insert(name.as_bytes().into(), f.clone());
             return Ok(f);
         }
         registry::get(name).ok_or_else(|| {
