@@ -549,15 +549,25 @@ fn bind_to_core(core: usize) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// Starts worker `w`: a detached thread named `tvm-worker-{w}` running `f`, with the stack a
-/// `std` thread gets (`RUST_MIN_STACK` bytes, else 2 MiB, at least `PTHREAD_STACK_MIN`).
+/// The stack a `std` thread gets: `RUST_MIN_STACK` bytes, else 2 MiB, at least
+/// `PTHREAD_STACK_MIN` (read once per pool start, not per worker).
+fn worker_stack() -> usize {
+    std::env::var("RUST_MIN_STACK")
+        .ok()
+        .and_then(|s| s.parse::<usize>().ok())
+        .unwrap_or(2 << 20)
+        .max(libc::PTHREAD_STACK_MIN)
+}
+
+/// Starts worker `w`: a detached thread named `tvm-worker-{w}` running `f`, with `stack` bytes
+/// of stack ([`worker_stack`]).
 ///
 /// A pthread rather than `std::thread::Builder`: `std`'s spawning (thread handles, spawn
 /// hooks, output capture, the result packet) was about 11 KB of the library, and the pool
 /// uses none of it. One difference: the thread has its OS name, but `std` does not know it
 /// (`std::thread::current().name()` is `None` there, so a panic message in it says
 /// `<unnamed>`).
-fn spawn_detached(w: usize, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+fn spawn_detached(w: usize, stack: usize, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
     type Start = (usize, Box<dyn FnOnce() + Send>);
     extern "C" fn start(arg: *mut c_void) -> *mut c_void {
         // SAFETY: `arg` is the box `spawn_detached` leaked for this thread, taken once.
@@ -572,11 +582,6 @@ fn spawn_detached(w: usize, f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> 
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
         std::ptr::null_mut()
     }
-    let stack = std::env::var("RUST_MIN_STACK")
-        .ok()
-        .and_then(|s| s.parse::<usize>().ok())
-        .unwrap_or(2 << 20)
-        .max(libc::PTHREAD_STACK_MIN);
     let arg = Box::into_raw(Box::new((w, f))) as *mut c_void;
     // SAFETY: the attributes are initialised before use and destroyed after; on success the
     // new thread owns `arg`.
@@ -674,6 +679,7 @@ impl Pool {
         });
         let mut errors = Vec::new();
         let mut spawned = 0;
+        let stack = worker_stack();
         for w in 1..wanted {
             let core = if !cpus.is_empty() {
                 Some(cpus[w % cpus.len()])
@@ -685,6 +691,7 @@ impl Pool {
             let tx = reports.reporter();
             let r = spawn_detached(
                 w,
+                stack,
                 Box::new(move || {
                     // A worker takes part in launches only once it has reported its start.
                     let r = std::panic::catch_unwind(|| core.map_or(Ok(()), bind_to_core))
