@@ -81,12 +81,19 @@ out="build/static_deploy/$variant"
 mkdir -p "$out"
 cc -std=c99 -Os -Wall -Wextra -Werror -Iinclude -I"$model" -c examples/static_deploy/main.c \
   -o "$out/main.o"
+# The stand-ins for std's default panic and allocation-error hooks (capi/build.rs writes their
+# linker arguments beside the archive; none for the small archive, whose std has no backtrace
+# printer to leave out).
+hooks=()
+if [ "$variant" = stock ] && [ -f "$(dirname "$archive")/libtvm_runtime.ldflags" ]; then
+  hooks=("@$(dirname "$archive")/libtvm_runtime.ldflags")
+fi
 # --gc-sections: only the archive's sections the program reaches.
-cc -o "$out/static_mlp" "$out/main.o" "$model/mlp_syslib.o" "$archive" \
+cc -o "$out/static_mlp" "$out/main.o" "$model/mlp_syslib.o" "$archive" "${hooks[@]}" \
   -Wl,--gc-sections -Wl,--as-needed -lm -lpthread -ldl
 strip -o "$out/static_mlp.stripped" "$out/static_mlp"
 # Fully static (glibc too; its dlopen/getaddrinfo link warnings are expected): for comparison.
-cc -static -o "$out/static_mlp_full" "$out/main.o" "$model/mlp_syslib.o" "$archive" \
+cc -static -o "$out/static_mlp_full" "$out/main.o" "$model/mlp_syslib.o" "$archive" "${hooks[@]}" \
   -Wl,--gc-sections -lm -lpthread -ldl 2>"$out/static_link_warnings.txt"
 strip -o "$out/static_mlp_full.stripped" "$out/static_mlp_full"
 

@@ -38,6 +38,7 @@ pub mod func;
 pub mod module;
 pub mod ndarray;
 pub mod object;
+pub mod std_hooks;
 /// The WebAssembly build's own entry points and imports, declared in no header.
 /// cbindgen:ignore
 #[cfg(target_os = "emscripten")]
