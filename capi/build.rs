@@ -1,4 +1,5 @@
-//! Link settings of the C library: TVM's SONAME, so that programs linked against the reference
+//! The C library: the build steps of the runtime's sources (../build_runtime.rs), and its link
+//! settings: TVM's SONAME, so that programs linked against the reference
 //! `libtvm_runtime.so` resolve to ours unchanged, and libm (compiled models call expf, tanhf,
 //! ... without naming libm: the reference runtime brings it in through libstdc++, so a program
 //! that links only libtvm_runtime.so must find it through ours too, whichever feature set).
@@ -6,11 +7,15 @@
 //! (src/c_api/std_hooks.rs, build_std_hooks.rs): in the shared library through its link
 //! arguments; for the static library they are written to `libtvm_runtime.ldflags` beside it
 //! (gcc's `@file` form), which a program linking `libtvm_runtime.a` may pass to its linker.
+include!("../build_runtime.rs");
 include!("build_std_hooks.rs");
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
+    println!("cargo:rerun-if-changed=../build_runtime.rs");
     println!("cargo:rerun-if-changed=build_std_hooks.rs");
+    // The runtime's sources are compiled here (Cargo.toml): their build steps too.
+    runtime_build(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".."));
     if std::env::var("CARGO_CFG_TARGET_OS").unwrap_or_default() == "linux" {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtvm_runtime.so");
         println!("cargo:rustc-cdylib-link-arg=-Wl,--push-state,--no-as-needed,-lm,--pop-state");

@@ -159,3 +159,36 @@ fn plugins_name_the_missing_feature() {
     let e = tvm_runtime::device::plugin::load_library("/nonexistent/plugin.so").unwrap_err();
     assert!(e.to_string().contains("built without `plugins`"), "{e}");
 }
+
+/// The lines of a Cargo.toml section, without comments and blank lines.
+fn toml_section(path: &str, name: &str) -> Vec<String> {
+    let toml = std::fs::read_to_string(path).unwrap();
+    let section = toml
+        .split(&format!("\n[{name}]\n"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("{path}: no [{name}] section"));
+    section
+        .split("\n[")
+        .next()
+        .unwrap()
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(String::from)
+        .collect()
+}
+
+/// The C library's package compiles the runtime's sources itself (capi/Cargo.toml): its
+/// dependencies, features and lints must be the root package's.
+#[test]
+fn the_c_library_builds_the_sources_as_the_root_package_does() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml");
+    let capi = concat!(env!("CARGO_MANIFEST_DIR"), "/capi/Cargo.toml");
+    for section in ["dependencies", "features", "lints.rust", "lints.clippy"] {
+        assert_eq!(
+            toml_section(root, section),
+            toml_section(capi, section),
+            "[{section}] of capi/Cargo.toml differs from the root package's"
+        );
+    }
+}

@@ -311,7 +311,7 @@ impl LargeCache {
 ///
 /// # Safety
 /// `p` must come from `host_alloc` and not be freed twice.
-#[inline]
+#[inline(always)]
 pub unsafe fn host_free(p: *mut c_void) {
     if p.is_null() {
         return;
