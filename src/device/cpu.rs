@@ -157,10 +157,9 @@ fn huge_pages_cold() -> bool {
 /// page reporting down to the huge page's order (`page_reporting_order`) and a virtio balloon
 /// device that takes reports (feature bit 5, `VIRTIO_BALLOON_F_REPORTING`).
 fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
-    let order =
-        std::fs::read_to_string(sys.join("module/page_reporting/parameters/page_reporting_order"))
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok());
+    use crate::packed_func::text::read_file_text;
+    let order = read_file_text(&sys.join("module/page_reporting/parameters/page_reporting_order"))
+        .and_then(|s| s.trim().parse::<u32>().ok());
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
     let huge_order = (HUGE_PAGE / page).trailing_zeros();
@@ -171,8 +170,8 @@ fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
         return false;
     };
     devices.flatten().any(|d| {
-        std::fs::read_to_string(d.path().join("features"))
-            .is_ok_and(|f| f.as_bytes().get(5) == Some(&b'1'))
+        read_file_text(&d.path().join("features"))
+            .is_some_and(|f| f.as_bytes().get(5) == Some(&b'1'))
     })
 }
 

@@ -173,7 +173,7 @@ fn file_source(
 #[cfg(target_os = "linux")]
 #[inline(never)]
 fn mapped_file_of(addr: usize) -> Option<(u64, u64, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let maps = crate::packed_func::text::read_file_text("/proc/self/maps".as_ref())?;
     for line in maps.lines() {
         // start-end perms offset major:minor inode path
         let mut f = line.split_ascii_whitespace();

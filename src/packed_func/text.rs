@@ -38,6 +38,13 @@ pub(crate) fn find(hay: &str, needle: &str) -> Option<usize> {
     hay.as_bytes().windows(n.len()).position(|w| w == n)
 }
 
+/// A file's text, as `std::fs::read_to_string` reads it (`None` where that fails), through
+/// `std::fs::read`: one file-reading routine in the library instead of two.
+#[inline(never)]
+pub(crate) fn read_file_text(path: &std::path::Path) -> Option<String> {
+    String::from_utf8(std::fs::read(path).ok()?).ok()
+}
+
 /// Parses an unsigned decimal at most `max` the way `str::parse` does for unsigned integers
 /// (one leading `+` allowed, then at least one digit and nothing else); `None` otherwise.
 #[inline(never)]
