@@ -166,13 +166,44 @@ fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
     if order.is_none_or(|o| o > huge_order) {
         return false;
     }
-    let Ok(devices) = std::fs::read_dir(sys.join("bus/virtio/drivers/virtio_balloon")) else {
+    // The driver's directory entries, read with `opendir`/`readdir` (as `std::fs::read_dir`
+    // reads them, without its code in the library for this one use).
+    let dir = sys.join("bus/virtio/drivers/virtio_balloon");
+    let mut c = dir.as_os_str().as_encoded_bytes().to_vec();
+    c.push(0);
+    let Ok(c) = std::ffi::CStr::from_bytes_with_nul(&c) else {
         return false;
     };
-    devices.flatten().any(|d| {
-        read_file_text(&d.path().join("features"))
+    // SAFETY: `c` is a NUL-terminated path.
+    let stream = unsafe { libc::opendir(c.as_ptr()) };
+    if stream.is_null() {
+        return false;
+    }
+    let mut found = false;
+    loop {
+        // SAFETY: `stream` is open and read by this thread only.
+        let entry = unsafe { libc::readdir(stream) };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: `readdir` returned an entry whose name is NUL-terminated and which stays
+        // valid until the next `readdir` on `stream`; the name is used before that.
+        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        // SAFETY: the bytes are a file name the OS gave.
+        let name = unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(name) };
+        if read_file_text(&dir.join(name).join("features"))
             .is_some_and(|f| f.as_bytes().get(5) == Some(&b'1'))
-    })
+        {
+            found = true;
+            break;
+        }
+    }
+    // SAFETY: `stream` is open and closed once.
+    unsafe { libc::closedir(stream) };
+    found
 }
 
 /// A huge page whose fault takes longer than this is cold (see [`HUGE_PAGES`]): 512 small
