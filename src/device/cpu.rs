@@ -157,23 +157,53 @@ fn huge_pages_cold() -> bool {
 /// page reporting down to the huge page's order (`page_reporting_order`) and a virtio balloon
 /// device that takes reports (feature bit 5, `VIRTIO_BALLOON_F_REPORTING`).
 fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
-    let order =
-        std::fs::read_to_string(sys.join("module/page_reporting/parameters/page_reporting_order"))
-            .ok()
-            .and_then(|s| s.trim().parse::<u32>().ok());
+    use crate::packed_func::text::read_file_text;
+    let order = read_file_text(&sys.join("module/page_reporting/parameters/page_reporting_order"))
+        .and_then(|s| s.trim().parse::<u32>().ok());
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
     let huge_order = (HUGE_PAGE / page).trailing_zeros();
     if order.is_none_or(|o| o > huge_order) {
         return false;
     }
-    let Ok(devices) = std::fs::read_dir(sys.join("bus/virtio/drivers/virtio_balloon")) else {
+    // The driver's directory entries, read with `opendir`/`readdir` (as `std::fs::read_dir`
+    // reads them, without its code in the library for this one use).
+    let dir = sys.join("bus/virtio/drivers/virtio_balloon");
+    let mut c = dir.as_os_str().as_encoded_bytes().to_vec();
+    c.push(0);
+    let Ok(c) = std::ffi::CStr::from_bytes_with_nul(&c) else {
         return false;
     };
-    devices.flatten().any(|d| {
-        std::fs::read_to_string(d.path().join("features"))
-            .is_ok_and(|f| f.as_bytes().get(5) == Some(&b'1'))
-    })
+    // SAFETY: `c` is a NUL-terminated path.
+    let stream = unsafe { libc::opendir(c.as_ptr()) };
+    if stream.is_null() {
+        return false;
+    }
+    let mut found = false;
+    loop {
+        // SAFETY: `stream` is open and read by this thread only.
+        let entry = unsafe { libc::readdir(stream) };
+        if entry.is_null() {
+            break;
+        }
+        // SAFETY: `readdir` returned an entry whose name is NUL-terminated and which stays
+        // valid until the next `readdir` on `stream`; the name is used before that.
+        let name = unsafe { std::ffi::CStr::from_ptr((*entry).d_name.as_ptr()) }.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        // SAFETY: the bytes are a file name the OS gave.
+        let name = unsafe { std::ffi::OsStr::from_encoded_bytes_unchecked(name) };
+        if read_file_text(&dir.join(name).join("features"))
+            .is_some_and(|f| f.as_bytes().get(5) == Some(&b'1'))
+        {
+            found = true;
+            break;
+        }
+    }
+    // SAFETY: `stream` is open and closed once.
+    unsafe { libc::closedir(stream) };
+    found
 }
 
 /// A huge page whose fault takes longer than this is cold (see [`HUGE_PAGES`]): 512 small

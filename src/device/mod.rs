@@ -293,12 +293,16 @@ pub trait DeviceApi: Send + Sync {
     }
 }
 
-static BACKENDS: LazyLock<RwLock<HashMap<i32, Arc<dyn DeviceApi>>>> = LazyLock::new(|| {
+/// The registered backends by device type (a fast non-keyed hash: the keys are small integers
+/// the program chooses).
+pub(crate) type Backends = HashMap<i32, Arc<dyn DeviceApi>, rustc_hash::FxBuildHasher>;
+
+static BACKENDS: LazyLock<RwLock<Backends>> = LazyLock::new(|| {
     #[cfg_attr(
         not(any(feature = "cuda", feature = "vulkan", feature = "opencl")),
         allow(unused_mut)
     )]
-    let mut m: HashMap<i32, Arc<dyn DeviceApi>> = HashMap::new();
+    let mut m = Backends::default();
     // Built-in CUDA (the driver itself is only loaded when a CUDA device is used).
     #[cfg(feature = "cuda")]
     let cuda: Arc<dyn DeviceApi> = cuda::shared_api();

@@ -235,7 +235,7 @@ impl ProfileReport {
             for (k, v) in &n.attrs {
                 if k == "hash" {
                     put_str(&mut s, ",\"Hash\":");
-                } else if k.contains("layout") {
+                } else if crate::packed_func::text::find(k, "layout").is_some() {
                     put(&mut s, b',');
                     write_string(k, &mut s);
                     put(&mut s, b':');

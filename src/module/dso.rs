@@ -173,7 +173,7 @@ fn file_source(
 #[cfg(target_os = "linux")]
 #[inline(never)]
 fn mapped_file_of(addr: usize) -> Option<(u64, u64, u64)> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let maps = crate::packed_func::text::read_file_text("/proc/self/maps".as_ref())?;
     for line in maps.lines() {
         // start-end perms offset major:minor inode path
         let mut f = line.split_ascii_whitespace();
@@ -265,6 +265,49 @@ pub(crate) unsafe fn length_prefixed_blob<'a>(sym: *mut c_void, path: &str) -> R
     Ok(unsafe { std::slice::from_raw_parts((sym as *const u8).add(8), len) })
 }
 
+/// Opens `path` with `dlopen` as libloading's `Library::open` opens it, with the texts its
+/// errors display (without libloading's error type and its `Display` in the library).
+///
+/// # Safety
+/// Loading runs the library's initialisers.
+unsafe fn dlopen(
+    path: &str,
+    flags: libc::c_int,
+) -> std::result::Result<libloading::os::unix::Library, String> {
+    let owned;
+    let name: &std::ffi::CStr = match path.as_bytes().last() {
+        None => c"",
+        Some(0) => std::ffi::CStr::from_bytes_with_nul(path.as_bytes()).map_err(|_| {
+            crate::packed_func::text::owned(
+                "could not create a C string from bytes with trailing null",
+            )
+        })?,
+        Some(_) => {
+            owned = CString::new(path).map_err(|_| {
+                crate::packed_func::text::owned("could not create a C string from bytes")
+            })?;
+            &owned
+        }
+    };
+    // SAFETY: `name` is NUL-terminated; the caller accepts the initialisers.
+    let handle = unsafe { libc::dlopen(name.as_ptr(), flags) };
+    if handle.is_null() {
+        // SAFETY: no preconditions; the text is copied before any other dl* call.
+        let e = unsafe { libc::dlerror() };
+        if e.is_null() {
+            return Err(crate::packed_func::text::owned(
+                "dlopen failed, but system did not report the error",
+            ));
+        }
+        // SAFETY: a non-NULL `dlerror` result is a NUL-terminated string.
+        return Err(unsafe { std::ffi::CStr::from_ptr(e) }
+            .to_string_lossy()
+            .into_owned());
+    }
+    // SAFETY: a handle `dlopen` returned, owned by the returned library from here on.
+    Ok(unsafe { libloading::os::unix::Library::from_raw(handle) })
+}
+
 /// Opens a TVM-exported library and builds its module tree.
 pub fn load(path: &str) -> Result<Module> {
     // The dynamic loader trusts the file (a truncated one kills the process with SIGBUS);
@@ -273,10 +316,8 @@ pub fn load(path: &str) -> Result<Module> {
     // RTLD_LAZY | RTLD_LOCAL as the reference: binding on first call keeps loading cheap.
     // SAFETY: loading runs the library's initialisers; TVM output has only static
     // registrations, which call back into this runtime's C API.
-    let lib = unsafe {
-        libloading::os::unix::Library::open(Some(path), libc::RTLD_LAZY | libc::RTLD_LOCAL)
-    }
-    .map_err(|e| Error::value_fmt(format_args!("cannot load {path}: {e}")))?;
+    let lib = unsafe { dlopen(path, libc::RTLD_LAZY | libc::RTLD_LOCAL) }
+        .map_err(|e| Error::value_fmt(format_args!("cannot load {path}: {e}")))?;
     let lib = Arc::new(DsoLibrary::new(lib, path));
     let lib_dyn: Arc<dyn Library> = lib.clone();
     let ctx_slot = lib.symbol(symbol::TVM_MODULE_CTX) as *mut *mut c_void;
@@ -372,6 +413,34 @@ mod tests {
         );
         // SAFETY: the mapping made above.
         unsafe { libc::munmap(p, 8192) };
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn dlopen_errors_read_as_libloading_displays_them() {
+        let dir = std::env::temp_dir().join(format!("tvmrt_dlopen_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let junk = dir.join("junk.so");
+        std::fs::write(&junk, b"not a shared library").unwrap();
+        let junk = junk.to_str().unwrap().to_string();
+        let with_nul = format!("{junk}\0");
+        for path in [
+            junk.as_str(),
+            with_nul.as_str(),
+            "/nonexistent/tvmrt.so",
+            "a\0b",
+            "a\0b\0",
+        ] {
+            let flags = libc::RTLD_LAZY | libc::RTLD_LOCAL;
+            // SAFETY: none of the paths is a loadable library (nothing is initialised).
+            let ours = unsafe { dlopen(path, flags) }.err();
+            // SAFETY: as above.
+            let theirs = unsafe { libloading::os::unix::Library::open(Some(path), flags) }
+                .err()
+                .map(|e| e.to_string());
+            assert!(ours.is_some(), "{path:?}");
+            assert_eq!(ours, theirs, "{path:?}");
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

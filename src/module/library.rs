@@ -5,7 +5,6 @@ use super::{Module, ModuleNode};
 use crate::object::{Object, ObjectRef};
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{BackendPackedCFunc, Function, Owner};
-use std::collections::HashMap;
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,7 +31,7 @@ pub trait Library: Send + Sync + 'static {
 /// A module whose functions are symbols of a library.
 pub struct LibraryModule {
     lib: Arc<dyn Library>,
-    addrs: RwLock<HashMap<String, usize>>,
+    addrs: RwLock<super::SymbolMap>,
 }
 
 impl LibraryModule {
@@ -40,7 +39,7 @@ impl LibraryModule {
     pub fn new(lib: Arc<dyn Library>) -> LibraryModule {
         LibraryModule {
             lib,
-            addrs: RwLock::new(HashMap::new()),
+            addrs: RwLock::new(super::SymbolMap::default()),
         }
     }
 

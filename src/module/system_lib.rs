@@ -2,14 +2,12 @@
 //! (`TVMBackendRegisterSystemLibSymbol`), served by `runtime.SystemLib` modules.
 
 use super::library::{create_module_from_library, Library};
-use super::Module;
+use super::{Module, SymbolMap};
 use crate::packed_func::error::Result;
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, LazyLock, Mutex, RwLock};
 
-static SYMBOLS: LazyLock<RwLock<HashMap<String, usize>>> =
-    LazyLock::new(|| RwLock::new(HashMap::new()));
+static SYMBOLS: LazyLock<RwLock<SymbolMap>> = LazyLock::new(|| RwLock::new(SymbolMap::default()));
 /// The modules by prefix (a list: a program has one or a few).
 static MODULES: Mutex<Vec<(String, Module)>> = Mutex::new(Vec::new());
 
@@ -32,7 +30,7 @@ pub unsafe fn register_symbol(name: &str, ptr: *mut c_void) {
 
 /// The address registered for `name` (one out-of-line copy of the lookup for its two sites).
 #[inline(never)]
-fn find(syms: &HashMap<String, usize>, name: &str) -> Option<*mut c_void> {
+fn find(syms: &SymbolMap, name: &str) -> Option<*mut c_void> {
     syms.get(name).map(|&a| a as *mut c_void)
 }
 

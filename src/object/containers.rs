@@ -91,7 +91,9 @@ fn map_key(o: &ObjectRef) -> MapKey {
 #[derive(Default)]
 pub struct MapObj {
     entries: Vec<(ObjectRef, Option<ObjectRef>)>,
-    index: HashMap<MapKey, usize>,
+    /// Keys are the program's own strings and objects (a fast non-keyed hash: no SipHash and
+    /// random keys in the library for this table).
+    index: HashMap<MapKey, usize, rustc_hash::FxBuildHasher>,
 }
 
 // SAFETY: TYPE_MAP is a static index of the type table that no other payload type uses.

@@ -226,7 +226,7 @@ impl Error {
             ErrorKind::Python => {}
             ErrorKind::Verbatim => {
                 // Keep the callee's "Kind: " first; put the context after it.
-                if let Some(pos) = self.message.find(": ") {
+                if let Some(pos) = super::text::find(&self.message, ": ") {
                     let (k, m) = self.message.split_at(pos + 2);
                     self.message = format!("{k}{context}: {m}");
                 }
@@ -241,7 +241,7 @@ impl Error {
     pub fn from_message(msg: &str) -> Self {
         // The first line (a `\r` before its `\n` cannot be part of a `": "`, so it may stay).
         let first = &msg[..msg.find('\n').unwrap_or(msg.len())];
-        if let Some(pos) = first.find(": ") {
+        if let Some(pos) = super::text::find(first, ": ") {
             let name = &first[..pos];
             for kind in [
                 ErrorKind::ValueError,

@@ -489,22 +489,6 @@ fn write_number(n: Number, out: &mut String) {
     }
 }
 
-/// A few bytes on the stack to format into.
-struct StackBuf {
-    b: [u8; 40],
-    len: usize,
-}
-
-impl fmt::Write for StackBuf {
-    fn write_str(&mut self, s: &str) -> fmt::Result {
-        let end = self.len + s.len();
-        let dst = self.b.get_mut(self.len..end).ok_or(fmt::Error)?;
-        dst.copy_from_slice(s.as_bytes());
-        self.len = end;
-        Ok(())
-    }
-}
-
 /// Appends a float in the shortest form that reads back to it, laid out as serde_json laid
 /// it out: fixed notation with at least one fraction digit for decimal exponents -5 to 15
 /// (`0.00001`, `1.0`, `1000000000000000.0`), otherwise `d.ddde±x` (`1e-6`, `1e+16`).
@@ -522,50 +506,42 @@ fn write_f64(f: f64, out: &mut String) {
         put_str(out, "0.0");
         return;
     }
-    // core's shortest round-trip digits, as `Debug` lays them out: fixed notation from 1e-4
-    // to below 1e16 (`0.00012`, `1.0`, `123.45`), scientific otherwise (`1.2345e-7`).
-    // (`Debug` rather than `LowerExp`, whose formatting code would be in the library for
-    // this one use; `Debug` for floats is there anyway.)
-    let mut buf = StackBuf { b: [0; 40], len: 0 };
-    let _ = write!(buf, "{a:?}");
-    let text = buf.b.get(..buf.len).unwrap_or_default();
+    // core's shortest round-trip digits, as `Display` lays them out: fixed notation, padded
+    // with zeros (`0.00012`, `123.45`, `1000000000000000000000`). (`Display` rather than
+    // `Debug` or `LowerExp`, whose scientific layout's code would be in the library for this
+    // one use; `Display` for floats is there anyway.)
+    let mut buf = String::new();
+    let _ = write!(buf, "{a}");
+    let text = buf.as_bytes();
     let mut digits = [0u8; 20];
     let mut n = 0;
     // Digits before the point (leading zeros included), and leading zeros.
     let mut before_point = None;
     let mut seen = 0i32;
     let mut lead = 0i32;
-    let mut exp: i32 = 0;
-    let mut exp_neg = false;
-    let mut in_exp = false;
     for &c in text {
         match c {
-            b'e' => in_exp = true,
             b'.' => before_point = Some(seen),
-            b'-' if in_exp => exp_neg = true,
-            b'0'..=b'9' if in_exp => exp = exp * 10 + i32::from(c - b'0'),
             b'0' if n == 0 => {
                 seen += 1;
                 lead += 1;
             }
-            b'0'..=b'9' if n < digits.len() => {
+            // At most 17 significant digits: the rest are the layout's zeros.
+            b'0'..=b'9' => {
                 seen += 1;
-                digits[n] = c;
-                n += 1;
+                if n < digits.len() {
+                    digits[n] = c;
+                    n += 1;
+                }
             }
             _ => {}
         }
     }
-    if exp_neg {
-        exp = -exp;
-    }
-    if !in_exp {
-        // Fixed notation: the first significant digit's power of ten, and no trailing zeros
-        // (shortest digits never end in one; these are the layout's padding).
-        exp = before_point.unwrap_or(seen) - 1 - lead;
-        while n > 0 && digits[n - 1] == b'0' {
-            n -= 1;
-        }
+    // The first significant digit's power of ten, and no trailing zeros (shortest digits
+    // never end in one; these are the layout's padding).
+    let exp = before_point.unwrap_or(seen) - 1 - lead;
+    while n > 0 && digits[n - 1] == b'0' {
+        n -= 1;
     }
     if n == 0 {
         put_str(out, "0.0");

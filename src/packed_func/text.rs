@@ -30,6 +30,21 @@ pub(crate) fn push_dec(os: &mut String, mut v: u32) {
     os.push_str(std::str::from_utf8(buf.get(i..).unwrap_or_default()).unwrap_or_default());
 }
 
+/// The byte offset of the first `needle` (non-empty) in `hay`: a plain scan, so that no `&str`
+/// pattern searcher is in the library for the few short needles the rooms look for.
+#[inline(never)]
+pub(crate) fn find(hay: &str, needle: &str) -> Option<usize> {
+    let n = needle.as_bytes();
+    hay.as_bytes().windows(n.len()).position(|w| w == n)
+}
+
+/// A file's text, as `std::fs::read_to_string` reads it (`None` where that fails), through
+/// `std::fs::read`: one file-reading routine in the library instead of two.
+#[inline(never)]
+pub(crate) fn read_file_text(path: &std::path::Path) -> Option<String> {
+    String::from_utf8(std::fs::read(path).ok()?).ok()
+}
+
 /// Parses an unsigned decimal at most `max` the way `str::parse` does for unsigned integers
 /// (one leading `+` allowed, then at least one digit and nothing else); `None` otherwise.
 #[inline(never)]
@@ -54,6 +69,24 @@ pub(crate) fn parse_dec(s: &str, max: u32) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn find_matches_std() {
+        for hay in [
+            "",
+            ":",
+            ": ",
+            "a: b: c",
+            "x:y",
+            "texture",
+            "global.texture-nhwc",
+            "é: ü",
+        ] {
+            for needle in [": ", "texture", "layout", "é"] {
+                assert_eq!(find(hay, needle), hay.find(needle), "{hay} {needle}");
+            }
+        }
+    }
 
     #[test]
     fn decimals_match_std() {

@@ -155,9 +155,10 @@ pub fn physical_cores() -> usize {
 #[cfg(target_os = "linux")]
 #[inline(never)]
 fn read_topology(cpu: usize, what: &str) -> Option<i64> {
-    std::fs::read_to_string(format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}"))
-        .ok()
-        .and_then(|s| int(&s))
+    crate::packed_func::text::read_file_text(
+        format!("/sys/devices/system/cpu/cpu{cpu}/topology/{what}").as_ref(),
+    )
+    .and_then(|s| int(&s))
 }
 
 /// `s`, trimmed, as an integer (one copy of the parsing for the settings, the topology and

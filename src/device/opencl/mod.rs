@@ -443,7 +443,7 @@ pub fn shared_api() -> Arc<OpenclDeviceApi> {
 }
 
 /// Adds the backend to a backend table (called when the device registry is created).
-pub fn install(map: &mut std::collections::HashMap<i32, Arc<dyn super::DeviceApi>>) {
+pub(crate) fn install(map: &mut super::Backends) {
     map.insert(crate::packed_func::types::DL_OPENCL, shared_api());
 }
 

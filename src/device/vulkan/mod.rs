@@ -52,7 +52,7 @@ pub fn active_device() -> i32 {
 pub struct VulkanDeviceApi;
 
 /// Adds the backend to a backend table (called when the device registry is created).
-pub fn install(map: &mut std::collections::HashMap<i32, Arc<dyn DeviceApi>>) {
+pub(crate) fn install(map: &mut super::Backends) {
     map.insert(DL_VULKAN, Arc::new(VulkanDeviceApi));
 }
 

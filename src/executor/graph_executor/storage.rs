@@ -173,7 +173,7 @@ pub(super) fn setup_storage(
                 pe.device_type
             )));
         }
-        if scope.contains("texture") {
+        if crate::packed_func::text::find(scope, "texture").is_some() {
             // A 2-D image (OpenCL): the pool entry is [height, width, channels], each the
             // largest of its entries' folded shapes, in the entries' (common) data type.
             #[cfg(feature = "opencl")]
