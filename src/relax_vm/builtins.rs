@@ -183,13 +183,35 @@ pub(crate) fn bind(inner: Function, bound: super::interp::SharedValues, ret: boo
     Function::from_rust(move |args, rv| {
         let mut regs = super::interp::regs_of(&args, 0)?;
         regs.extend(bound.values().iter().cloned());
-        let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
+        let (mut v, mut c) = super::interp::regs_to_c(&regs);
         let out = call_with(&inner, &mut v, &mut c)?;
         if ret {
             *rv = out;
         }
         Ok(())
     })
+}
+
+/// Calls `f` with arguments `from..to` of `a` followed by the integers `extra`; its result.
+#[inline(never)]
+pub(crate) fn call_args(
+    f: &Function,
+    a: &Args<'_>,
+    from: usize,
+    to: usize,
+    extra: &[i64],
+) -> Result<RetValue> {
+    let (values, codes) = (&a.values()[from..to], &a.codes()[from..to]);
+    let n = values.len() + extra.len();
+    let mut v = Vec::with_capacity(n);
+    let mut c = Vec::with_capacity(n);
+    v.extend_from_slice(values);
+    c.extend_from_slice(codes);
+    for &d in extra {
+        v.push(TVMValue { v_int64: d });
+        c.push(tc::INT);
+    }
+    call_with(f, &mut v, &mut c)
 }
 
 /// Calls `f` with the C values; its result.
@@ -560,14 +582,8 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         let f = Function::from_object(a.object_ref::<PackedFuncObj>(0)?)?;
         let last = a.len() - 1;
-        let dims = a.downcast::<ShapeTupleObj>(last)?.dims().to_vec();
-        let mut v = a.values()[1..last].to_vec();
-        let mut c = a.codes()[1..last].to_vec();
-        for d in dims {
-            v.push(TVMValue { v_int64: d });
-            c.push(tc::INT);
-        }
-        *rv = call_with(&f, &mut v, &mut c)?;
+        let dims = a.downcast::<ShapeTupleObj>(last)?.dims();
+        *rv = call_args(&f, &a, 1, last, dims)?;
         Ok(())
     });
     r.add("vm.builtin.shape_of", |a, rv| {
@@ -629,9 +645,7 @@ pub(crate) fn register(r: &mut Registrar) {
                  register it."
             ))
         })?;
-        let mut v = a.values()[2..].to_vec();
-        let mut c = a.codes()[2..].to_vec();
-        call_with(&f, &mut v, &mut c)?;
+        call_args(&f, &a, 2, a.len(), &[])?;
         *rv = RetValue::Null;
         Ok(())
     });

@@ -242,6 +242,19 @@ pub(crate) fn reg_to_c(v: &RetValue) -> (TVMValue, i32) {
     }
 }
 
+/// The C forms of register values, borrowed from them.
+#[inline(never)]
+pub(crate) fn regs_to_c(regs: &[RetValue]) -> (Vec<TVMValue>, Vec<i32>) {
+    let mut v = Vec::with_capacity(regs.len());
+    let mut c = Vec::with_capacity(regs.len());
+    for r in regs {
+        let (x, y) = reg_to_c(r);
+        v.push(x);
+        c.push(y);
+    }
+    (v, c)
+}
+
 /// Copies C arguments into register values (objects gain a reference).
 pub(crate) fn args_to_regs(values: &[TVMValue], codes: &[i32]) -> Result<Vec<RetValue>> {
     // A plain loop into an exact allocation (a `Result` collect grows its vector and takes
@@ -508,7 +521,7 @@ impl VmCore {
 
     /// Calls a closure or PackedFunc with register values.
     pub fn invoke_closure_regs(&self, f: &ObjectRef, args: &[RetValue]) -> Result<RetValue> {
-        let (v, c): (Vec<TVMValue>, Vec<i32>) = args.iter().map(reg_to_c).unzip();
+        let (v, c) = regs_to_c(args);
         // SAFETY: the C forms of register values, which `args` keeps alive.
         unsafe { self.invoke_closure_c(f, &v, &c) }
     }
@@ -934,7 +947,7 @@ impl VmCore {
                 r => norm(r),
             });
         }
-        let (mut v, mut c): (Vec<TVMValue>, Vec<i32>) = regs.iter().map(reg_to_c).unzip();
+        let (mut v, mut c) = regs_to_c(&regs);
         let rv = super::builtins::call_with(ins, &mut v, &mut c)?;
         Ok(match rv {
             RetValue::Int(i) => i,

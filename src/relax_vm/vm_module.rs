@@ -487,9 +487,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
                     let factory = registry::get(name).ok_or_else(|| {
                         Error::value_fmt(format_args!("Cannot find factory {name}"))
                     })?;
-                    let mut v = a.values()[1..].to_vec();
-                    let mut c = a.codes()[1..].to_vec();
-                    let rv = super::builtins::call_with(&factory, &mut v, &mut c)?;
+                    let rv = super::builtins::call_args(&factory, &a, 1, a.len(), &[])?;
                     Function::from_object(rv.into_object()?)?
                 }
             };
