@@ -120,26 +120,42 @@ pub(crate) struct CallRecord {
 }
 
 /// Values by name (a VM's inputs, outputs and saved closures: a handful, searched in order,
-/// which takes less code than a hash map per value type).
-pub(crate) struct Named<T>(Vec<(String, T)>);
+/// which takes less code than a hash map per value type; the names apart, so that one search
+/// serves every value type).
+pub(crate) struct Named<T> {
+    names: Vec<String>,
+    values: Vec<T>,
+}
 
 impl<T> Default for Named<T> {
     fn default() -> Self {
-        Named(Vec::new())
+        Named {
+            names: Vec::new(),
+            values: Vec::new(),
+        }
     }
+}
+
+/// Where `name` is among `names`.
+#[inline(never)]
+fn find_name(names: &[String], name: &str) -> Option<usize> {
+    names.iter().position(|k| k == name)
 }
 
 impl<T> Named<T> {
     /// The value of `name`.
     pub(crate) fn get(&self, name: &str) -> Option<&T> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+        self.values.get(find_name(&self.names, name)?)
     }
 
     /// Sets the value of `name`, replacing any.
     pub(crate) fn insert(&mut self, name: String, v: T) {
-        match self.0.iter_mut().find(|(k, _)| *k == name) {
-            Some((_, old)) => *old = v,
-            None => self.0.push((name, v)),
+        match find_name(&self.names, &name).and_then(|i| self.values.get_mut(i)) {
+            Some(old) => *old = v,
+            None => {
+                self.names.push(name);
+                self.values.push(v);
+            }
         }
     }
 }
