@@ -220,10 +220,21 @@ pub(crate) fn call_with(
     values: &mut [TVMValue],
     codes: &mut [i32],
 ) -> Result<RetValue> {
+    call_obj(f.obj(), values, codes)
+}
+
+/// [`call_with`] of a function object (one out-of-line copy of the call for every caller
+/// outside the interpreter loop).
+#[inline(never)]
+pub(crate) fn call_obj(
+    f: &PackedFuncObj,
+    values: &mut [TVMValue],
+    codes: &mut [i32],
+) -> Result<RetValue> {
     let mut rv = RetValue::Null;
     // SAFETY: the arrays hold values valid during the call.
     unsafe {
-        f.obj().call_raw(
+        f.call_raw(
             values.as_mut_ptr(),
             codes.as_mut_ptr(),
             values.len() as i32,

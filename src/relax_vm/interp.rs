@@ -509,7 +509,6 @@ impl VmCore {
         codes: &[i32],
     ) -> Result<RetValue> {
         let _g = ActiveGuard::enter(self);
-        let mut rv = RetValue::Null;
         let n = values.len().min(codes.len());
         let mut v = Vec::with_capacity(n + 1);
         let mut c = Vec::with_capacity(n + 1);
@@ -530,9 +529,8 @@ impl VmCore {
         };
         v.extend_from_slice(&values[..n]);
         c.extend_from_slice(&codes[..n]);
-        // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
-        unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
-        Ok(norm(rv))
+        // The values are valid for the call (caller contract).
+        Ok(norm(super::builtins::call_obj(p, &mut v, &mut c)?))
     }
 
     /// Calls a closure or PackedFunc with register values.
