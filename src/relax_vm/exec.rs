@@ -376,7 +376,7 @@ impl Executable {
                     let b = r.le(4, "constant", "a data type");
                     Constant::DataType(DLDataType::new(b as u8, (b >> 8) as u8, (b >> 16) as u16))
                 }
-                2 => Constant::Shape(r.words("constant", "a shape").iter().collect()),
+                2 => Constant::Shape(r.words("constant", "a shape").to_vec()),
                 3 => Constant::Str(r.bytes("constant", "a string").to_vec()),
                 4 => Constant::Int(r.i64("constant", "an integer")),
                 5 => Constant::Float(f64::from_bits(r.u64("constant", "a float"))),
@@ -443,8 +443,8 @@ impl Executable {
             func_map.insert(f.name.clone(), i);
         }
         let d = bytecode::decode(instr_offset, instr_data)?;
-        let raw_code = (!d.canonical)
-            .then(|| Box::new((instr_offset.iter().collect(), instr_data.iter().collect())));
+        let raw_code =
+            (!d.canonical).then(|| Box::new((instr_offset.to_vec(), instr_data.to_vec())));
         let exec = Executable {
             funcs,
             func_map,
@@ -566,9 +566,17 @@ impl Executable {
                 }
             }
         }
-        let (instr_offset, instr_data) = self.code_words();
-        v(out, &instr_offset);
-        v(out, &instr_data);
+        // The words as read, or re-encoded (no copy of the kept ones).
+        let encoded;
+        let (instr_offset, instr_data) = match &self.raw_code {
+            Some(raw) => (&raw.0, &raw.1),
+            None => {
+                encoded = bytecode::encode(self);
+                (&encoded.0, &encoded.1)
+            }
+        };
+        v(out, instr_offset);
+        v(out, instr_data);
         Ok(())
     }
 
