@@ -109,25 +109,22 @@ fn heap_slot(heap: Option<(*mut i64, usize)>, reg: i64) -> Result<*mut i64> {
     Ok(unsafe { p.add(reg as usize) })
 }
 
-fn shape_arg(a: &Args<'_>, i: usize) -> Result<Vec<i64>> {
-    match a.get(i)? {
-        ArgValue::Object(o) => {
-            if let Some(s) = o.downcast_ref::<ShapeTupleObj>() {
-                return Ok(s.dims().to_vec());
-            }
-            if let Some(t) = o.downcast_ref::<NDArrayObj>() {
-                return Ok(t.shape().to_vec());
-            }
-            Err(type_err(format_args!(
-                "argument {i}: expected a shape or tensor, got {}",
-                o.to_ref().type_key()
-            )))
-        }
-        v => Err(type_err(format_args!(
+/// The dims of a shape or tensor argument, borrowed from it (live for the call).
+fn shape_arg<'a>(a: &Args<'a>, i: usize) -> Result<&'a [i64]> {
+    let v = a.get(i)?;
+    let dims = match &v {
+        ArgValue::Object(o) => match o.downcast_ref::<ShapeTupleObj>() {
+            Some(s) => Some(s.dims()),
+            None => o.downcast_ref::<NDArrayObj>().map(|t| t.shape()),
+        },
+        _ => None,
+    };
+    dims.ok_or_else(|| {
+        type_err(format_args!(
             "argument {i}: expected a shape or tensor, got {}",
             type_key_of(&v)
-        ))),
-    }
+        ))
+    })
 }
 
 fn ndarray_arg(a: &Args<'_>, i: usize) -> Result<NDArray> {
@@ -541,7 +538,7 @@ pub(crate) fn register(r: &mut Registrar) {
                         "The device index {dev_index} is out of VM physical devices list ({n})"
                     )));
                 };
-                let nbytes = memory::shape_nbytes(&shape, hint)?;
+                let nbytes = memory::shape_nbytes(shape, hint)?;
                 *rv = RetValue::Object(StorageObj::allocate(alloc.clone(), dev, nbytes, hint)?);
                 Ok(())
             })
@@ -553,7 +550,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let offset = a.i64(1)?;
         let shape = shape_arg(&a, 2)?;
         let dtype = a.dtype(3)?;
-        *rv = RetValue::Object(StorageObj::alloc_tensor(&st, offset, &shape, dtype)?);
+        *rv = RetValue::Object(StorageObj::alloc_tensor(&st, offset, shape, dtype)?);
         Ok(())
     });
     r.add("vm.builtin.make_closure", |a, rv| {
@@ -612,7 +609,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let dt = a.downcast::<NDArrayObj>(0)?.dtype();
         let base = a.object_ref::<NDArrayObj>(0)?;
         let shape = shape_arg(&a, 1)?;
-        *rv = RetValue::Object(create_view(&base, &shape, dt, 0)?);
+        *rv = RetValue::Object(create_view(&base, shape, dt, 0)?);
         Ok(())
     });
     add_fast(r, "vm.builtin.null_value", Fast::NullValue, |a, rv| {
@@ -798,7 +795,7 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add_weak("relax.run.shape_to_tensor", |a, rv| {
         let dims = shape_arg(&a, 0)?;
-        *rv = RetValue::Object(NDArray::from_slice(&dims, &[dims.len() as i64])?.into_object());
+        *rv = RetValue::Object(NDArray::from_slice(dims, &[dims.len() as i64])?.into_object());
         Ok(())
     });
 }
