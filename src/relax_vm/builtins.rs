@@ -31,13 +31,13 @@ fn runtime_err(m: std::fmt::Arguments<'_>) -> Error {
 }
 
 /// The optional error context string at `i` (null or absent: empty).
-fn err_ctx(a: &Args<'_>, i: usize) -> String {
+fn err_ctx<'a>(a: &Args<'a>, i: usize) -> &'a str {
     if i >= a.len() {
-        return String::new();
+        return "";
     }
     match a.get(i) {
-        Ok(ArgValue::Null) | Err(_) => String::new(),
-        _ => a.str(i).map(str::to_string).unwrap_or_default(),
+        Ok(ArgValue::Null) | Err(_) => "",
+        _ => a.str(i).unwrap_or_default(),
     }
 }
 
@@ -430,9 +430,9 @@ pub(crate) fn register(r: &mut Registrar) {
                 ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
                 _ => None,
             }
-            .ok_or_else(|| expect_err(&ctx, "Tensor", &arg))?;
+            .ok_or_else(|| expect_err(ctx, "Tensor", &arg))?;
             if ndim != -1 && t.shape().len() as i64 != ndim {
-                return Err(ndim_err(&ctx, "Tensor", ndim, t.shape().len()));
+                return Err(ndim_err(ctx, "Tensor", ndim, t.shape().len()));
             }
             if let Some(d) = dtype {
                 // DataType::Void() (bits 0) means "any dtype".
@@ -455,9 +455,9 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ShapeTupleObj>(),
             _ => None,
         }
-        .ok_or_else(|| expect_err(&ctx, "Shape", &arg))?;
+        .ok_or_else(|| expect_err(ctx, "Shape", &arg))?;
         if ndim != -1 && s.dims().len() as i64 != ndim {
-            return Err(ndim_err(&ctx, "Shape", ndim, s.dims().len()));
+            return Err(ndim_err(ctx, "Shape", ndim, s.dims().len()));
         }
         Ok(())
     });
@@ -497,7 +497,7 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ArrayObj>(),
             _ => None,
         }
-        .ok_or_else(|| expect_err(&ctx, "Tuple", &arg))?;
+        .ok_or_else(|| expect_err(ctx, "Tuple", &arg))?;
         if t.items.len() as i64 != size {
             return Err(value_err(format_args!(
                 "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
@@ -512,7 +512,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let ok = matches!(arg, ArgValue::Object(o)
             if o.downcast_ref::<PackedFuncObj>().is_some() || o.downcast_ref::<ClosureObj>().is_some());
         if !ok {
-            return Err(expect_err(&ctx, "Function", &arg));
+            return Err(expect_err(ctx, "Function", &arg));
         }
         Ok(())
     });
