@@ -31,13 +31,13 @@ fn runtime_err(m: std::fmt::Arguments<'_>) -> Error {
 }
 
 /// The optional error context string at `i` (null or absent: empty).
-fn err_ctx(a: &Args<'_>, i: usize) -> String {
+fn err_ctx<'a>(a: &Args<'a>, i: usize) -> &'a str {
     if i >= a.len() {
-        return String::new();
+        return "";
     }
     match a.get(i) {
-        Ok(ArgValue::Null) | Err(_) => String::new(),
-        _ => a.str(i).map(str::to_string).unwrap_or_default(),
+        Ok(ArgValue::Null) | Err(_) => "",
+        _ => a.str(i).unwrap_or_default(),
     }
 }
 
@@ -109,25 +109,22 @@ fn heap_slot(heap: Option<(*mut i64, usize)>, reg: i64) -> Result<*mut i64> {
     Ok(unsafe { p.add(reg as usize) })
 }
 
-fn shape_arg(a: &Args<'_>, i: usize) -> Result<Vec<i64>> {
-    match a.get(i)? {
-        ArgValue::Object(o) => {
-            if let Some(s) = o.downcast_ref::<ShapeTupleObj>() {
-                return Ok(s.dims().to_vec());
-            }
-            if let Some(t) = o.downcast_ref::<NDArrayObj>() {
-                return Ok(t.shape().to_vec());
-            }
-            Err(type_err(format_args!(
-                "argument {i}: expected a shape or tensor, got {}",
-                o.to_ref().type_key()
-            )))
-        }
-        v => Err(type_err(format_args!(
+/// The dims of a shape or tensor argument, borrowed from it (live for the call).
+fn shape_arg<'a>(a: &Args<'a>, i: usize) -> Result<&'a [i64]> {
+    let v = a.get(i)?;
+    let dims = match &v {
+        ArgValue::Object(o) => match o.downcast_ref::<ShapeTupleObj>() {
+            Some(s) => Some(s.dims()),
+            None => o.downcast_ref::<NDArrayObj>().map(|t| t.shape()),
+        },
+        _ => None,
+    };
+    dims.ok_or_else(|| {
+        type_err(format_args!(
             "argument {i}: expected a shape or tensor, got {}",
             type_key_of(&v)
-        ))),
-    }
+        ))
+    })
 }
 
 fn ndarray_arg(a: &Args<'_>, i: usize) -> Result<NDArray> {
@@ -183,7 +180,7 @@ pub(crate) fn bind(inner: Function, bound: super::interp::SharedValues, ret: boo
     Function::from_rust(move |args, rv| {
         let mut regs = super::interp::regs_of(&args, 0)?;
         regs.extend(bound.values().iter().cloned());
-        let (mut v, mut c): (Vec<_>, Vec<_>) = regs.iter().map(super::interp::reg_to_c).unzip();
+        let (mut v, mut c) = super::interp::regs_to_c(&regs);
         let out = call_with(&inner, &mut v, &mut c)?;
         if ret {
             *rv = out;
@@ -192,16 +189,49 @@ pub(crate) fn bind(inner: Function, bound: super::interp::SharedValues, ret: boo
     })
 }
 
+/// Calls `f` with arguments `from..to` of `a` followed by the integers `extra`; its result.
+#[inline(never)]
+pub(crate) fn call_args(
+    f: &Function,
+    a: &Args<'_>,
+    from: usize,
+    to: usize,
+    extra: &[i64],
+) -> Result<RetValue> {
+    let (values, codes) = (&a.values()[from..to], &a.codes()[from..to]);
+    let n = values.len() + extra.len();
+    let mut v = Vec::with_capacity(n);
+    let mut c = Vec::with_capacity(n);
+    v.extend_from_slice(values);
+    c.extend_from_slice(codes);
+    for &d in extra {
+        v.push(TVMValue { v_int64: d });
+        c.push(tc::INT);
+    }
+    call_with(f, &mut v, &mut c)
+}
+
 /// Calls `f` with the C values; its result.
 pub(crate) fn call_with(
     f: &Function,
     values: &mut [TVMValue],
     codes: &mut [i32],
 ) -> Result<RetValue> {
+    call_obj(f.obj(), values, codes)
+}
+
+/// [`call_with`] of a function object (one out-of-line copy of the call for every caller
+/// outside the interpreter loop).
+#[inline(never)]
+pub(crate) fn call_obj(
+    f: &PackedFuncObj,
+    values: &mut [TVMValue],
+    codes: &mut [i32],
+) -> Result<RetValue> {
     let mut rv = RetValue::Null;
     // SAFETY: the arrays hold values valid during the call.
     unsafe {
-        f.obj().call_raw(
+        f.call_raw(
             values.as_mut_ptr(),
             codes.as_mut_ptr(),
             values.len() as i32,
@@ -400,9 +430,9 @@ pub(crate) fn register(r: &mut Registrar) {
                 ArgValue::Object(o) => o.downcast_ref::<NDArrayObj>(),
                 _ => None,
             }
-            .ok_or_else(|| expect_err(&ctx, "Tensor", &arg))?;
+            .ok_or_else(|| expect_err(ctx, "Tensor", &arg))?;
             if ndim != -1 && t.shape().len() as i64 != ndim {
-                return Err(ndim_err(&ctx, "Tensor", ndim, t.shape().len()));
+                return Err(ndim_err(ctx, "Tensor", ndim, t.shape().len()));
             }
             if let Some(d) = dtype {
                 // DataType::Void() (bits 0) means "any dtype".
@@ -425,9 +455,9 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ShapeTupleObj>(),
             _ => None,
         }
-        .ok_or_else(|| expect_err(&ctx, "Shape", &arg))?;
+        .ok_or_else(|| expect_err(ctx, "Shape", &arg))?;
         if ndim != -1 && s.dims().len() as i64 != ndim {
-            return Err(ndim_err(&ctx, "Shape", ndim, s.dims().len()));
+            return Err(ndim_err(ctx, "Shape", ndim, s.dims().len()));
         }
         Ok(())
     });
@@ -467,7 +497,7 @@ pub(crate) fn register(r: &mut Registrar) {
             ArgValue::Object(o) => o.downcast_ref::<ArrayObj>(),
             _ => None,
         }
-        .ok_or_else(|| expect_err(&ctx, "Tuple", &arg))?;
+        .ok_or_else(|| expect_err(ctx, "Tuple", &arg))?;
         if t.items.len() as i64 != size {
             return Err(value_err(format_args!(
                 "{ctx} expect a Tuple with {size} elements,  but get a Tuple with {} elements.",
@@ -482,7 +512,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let ok = matches!(arg, ArgValue::Object(o)
             if o.downcast_ref::<PackedFuncObj>().is_some() || o.downcast_ref::<ClosureObj>().is_some());
         if !ok {
-            return Err(expect_err(&ctx, "Function", &arg));
+            return Err(expect_err(ctx, "Function", &arg));
         }
         Ok(())
     });
@@ -508,7 +538,7 @@ pub(crate) fn register(r: &mut Registrar) {
                         "The device index {dev_index} is out of VM physical devices list ({n})"
                     )));
                 };
-                let nbytes = memory::shape_nbytes(&shape, hint)?;
+                let nbytes = memory::shape_nbytes(shape, hint)?;
                 *rv = RetValue::Object(StorageObj::allocate(alloc.clone(), dev, nbytes, hint)?);
                 Ok(())
             })
@@ -520,7 +550,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let offset = a.i64(1)?;
         let shape = shape_arg(&a, 2)?;
         let dtype = a.dtype(3)?;
-        *rv = RetValue::Object(StorageObj::alloc_tensor(&st, offset, &shape, dtype)?);
+        *rv = RetValue::Object(StorageObj::alloc_tensor(&st, offset, shape, dtype)?);
         Ok(())
     });
     r.add("vm.builtin.make_closure", |a, rv| {
@@ -560,14 +590,8 @@ pub(crate) fn register(r: &mut Registrar) {
         }
         let f = Function::from_object(a.object_ref::<PackedFuncObj>(0)?)?;
         let last = a.len() - 1;
-        let dims = a.downcast::<ShapeTupleObj>(last)?.dims().to_vec();
-        let mut v = a.values()[1..last].to_vec();
-        let mut c = a.codes()[1..last].to_vec();
-        for d in dims {
-            v.push(TVMValue { v_int64: d });
-            c.push(tc::INT);
-        }
-        *rv = call_with(&f, &mut v, &mut c)?;
+        let dims = a.downcast::<ShapeTupleObj>(last)?.dims();
+        *rv = call_args(&f, &a, 1, last, dims)?;
         Ok(())
     });
     r.add("vm.builtin.shape_of", |a, rv| {
@@ -585,7 +609,7 @@ pub(crate) fn register(r: &mut Registrar) {
         let dt = a.downcast::<NDArrayObj>(0)?.dtype();
         let base = a.object_ref::<NDArrayObj>(0)?;
         let shape = shape_arg(&a, 1)?;
-        *rv = RetValue::Object(create_view(&base, &shape, dt, 0)?);
+        *rv = RetValue::Object(create_view(&base, shape, dt, 0)?);
         Ok(())
     });
     add_fast(r, "vm.builtin.null_value", Fast::NullValue, |a, rv| {
@@ -629,9 +653,7 @@ pub(crate) fn register(r: &mut Registrar) {
                  register it."
             ))
         })?;
-        let mut v = a.values()[2..].to_vec();
-        let mut c = a.codes()[2..].to_vec();
-        call_with(&f, &mut v, &mut c)?;
+        call_args(&f, &a, 2, a.len(), &[])?;
         *rv = RetValue::Null;
         Ok(())
     });
@@ -773,7 +795,7 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     r.add_weak("relax.run.shape_to_tensor", |a, rv| {
         let dims = shape_arg(&a, 0)?;
-        *rv = RetValue::Object(NDArray::from_slice(&dims, &[dims.len() as i64])?.into_object());
+        *rv = RetValue::Object(NDArray::from_slice(dims, &[dims.len() as i64])?.into_object());
         Ok(())
     });
 }

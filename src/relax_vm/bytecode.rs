@@ -205,6 +205,17 @@ impl<'a> Words<'a> {
     pub fn iter(self) -> impl Iterator<Item = i64> + 'a {
         (0..self.len()).filter_map(move |i| self.get(i))
     }
+    /// All words, in a vector (a plain loop into an exact allocation).
+    #[inline(never)]
+    pub fn to_vec(self) -> Vec<i64> {
+        let mut v = Vec::with_capacity(self.len());
+        for c in self.0.chunks_exact(8) {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            v.push(i64::from_le_bytes(b));
+        }
+        v
+    }
 }
 
 /// Little-endian bytes of words (for [`Words`] over words held in memory).

@@ -120,80 +120,98 @@ struct Reader<'a> {
     /// Where `data` lies in the library file, when it came from one (large constants are
     /// read from it).
     file: Option<FileSpan<'a>>,
-    /// The error that stopped the parse. The reads answer `None` and leave their error here,
-    /// so that each of the many reads of a load passes one word on, not an error.
+    /// The error that stopped the parse: the first one only. The reads answer a zero, an
+    /// empty value or `None` and leave their error here, so that each of the many reads of a
+    /// load passes its value on, not an error, and the parse looks at this at a few points
+    /// ([`Reader::check`]).
     err: Option<Error>,
 }
 
 impl<'a> Reader<'a> {
-    /// Keeps `e` as the parse's error; `None`, to return.
+    /// Keeps `e` as the parse's error, unless an earlier one is kept; `None`, to return.
     #[cold]
     #[inline(never)]
     fn fail<T>(&mut self, e: Error) -> Option<T> {
-        self.err = Some(e);
+        if self.err.is_none() {
+            self.err = Some(e);
+        }
         None
     }
+    /// Keeps the error of a read past the end (unless an earlier one is kept).
     #[cold]
     #[inline(never)]
-    fn bad(&self, section: &str, what: &str) -> Error {
-        Error::value_fmt(format_args!(
-            "invalid Relax VM executable: the {section} section is truncated or corrupted \
-             (cannot read {what} at byte {} of {})",
-            self.pos,
-            self.data.len()
-        ))
+    fn bad(&mut self, section: &str, what: &str) {
+        if self.err.is_none() {
+            self.err = Some(Error::value_fmt(format_args!(
+                "invalid Relax VM executable: the {section} section is truncated or corrupted \
+                 (cannot read {what} at byte {} of {})",
+                self.pos,
+                self.data.len()
+            )));
+        }
+    }
+    /// `None` once a read has failed.
+    fn check(&self) -> Option<()> {
+        match self.err {
+            Some(_) => None,
+            None => Some(()),
+        }
     }
     #[inline(never)]
     fn take(&mut self, n: usize, section: &str, what: &str) -> Option<&'a [u8]> {
         if n > self.data.len() - self.pos {
-            return self.fail(self.bad(section, what));
+            self.bad(section, what);
+            return None;
         }
         let s = &self.data[self.pos..self.pos + n];
         self.pos += n;
         Some(s)
     }
-    /// The next `n` bytes (at most 8) as a little-endian number.
+    /// The next `n` bytes (at most 8) as a little-endian number (0 where they are missing).
     #[inline(never)]
-    fn le(&mut self, n: usize, section: &str, what: &str) -> Option<u64> {
-        let b = self.take(n, section, what)?;
-        Some(b.iter().rev().fold(0, |acc, &x| acc << 8 | u64::from(x)))
+    fn le(&mut self, n: usize, section: &str, what: &str) -> u64 {
+        let b = self.take(n, section, what).unwrap_or_default();
+        b.iter().rev().fold(0, |acc, &x| acc << 8 | u64::from(x))
     }
-    fn u64(&mut self, section: &str, what: &str) -> Option<u64> {
+    fn u64(&mut self, section: &str, what: &str) -> u64 {
         self.le(8, section, what)
     }
-    fn i64(&mut self, section: &str, what: &str) -> Option<i64> {
-        Some(self.le(8, section, what)? as i64)
+    fn i64(&mut self, section: &str, what: &str) -> i64 {
+        self.le(8, section, what) as i64
     }
-    fn i32(&mut self, section: &str, what: &str) -> Option<i32> {
-        Some(self.le(4, section, what)? as u32 as i32)
+    fn i32(&mut self, section: &str, what: &str) -> i32 {
+        self.le(4, section, what) as u32 as i32
     }
     #[inline(never)]
-    fn count(&mut self, elem: usize, section: &str, what: &str) -> Option<usize> {
-        let n = self.u64(section, what)?;
+    fn count(&mut self, elem: usize, section: &str, what: &str) -> usize {
+        let n = self.u64(section, what);
         if n > ((self.data.len() - self.pos) / elem.max(1)) as u64 {
-            return self.fail(self.bad(section, what));
+            self.bad(section, what);
+            return 0;
         }
-        Some(n as usize)
+        n as usize
     }
-    fn bytes(&mut self, section: &str, what: &str) -> Option<&'a [u8]> {
-        let n = self.count(1, section, what)?;
-        self.take(n, section, what)
+    #[inline(never)]
+    fn bytes(&mut self, section: &str, what: &str) -> &'a [u8] {
+        let n = self.count(1, section, what);
+        self.take(n, section, what).unwrap_or_default()
     }
-    fn string(&mut self, section: &str, what: &str) -> Option<String> {
-        let b = self.bytes(section, what)?;
+    #[inline(never)]
+    fn string(&mut self, section: &str, what: &str) -> String {
+        let b = self.bytes(section, what);
         match std::str::from_utf8(b) {
-            Ok(s) => Some(owned(s)),
-            Err(_) => self.fail(Error::value_fmt(format_args!(
-                "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
-            ))),
+            Ok(s) => owned(s),
+            Err(_) => {
+                self.fail::<()>(Error::value_fmt(format_args!(
+                    "invalid Relax VM executable: {what} in the {section} section is not UTF-8"
+                )));
+                String::new()
+            }
         }
     }
-    fn i64_vec(&mut self, section: &str, what: &str) -> Option<Vec<i64>> {
-        Some(self.words(section, what)?.iter().collect())
-    }
-    fn words(&mut self, section: &str, what: &str) -> Option<Words<'a>> {
-        let n = self.count(8, section, what)?;
-        Some(Words::new(self.take(n * 8, section, what)?))
+    fn words(&mut self, section: &str, what: &str) -> Words<'a> {
+        let n = self.count(8, section, what);
+        Words::new(self.take(n * 8, section, what).unwrap_or_default())
     }
     /// The error a read left, as a result.
     fn error<T>(&mut self) -> Result<T> {
@@ -246,8 +264,9 @@ impl Executable {
             file: None,
             err: None,
         };
-        match r.bytes("header", "the executable length") {
-            Some(body) => Self::load_body(body),
+        let body = r.bytes("header", "the executable length");
+        match r.check() {
+            Some(()) => Self::load_body(body),
             None => r.error(),
         }
     }
@@ -282,41 +301,43 @@ impl Executable {
         r: &mut Reader<'a>,
     ) -> Option<(Vec<FuncInfo>, Vec<Constant>, Words<'a>, Words<'a>)> {
         let body_len = r.data.len();
-        let magic = r.u64("header", "the magic number")?;
-        if magic != MAGIC {
-            return r.fail(Error::value_fmt(format_args!(
+        if r.u64("header", "the magic number") != MAGIC {
+            r.fail::<()>(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: bad magic number (expected {MAGIC:#018x})"
             )));
         }
-        let version = r.bytes("header", "the version")?;
+        let version = r.bytes("header", "the version");
         if version != VERSION.as_bytes() {
-            return r.fail(Error::value_fmt(format_args!(
+            r.fail::<()>(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: version \"{}\" is not supported (expected \"{VERSION}\")",
                 String::from_utf8_lossy(&version[..version.len().min(32)])
             )));
         }
         // Function table: each entry takes at least 4 + 8 + 4 * 8 + 8 bytes.
-        let n = r.count(52, "global", "the number of functions")?;
+        let n = r.count(52, "global", "the number of functions");
+        r.check()?;
         let mut funcs = Vec::with_capacity(n);
         for _ in 0..n {
-            let kind_raw = r.i32("global", "a function kind")?;
-            let Some(kind) = FuncKind::from_i32(kind_raw) else {
-                return r.fail(Error::value_fmt(format_args!(
+            let kind_raw = r.i32("global", "a function kind");
+            let kind = FuncKind::from_i32(kind_raw);
+            if kind.is_none() {
+                r.fail::<()>(Error::value_fmt(format_args!(
                     "invalid Relax VM executable: unknown function kind {kind_raw}"
                 )));
-            };
-            let name = r.string("global", "a function name")?;
-            let start_instr = r.i64("global", "start_instr")?;
-            let end_instr = r.i64("global", "end_instr")?;
-            let num_args = r.i64("global", "num_args")?;
-            let register_file_size = r.i64("global", "register_file_size")?;
-            let np = r.count(8, "global", "the number of parameter names")?;
+            }
+            let name = r.string("global", "a function name");
+            let start_instr = r.i64("global", "start_instr");
+            let end_instr = r.i64("global", "end_instr");
+            let num_args = r.i64("global", "num_args");
+            let register_file_size = r.i64("global", "register_file_size");
+            let np = r.count(8, "global", "the number of parameter names");
             let mut param_names = Vec::with_capacity(np);
             for _ in 0..np {
-                param_names.push(r.string("global", "a parameter name")?);
+                param_names.push(r.string("global", "a parameter name"));
             }
+            r.check()?;
             funcs.push(FuncInfo {
-                kind,
+                kind: kind?,
                 name,
                 start_instr,
                 end_instr,
@@ -325,13 +346,15 @@ impl Executable {
                 param_names,
             });
         }
-        let nc = r.count(4, "constant", "the number of constants")?;
+        let nc = r.count(4, "constant", "the number of constants");
         let mut constants = Vec::with_capacity(nc);
         // Arrays are read after the section: their headers first, so that they can share
         // one allocation (see `params::read_arrays`).
         let mut arrays = Vec::new();
         for i in 0..nc {
-            let tag = r.i32("constant", "a constant tag")?;
+            let tag = r.i32("constant", "a constant tag");
+            // Before an array is skipped: its reads report their errors themselves.
+            r.check()?;
             let c = match tag {
                 0 => {
                     let pending = match skip_ndarray(r) {
@@ -350,13 +373,13 @@ impl Executable {
                     Constant::Int(0)
                 }
                 1 => {
-                    let b = r.le(4, "constant", "a data type")?;
+                    let b = r.le(4, "constant", "a data type");
                     Constant::DataType(DLDataType::new(b as u8, (b >> 8) as u8, (b >> 16) as u16))
                 }
-                2 => Constant::Shape(r.i64_vec("constant", "a shape")?),
-                3 => Constant::Str(r.bytes("constant", "a string")?.to_vec()),
-                4 => Constant::Int(r.i64("constant", "an integer")?),
-                5 => Constant::Float(f64::from_bits(r.u64("constant", "a float")?)),
+                2 => Constant::Shape(r.words("constant", "a shape").to_vec()),
+                3 => Constant::Str(r.bytes("constant", "a string").to_vec()),
+                4 => Constant::Int(r.i64("constant", "an integer")),
+                5 => Constant::Float(f64::from_bits(r.u64("constant", "a float"))),
                 t => {
                     return r.fail(Error::value_fmt(format_args!(
                         "invalid Relax VM executable: constant {i} has unknown type tag {t}"
@@ -365,6 +388,7 @@ impl Executable {
             };
             constants.push(c);
         }
+        r.check()?;
         let mut index = Vec::with_capacity(arrays.len());
         let mut pending = Vec::with_capacity(arrays.len());
         for (i, p) in arrays {
@@ -380,14 +404,15 @@ impl Executable {
                 *c = Constant::NDArray(a);
             }
         }
-        let instr_offset = r.words("code", "the instruction offsets")?;
-        let instr_data = r.words("code", "the instruction data")?;
+        let instr_offset = r.words("code", "the instruction offsets");
+        let instr_data = r.words("code", "the instruction data");
         if r.pos != body_len {
-            return r.fail(Error::value_fmt(format_args!(
+            r.fail::<()>(Error::value_fmt(format_args!(
                 "invalid Relax VM executable: {} unexpected bytes after the code section",
                 body_len - r.pos
             )));
         }
+        r.check()?;
         Some((funcs, constants, instr_offset, instr_data))
     }
 
@@ -418,8 +443,8 @@ impl Executable {
             func_map.insert(f.name.clone(), i);
         }
         let d = bytecode::decode(instr_offset, instr_data)?;
-        let raw_code = (!d.canonical)
-            .then(|| Box::new((instr_offset.iter().collect(), instr_data.iter().collect())));
+        let raw_code =
+            (!d.canonical).then(|| Box::new((instr_offset.to_vec(), instr_data.to_vec())));
         let exec = Executable {
             funcs,
             func_map,
@@ -541,9 +566,17 @@ impl Executable {
                 }
             }
         }
-        let (instr_offset, instr_data) = self.code_words();
-        v(out, &instr_offset);
-        v(out, &instr_data);
+        // The words as read, or re-encoded (no copy of the kept ones).
+        let encoded;
+        let (instr_offset, instr_data) = match &self.raw_code {
+            Some(raw) => (&raw.0, &raw.1),
+            None => {
+                encoded = bytecode::encode(self);
+                (&encoded.0, &encoded.1)
+            }
+        };
+        v(out, instr_offset);
+        v(out, instr_data);
         Ok(())
     }
 

@@ -120,26 +120,42 @@ pub(crate) struct CallRecord {
 }
 
 /// Values by name (a VM's inputs, outputs and saved closures: a handful, searched in order,
-/// which takes less code than a hash map per value type).
-pub(crate) struct Named<T>(Vec<(String, T)>);
+/// which takes less code than a hash map per value type; the names apart, so that one search
+/// serves every value type).
+pub(crate) struct Named<T> {
+    names: Vec<String>,
+    values: Vec<T>,
+}
 
 impl<T> Default for Named<T> {
     fn default() -> Self {
-        Named(Vec::new())
+        Named {
+            names: Vec::new(),
+            values: Vec::new(),
+        }
     }
+}
+
+/// Where `name` is among `names`.
+#[inline(never)]
+fn find_name(names: &[String], name: &str) -> Option<usize> {
+    names.iter().position(|k| k == name)
 }
 
 impl<T> Named<T> {
     /// The value of `name`.
     pub(crate) fn get(&self, name: &str) -> Option<&T> {
-        self.0.iter().find(|(k, _)| k == name).map(|(_, v)| v)
+        self.values.get(find_name(&self.names, name)?)
     }
 
     /// Sets the value of `name`, replacing any.
     pub(crate) fn insert(&mut self, name: String, v: T) {
-        match self.0.iter_mut().find(|(k, _)| *k == name) {
-            Some((_, old)) => *old = v,
-            None => self.0.push((name, v)),
+        match find_name(&self.names, &name).and_then(|i| self.values.get_mut(i)) {
+            Some(old) => *old = v,
+            None => {
+                self.names.push(name);
+                self.values.push(v);
+            }
         }
     }
 }
@@ -240,6 +256,19 @@ pub(crate) fn reg_to_c(v: &RetValue) -> (TVMValue, i32) {
             tc::NULLPTR,
         ),
     }
+}
+
+/// The C forms of register values, borrowed from them.
+#[inline(never)]
+pub(crate) fn regs_to_c(regs: &[RetValue]) -> (Vec<TVMValue>, Vec<i32>) {
+    let mut v = Vec::with_capacity(regs.len());
+    let mut c = Vec::with_capacity(regs.len());
+    for r in regs {
+        let (x, y) = reg_to_c(r);
+        v.push(x);
+        c.push(y);
+    }
+    (v, c)
 }
 
 /// Copies C arguments into register values (objects gain a reference).
@@ -480,7 +509,6 @@ impl VmCore {
         codes: &[i32],
     ) -> Result<RetValue> {
         let _g = ActiveGuard::enter(self);
-        let mut rv = RetValue::Null;
         let n = values.len().min(codes.len());
         let mut v = Vec::with_capacity(n + 1);
         let mut c = Vec::with_capacity(n + 1);
@@ -501,14 +529,13 @@ impl VmCore {
         };
         v.extend_from_slice(&values[..n]);
         c.extend_from_slice(&codes[..n]);
-        // SAFETY: the arrays hold v.len() entries valid for the call (caller contract).
-        unsafe { p.call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, &mut rv)? };
-        Ok(norm(rv))
+        // The values are valid for the call (caller contract).
+        Ok(norm(super::builtins::call_obj(p, &mut v, &mut c)?))
     }
 
     /// Calls a closure or PackedFunc with register values.
     pub fn invoke_closure_regs(&self, f: &ObjectRef, args: &[RetValue]) -> Result<RetValue> {
-        let (v, c): (Vec<TVMValue>, Vec<i32>) = args.iter().map(reg_to_c).unzip();
+        let (v, c) = regs_to_c(args);
         // SAFETY: the C forms of register values, which `args` keeps alive.
         unsafe { self.invoke_closure_c(f, &v, &c) }
     }
@@ -934,7 +961,7 @@ impl VmCore {
                 r => norm(r),
             });
         }
-        let (mut v, mut c): (Vec<TVMValue>, Vec<i32>) = regs.iter().map(reg_to_c).unzip();
+        let (mut v, mut c) = regs_to_c(&regs);
         let rv = super::builtins::call_with(ins, &mut v, &mut c)?;
         Ok(match rv {
             RetValue::Int(i) => i,

@@ -6,7 +6,6 @@ use crate::ndarray::{checked_nbytes, NDArrayObj, ALLOC_ALIGNMENT};
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::{DLDataType, DLDevice};
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, Mutex};
 
@@ -92,8 +91,16 @@ pub struct PooledAllocator {
 
 #[derive(Default)]
 struct Pool {
-    free: HashMap<usize, Vec<Buffer>>,
+    /// Freed buffers by size, sorted by size (a binary search: no hash table's code).
+    free: Vec<(usize, Vec<Buffer>)>,
     used: usize,
+}
+
+impl Pool {
+    /// Where the list of `size` is, or would be inserted.
+    fn find(&self, size: usize) -> std::result::Result<usize, usize> {
+        self.free.binary_search_by(|e| e.0.cmp(&size))
+    }
 }
 
 /// Page size of the pooled allocator.
@@ -107,8 +114,10 @@ impl Allocator for PooledAllocator {
             .ok_or_else(|| Error::value_fmt(format_args!("cannot allocate {nbytes} bytes")))?;
         {
             let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(b) = p.free.get_mut(&size).and_then(Vec::pop) {
-                return Ok(b);
+            if let Ok(i) = p.find(size) {
+                if let Some(b) = p.free.get_mut(i).and_then(|e| e.1.pop()) {
+                    return Ok(b);
+                }
             }
         }
         let data = match raw_alloc(dev, size, hint) {
@@ -128,12 +137,21 @@ impl Allocator for PooledAllocator {
     }
     unsafe fn free(&self, buf: Buffer) {
         let mut p = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        p.free.entry(buf.size).or_default().push(buf);
+        let i = match p.find(buf.size) {
+            Ok(i) => i,
+            Err(i) => {
+                p.free.insert(i, (buf.size, Vec::new()));
+                i
+            }
+        };
+        if let Some(e) = p.free.get_mut(i) {
+            e.1.push(buf);
+        }
     }
     fn clear(&self) {
         let mut guard = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         let p = &mut *guard;
-        for (_, list) in p.free.drain() {
+        for (_, list) in std::mem::take(&mut p.free) {
             for b in list {
                 p.used = p.used.saturating_sub(b.size);
                 raw_free(&b);

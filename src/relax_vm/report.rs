@@ -131,10 +131,13 @@ fn pad(out: &mut String, s: &str, w: usize, left: bool) {
 
 impl ReportObj {
     fn calls(&self) -> Vec<Row> {
-        self.json["calls"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|c| c.as_object()).cloned().collect())
-            .unwrap_or_default()
+        let mut out = Vec::new();
+        for c in self.json["calls"].as_array().map_or(&[][..], |a| &a[..]) {
+            if let Some(o) = c.as_object() {
+                out.push(o.clone());
+            }
+        }
+        out
     }
 
     /// The table `Report.table()` prints: calls (aggregated by name and argument shapes,

@@ -295,10 +295,13 @@ pub(crate) fn register(r: &mut Registrar) {
                     *f = true;
                 }
             }
-            (0..n)
-                .rev()
-                .filter(|&k| first.get(k) == Some(&true))
-                .collect()
+            let mut latest = Vec::new();
+            for k in (0..n).rev() {
+                if first.get(k) == Some(&true) {
+                    latest.push(k);
+                }
+            }
+            latest
         };
         let out = new_tensor(&[picks.len() as i64], x.dtype)?;
         copy_order(x, 0, 1, &picks, out.dltensor(), 0);
@@ -333,7 +336,12 @@ pub(crate) fn register(r: &mut Registrar) {
                 }
             }
         };
-        let hits: Vec<usize> = (0..n).filter(|&i| nonzero(i)).collect();
+        let mut hits: Vec<usize> = Vec::new();
+        for i in 0..n {
+            if nonzero(i) {
+                hits.push(i);
+            }
+        }
         let nd = dims.len();
         let mut coords = vec![0i64; nd * hits.len()];
         for (h, &flat) in hits.iter().enumerate() {

@@ -165,8 +165,8 @@ fn unknown(name: &str) -> Error {
     Error::value_fmt(format_args!("Unknown function: {name}"))
 }
 
-fn index_into(out: &RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> {
-    let mut cur = out.clone();
+fn index_into(out: RetValue, args: &Args<'_>, from: usize) -> Result<RetValue> {
+    let mut cur = out;
     for i in from..args.len() {
         let idx = args.i64(i)?;
         let arr = match &cur {
@@ -396,8 +396,7 @@ enum VmFn {
     Call(usize),
 }
 
-/// Runs function `op` of the VM module (but [`VmFn::Call`], which its closure runs itself):
-/// the value it returns, if any.
+/// Runs function `op` of the VM module: the value it returns, if any.
 fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
     match op {
         VmFn::Init => {
@@ -487,9 +486,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
                     let factory = registry::get(name).ok_or_else(|| {
                         Error::value_fmt(format_args!("Cannot find factory {name}"))
                     })?;
-                    let mut v = a.values()[1..].to_vec();
-                    let mut c = a.codes()[1..].to_vec();
-                    let rv = super::builtins::call_with(&factory, &mut v, &mut c)?;
+                    let rv = super::builtins::call_args(&factory, &a, 1, a.len(), &[])?;
                     Function::from_object(rv.into_object()?)?
                 }
             };
@@ -497,7 +494,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
             Ok(None)
         }
         VmFn::OutputArity | VmFn::Output => {
-            let v = index_into(&VmNode::output(core, a.str(0)?)?, &a, 1)?;
+            let v = index_into(VmNode::output(core, a.str(0)?)?, &a, 1)?;
             let n = is_array(&v);
             Ok(Some(if let VmFn::OutputArity = op {
                 RetValue::Int(n.map(|n| n as i64).unwrap_or(-1))
@@ -590,13 +587,9 @@ impl ModuleNode for VmNode {
         let core = self.core.clone();
         // One closure type for all the VM's functions: what each does is `op`.
         Ok(Some(Function::from_rust(move |a, rv| {
-            *rv = match &op {
-                VmFn::Call(idx) => core.call_index(*idx, regs_of(&a, 0)?)?,
-                op => match vm_fn(&core, op, a)? {
-                    Some(v) => v,
-                    None => return Ok(()),
-                },
-            };
+            if let Some(v) = vm_fn(&core, &op, a)? {
+                *rv = v;
+            }
             Ok(())
         })))
     }
