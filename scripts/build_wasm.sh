@@ -90,7 +90,9 @@ case "$panic" in
   *) echo "build_wasm: TVMRT_WASM_PANIC must be unwind or abort" >&2; exit 2 ;;
 esac
 lib=$tdir/$triple/release/libtvm_runtime.a
-CARGO_PROFILE_RELEASE_DEBUG=0 "${cargo[@]}" rustc --quiet --release --lib \
+# Fat LTO, as before session 8: the release profile's thin LTO is there for the stand-ins of
+# std's default hooks (capi/build_std_hooks.rs), which WebAssembly builds do not link.
+CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_DEBUG=0 "${cargo[@]}" rustc --quiet --release --lib \
   --crate-type staticlib --target "$triple" --no-default-features --features web \
   --target-dir "$tdir" "${zflags[@]}"
 

@@ -10,10 +10,10 @@
 #
 #   scripts/static_deploy.sh [--small] [--no-build] [--check] [--budgets FILE]
 #
-#   (default)   our runtime static, the C library (libc, libm, libgcc_s) shared, linked
-#               -no-pie -z noseparate-code: the program the budget is for; also links the
-#               position-independent program and a fully static one (glibc too) and prints
-#               their sizes, for comparison
+#   (default)   our runtime static, the C library (libc, libm, libgcc_s) shared: the program
+#               the budget is for; also links it -no-pie -z noseparate-code (as a board build
+#               for size may) and fully static (glibc too), runs both and prints their sizes,
+#               for comparison
 #   --small     link the nightly build-std `minimal` archive (scripts/build_small.sh minimal)
 #               instead of the stock one
 #   --no-build  use the archive that is there, build no Rust
@@ -89,17 +89,16 @@ hooks=()
 if [ "$variant" = stock ] && [ -f "$(dirname "$archive")/libtvm_runtime.ldflags" ]; then
   hooks=("@$(dirname "$archive")/libtvm_runtime.ldflags")
 fi
-# --gc-sections: only the archive's sections the program reaches. Linked as a board build for
-# size links: not position-independent (-no-pie: no relocations to apply at start, no ASLR of
-# the program's own code) and with read-only data in the executable segment (-z
-# noseparate-code: no page of padding between them). The position-independent program (the
-# distribution's default) is linked too, for comparison.
+# --gc-sections: only the archive's sections the program reaches. Also linked as a board build
+# for size may link it, for comparison: not position-independent (-no-pie: no relocations to
+# apply at start, no ASLR of the program's own code) and with read-only data in the executable
+# segment (-z noseparate-code: no page of padding between them).
 cc -o "$out/static_mlp" "$out/main.o" "$model/mlp_syslib.o" "$archive" "${hooks[@]}" \
-  -no-pie -Wl,-z,noseparate-code -Wl,--gc-sections -Wl,--as-needed -lm -lpthread -ldl
-strip -o "$out/static_mlp.stripped" "$out/static_mlp"
-cc -o "$out/static_mlp_pie" "$out/main.o" "$model/mlp_syslib.o" "$archive" "${hooks[@]}" \
   -Wl,--gc-sections -Wl,--as-needed -lm -lpthread -ldl
-strip -o "$out/static_mlp_pie.stripped" "$out/static_mlp_pie"
+strip -o "$out/static_mlp.stripped" "$out/static_mlp"
+cc -o "$out/static_mlp_nopie" "$out/main.o" "$model/mlp_syslib.o" "$archive" "${hooks[@]}" \
+  -no-pie -Wl,-z,noseparate-code -Wl,--gc-sections -Wl,--as-needed -lm -lpthread -ldl
+strip -o "$out/static_mlp_nopie.stripped" "$out/static_mlp_nopie"
 # Fully static (glibc too; its dlopen/getaddrinfo link warnings are expected): for comparison.
 cc -static -o "$out/static_mlp_full" "$out/main.o" "$model/mlp_syslib.o" "$archive" "${hooks[@]}" \
   -Wl,--gc-sections -lm -lpthread -ldl 2>"$out/static_link_warnings.txt"
@@ -110,9 +109,9 @@ strip -o "$out/static_mlp_full.stripped" "$out/static_mlp_full"
   echo "static_deploy.sh: the program failed (wrong output or an error)" >&2
   exit 1
 }
-"$out/static_mlp_pie.stripped" >"$out/run_pie.txt" || {
-  cat "$out/run_pie.txt"
-  echo "static_deploy.sh: the position-independent program failed" >&2
+"$out/static_mlp_nopie.stripped" >"$out/run_nopie.txt" || {
+  cat "$out/run_nopie.txt"
+  echo "static_deploy.sh: the -no-pie program failed" >&2
   exit 1
 }
 "$out/static_mlp_full.stripped" >"$out/run_full.txt" || {
@@ -124,7 +123,7 @@ tail -n 1 "$out/run.txt" >&2
 
 bytes="$(stat -c %s "$out/static_mlp.stripped")"
 full="$(stat -c %s "$out/static_mlp_full.stripped")"
-pie="$(stat -c %s "$out/static_mlp_pie.stripped")"
+nopie="$(stat -c %s "$out/static_mlp_nopie.stripped")"
 budget="-"
 ceiling="-"
 if [ -f "$budgets" ]; then
@@ -132,7 +131,7 @@ if [ -f "$budgets" ]; then
     '$1 == a && $2 == s && $3 == "x86_64" { print $4, $5 }' "$budgets" || true) || true
 fi
 echo "$label: $bytes bytes stripped ($((bytes / 1024)) KB; runtime static, libc shared)," \
-  "$pie bytes position-independent, $full bytes fully static; budget ${budget:--}, ceiling ${ceiling:--}" >&2
+  "$nopie bytes -no-pie -z noseparate-code, $full bytes fully static; budget ${budget:--}, ceiling ${ceiling:--}" >&2
 status=0
 if [ -n "$budget" ] && [ "$budget" != "-" ] && [ "$bytes" -gt "$budget" ]; then
   echo "OVER BUDGET: $label: $bytes B > budget $budget B" >&2
