@@ -176,9 +176,9 @@ fn attr_string(v: &Value) -> String {
 
 fn attr_uint(v: &Value, key: &str, node: &str) -> Result<u32> {
     let s = attr_string(v);
-    match s.trim().parse::<u32>() {
-        Ok(x) => Ok(x),
-        Err(_) => Err(bad(format_args!(
+    match crate::packed_func::text::parse_dec(s.trim(), u32::MAX) {
+        Some(x) => Ok(x),
+        None => Err(bad(format_args!(
             "node '{node}': attribute {key} must be a non-negative integer, got {v}"
         ))),
     }

@@ -256,10 +256,11 @@ impl Error {
                     return Error::new(kind, &msg[pos + 2..]);
                 }
             }
+            // A kind is `[A-Za-z0-9_.]+`, byte by byte, as in TVM's C++ runtime.
             if !name.is_empty()
                 && name
-                    .chars()
-                    .all(|c| c.is_alphanumeric() || c == '_' || c == '.')
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
             {
                 return Error::new(ErrorKind::Verbatim, msg);
             }
@@ -407,4 +408,30 @@ pub fn panic_to_error(payload: Box<dyn Any + Send>) -> Error {
         "unknown panic"
     };
     Error::internal_fmt(format_args!("panic inside the runtime: {msg}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_kinds_are_ascii() {
+        let known = Error::from_message("ValueError: bad\nmore");
+        assert_eq!(known.kind, ErrorKind::ValueError);
+        assert_eq!(known.to_string(), "ValueError: bad\nmore");
+        let own = Error::from_message("my.Kind_2: text");
+        assert_eq!(own.kind, ErrorKind::Verbatim);
+        assert_eq!(own.to_string(), "my.Kind_2: text");
+        // Non-ASCII letters and digits do not make a kind (TVM's C++ runtime tests bytes).
+        for msg in ["Fehlerä: text", "Kind\u{0663}: text", "Σ: text"] {
+            let e = Error::from_message(msg);
+            assert_eq!(e.kind, ErrorKind::TVMError, "{msg}");
+            assert_eq!(e.to_string(), format!("TVMError: {msg}"));
+        }
+        assert_eq!(Error::from_message(": x").to_string(), "TVMError: : x");
+        assert_eq!(
+            Error::from_message("a b: x").to_string(),
+            "TVMError: a b: x"
+        );
+    }
 }

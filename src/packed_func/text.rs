@@ -112,7 +112,11 @@ mod tests {
             " 1",
             "++1",
             "99999999999",
+            "4294967295",
+            "+4294967295",
+            "4294967296",
         ] {
+            assert_eq!(parse_dec(s, u32::MAX), s.parse::<u32>().ok(), "{s}");
             assert_eq!(
                 parse_dec(s, 255),
                 s.parse::<u8>().ok().map(u32::from),
