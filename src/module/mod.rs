@@ -21,13 +21,10 @@ use crate::packed_func::registry;
 use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
 
-/// Symbol names to addresses (the system library's symbols, a library's resolved ones). With
-/// the Relax VM in the build this is its function table's type (one instantiation of the
-/// table's code for both); without it, a fast non-keyed hash, and no SipHash or random keys in
-/// the library.
-#[cfg(feature = "relax")]
-pub(crate) type SymbolMap = HashMap<String, usize>;
-#[cfg(not(feature = "relax"))]
+/// Symbol names to addresses (the system library's symbols, a library's resolved ones); also the
+/// Relax VM's function table type (one instantiation of the table's code for both). A fast
+/// non-keyed hash: the keys are names from loaded code, which can run anything anyway, so
+/// SipHash's flooding resistance buys nothing, and the library needs no random keys.
 pub(crate) type SymbolMap = HashMap<String, usize, rustc_hash::FxBuildHasher>;
 
 /// Property bits (`ModulePropertyMask`).
