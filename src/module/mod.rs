@@ -21,13 +21,10 @@ use crate::packed_func::registry;
 use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
 
-/// Symbol names to addresses (the system library's symbols, a library's resolved ones). With
-/// the Relax VM in the build this is its function table's type (one instantiation of the
-/// table's code for both); without it, a fast non-keyed hash, and no SipHash or random keys in
-/// the library.
-#[cfg(feature = "relax")]
-pub(crate) type SymbolMap = HashMap<String, usize>;
-#[cfg(not(feature = "relax"))]
+/// Symbol names to addresses (the system library's symbols, a library's resolved ones); also the
+/// Relax VM's function table type (one instantiation of the table's code for both). A fast
+/// non-keyed hash: the keys are names from loaded code, which can run anything anyway, so
+/// SipHash's flooding resistance buys nothing, and the library needs no random keys.
 pub(crate) type SymbolMap = HashMap<String, usize, rustc_hash::FxBuildHasher>;
 
 /// Property bits (`ModulePropertyMask`).
@@ -352,11 +349,7 @@ fn keep_alive(f: Function) {
 /// empty format is taken from the file extension (`so`, `dll`, `dylib` load as `so`).
 pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
     let mut fmt = if format.is_empty() {
-        std::path::Path::new(path)
-            .extension()
-            .and_then(|e| e.to_str())
-            .unwrap_or("")
-            .to_string()
+        extension(path).to_string()
     } else {
         format.to_string()
     };
@@ -382,6 +375,28 @@ pub fn load_from_file(path: &str, format: &str) -> Result<Module> {
         crate::packed_func::ArgValue::Str(&cf),
     ])?;
     Module::from_object(rv.into_object()?)
+}
+
+/// `Path::new(path).extension()` on Unix, "" for `None`: the last component unless it is `.`
+/// or `..` (`.` components and trailing `/`s skipped), from its last `.` on where that `.` is
+/// not its first byte. Without `std::path::Components`.
+fn extension(path: &str) -> &str {
+    let mut rest = path;
+    loop {
+        rest = rest.trim_end_matches('/');
+        match rest.strip_suffix("/.") {
+            Some(r) => rest = r,
+            None => break,
+        }
+    }
+    let name = rest.rsplit('/').next().unwrap_or(rest);
+    if name == ".." {
+        return "";
+    }
+    match name.rfind('.') {
+        Some(i) if i > 0 => &name[i + 1..],
+        _ => "",
+    }
 }
 
 /// Marks the module at `p` seen; false when it was already (a sorted list: less code than a
@@ -410,4 +425,44 @@ fn no_file_loader(path: &str, fmt: &str, name: &str) -> Error {
 /// Registers this room's global functions.
 pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     functions::register(r);
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn extension_is_paths() {
+        for p in [
+            "",
+            "/",
+            ".",
+            "..",
+            "./",
+            "a",
+            "a.so",
+            "a.so/",
+            "a.so/.",
+            "a.so//./",
+            "/x/a.tar.gz",
+            ".so",
+            "x/.so",
+            "a.",
+            "...",
+            "a..b",
+            "x/..",
+            "a.so/..",
+            "./a.so",
+            "//.",
+            "/.",
+            "a/./",
+            "d.x/f",
+            "d.x/f.",
+            "lib.so/././/",
+        ] {
+            let want = std::path::Path::new(p)
+                .extension()
+                .and_then(|e| e.to_str())
+                .unwrap_or("");
+            assert_eq!(super::extension(p), want, "{p}");
+        }
+    }
 }

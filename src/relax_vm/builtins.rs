@@ -845,10 +845,10 @@ fn format_py(fmt: &str, vals: &[String]) -> String {
     let mut out = String::new();
     let mut it = vals.iter();
     let mut rest = fmt;
-    while let Some((head, tail)) = rest.split_once("{}") {
-        push(&mut out, head);
+    while let Some(p) = crate::packed_func::text::find(rest, "{}") {
+        push(&mut out, &rest[..p]);
         push(&mut out, it.next().map(String::as_str).unwrap_or("{}"));
-        rest = tail;
+        rest = &rest[p + 2..];
     }
     push(&mut out, rest);
     if fmt.is_empty() {

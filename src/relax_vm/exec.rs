@@ -10,10 +10,10 @@
 use super::bytecode::{self, num, owned, push, Instr, Words};
 use crate::executor::params::{read_arrays, save_ndarray, skip_ndarray, ByteSource};
 use crate::module::blob::{copy_out, FileSpan};
+use crate::module::SymbolMap;
 use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::types::DLDataType;
-use std::collections::HashMap;
 
 /// `kTVMVMBytecodeMagic`.
 pub const MAGIC: u64 = 0xD225_DE2F_4214_151D;
@@ -91,7 +91,7 @@ pub struct Executable {
     /// The function table.
     pub funcs: Vec<FuncInfo>,
     /// Function names to table indices.
-    pub func_map: HashMap<String, usize>,
+    pub func_map: SymbolMap,
     /// The constant pool.
     pub constants: Vec<Constant>,
     /// Decoded instructions (one per `instr_offset` entry).
@@ -438,7 +438,7 @@ impl Executable {
         instr_offset: Words<'_>,
         instr_data: Words<'_>,
     ) -> Result<Executable> {
-        let mut func_map = HashMap::with_capacity(funcs.len());
+        let mut func_map = SymbolMap::with_capacity_and_hasher(funcs.len(), Default::default());
         for (i, f) in funcs.iter().enumerate() {
             func_map.insert(f.name.clone(), i);
         }

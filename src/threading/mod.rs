@@ -27,6 +27,8 @@
 //!   50 ms after such a collision every `num_task = 0` launch does the same); an
 //!   explicit `num_task > 1` waits for the pool instead, since its tasks must run together.
 
+#[cfg(target_os = "linux")]
+mod cgroup;
 #[cfg(feature = "threads")]
 mod pool;
 #[cfg(not(feature = "threads"))]
@@ -113,15 +115,15 @@ impl PoolConfig {
 /// This is a documented difference from the reference, which halves the logical CPU count
 /// on x86-64 on the guess that SMT is on (one thread on a 2-core machine without SMT).
 pub fn physical_cores() -> usize {
-    let logical = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
     #[cfg(target_os = "linux")]
     {
         // SAFETY: a zeroed cpu_set_t is a valid empty set; sched_getaffinity fills it.
         let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
         // SAFETY: pid 0 is this thread; the size matches the set.
         let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&set), &mut set) } == 0;
+        // SAFETY: a filled set.
+        let count = unsafe { libc::CPU_COUNT(&set) } as usize;
+        let logical = cgroup::available_parallelism(ok.then_some(count));
         if ok {
             // The distinct (package, core) pairs, in a list (a few hundred at most: less code
             // than a hash set).
@@ -147,8 +149,12 @@ pub fn physical_cores() -> usize {
                 return cores.len().min(logical);
             }
         }
+        logical
     }
-    logical
+    #[cfg(not(target_os = "linux"))]
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
 }
 
 /// A number of a CPU's sysfs topology; `None` when it cannot be read.
