@@ -13,5 +13,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile="${TVMRT_CARGO_PROFILE:-quick}"
 [ $# -gt 0 ] || set -- loom_
-RUSTFLAGS="${RUSTFLAGS:-} --cfg loom" cargo test --profile "$profile" --lib \
+RUSTFLAGS="${RUSTFLAGS:-} --cfg loom" cargo test --profile "$profile" -p tvm-runtime --lib \
   --no-default-features --features threads --target-dir target/loom -- "$@"
