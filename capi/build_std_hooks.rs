@@ -14,7 +14,20 @@ const STD_HOOKS: [(&str, &str); 2] = [
 /// target's `libstd-*.rlib`. Empty (std keeps its hooks, and its backtraces) outside Linux on
 /// x86-64, aarch64, armv7 and riscv64, with `TVMRT_STD_HOOKS=0`, and where a symbol is not
 /// found exactly once (a warning then says so).
+///
+/// Sets the cfg `tvmrt_std_hooks` when it returns arguments: the stand-ins' assembler names are
+/// defined (and their test and example built) exactly then.
 fn std_hook_link_args() -> Vec<String> {
+    let args = find_std_hook_link_args();
+    println!("cargo:rustc-check-cfg=cfg(tvmrt_std_hooks)");
+    if !args.is_empty() {
+        println!("cargo:rustc-cfg=tvmrt_std_hooks");
+    }
+    args
+}
+
+/// [`std_hook_link_args`] without the cfg.
+fn find_std_hook_link_args() -> Vec<String> {
     println!("cargo:rerun-if-env-changed=TVMRT_STD_HOOKS");
     if std::env::var("TVMRT_STD_HOOKS").is_ok_and(|v| v == "0") {
         return Vec::new();

@@ -6,18 +6,19 @@
 //!   cargo run --example std_hooks -- panic   # a caught panic: its location and message
 //!   cargo run --example std_hooks -- alloc   # an allocation failure: its size, then abort
 use std::alloc::Layout;
-use std::panic::PanicHookInfo;
 // The runtime crate defines the stand-ins; naming nothing else of it, the example must link it.
 use tvm_runtime as _;
 
+#[cfg(tvmrt_std_hooks)]
 extern "Rust" {
     // The panic stand-in's assembler name (src/c_api/std_hooks.rs). Naming it links the
     // runtime's object that defines the stand-ins' names, which the linker's --defsym needs.
-    fn tvmrt_std_panic_hook(info: &PanicHookInfo<'_>);
+    fn tvmrt_std_panic_hook(info: &std::panic::PanicHookInfo<'_>);
 }
 
 fn main() {
-    std::hint::black_box(tvmrt_std_panic_hook as unsafe fn(&PanicHookInfo<'_>));
+    #[cfg(tvmrt_std_hooks)]
+    std::hint::black_box(tvmrt_std_panic_hook as unsafe fn(&std::panic::PanicHookInfo<'_>));
     match std::env::args().nth(1).as_deref() {
         Some("panic") => {
             let caught = std::panic::catch_unwind(|| panic!("example panic {}", 7));

@@ -5,17 +5,9 @@
 #[path = "common/skip.rs"]
 mod skip;
 
-/// Linux on the architectures with stand-ins (src/c_api/std_hooks.rs); elsewhere std keeps its
-/// hooks and there is nothing to test.
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
+/// Where the stand-ins are linked (cfg `tvmrt_std_hooks`, set by capi/build_std_hooks.rs);
+/// elsewhere std keeps its hooks and there is nothing to test.
+#[cfg(tvmrt_std_hooks)]
 mod stand_ins {
     use super::skip;
     use std::os::unix::process::ExitStatusExt;

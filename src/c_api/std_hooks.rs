@@ -44,17 +44,10 @@ pub fn alloc_error_hook(layout: Layout) {
 }
 
 // The stand-ins' assembler names, hidden (not exported from the shared library), for the
-// linker's `--defsym`. Only where capi/build_std_hooks.rs asks for them (Linux on these
-// architectures); elsewhere std keeps its hooks.
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
+// linker's `--defsym`: defined where capi/build_std_hooks.rs links them (cfg
+// `tvmrt_std_hooks`: Linux on x86-64, aarch64, armv7 and riscv64, std's symbols found);
+// elsewhere std keeps its hooks.
+#[cfg(tvmrt_std_hooks)]
 std::arch::global_asm!(
     ".globl tvmrt_std_panic_hook",
     ".hidden tvmrt_std_panic_hook",

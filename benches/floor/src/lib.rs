@@ -382,40 +382,8 @@ pub extern "C" fn TVMThrowLastError() -> c_int {
     boundary(|| Err(c"TVMThrowLastError: not implemented in the floor build"))
 }
 
-/// The stand-in for std's default panic hook (as the runtime's: location and message).
-fn panic_hook(info: &std::panic::PanicHookInfo<'_>) {
-    use std::io::Write;
-    let _ = writeln!(std::io::stderr(), "{info}");
-}
-
-/// The stand-in for std's default allocation-error hook.
-fn alloc_error_hook(layout: std::alloc::Layout) {
-    use std::io::Write;
-    let _ = writeln!(
-        std::io::stderr(),
-        "memory allocation of {} bytes failed",
-        layout.size()
-    );
-}
-
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86_64",
-        target_arch = "aarch64",
-        target_arch = "arm",
-        target_arch = "riscv64"
-    )
-))]
-std::arch::global_asm!(
-    ".globl tvmrt_std_panic_hook",
-    ".hidden tvmrt_std_panic_hook",
-    ".type tvmrt_std_panic_hook, %function",
-    ".set tvmrt_std_panic_hook, {panic}",
-    ".globl tvmrt_std_alloc_error_hook",
-    ".hidden tvmrt_std_alloc_error_hook",
-    ".type tvmrt_std_alloc_error_hook, %function",
-    ".set tvmrt_std_alloc_error_hook, {alloc}",
-    panic = sym panic_hook,
-    alloc = sym alloc_error_hook,
-);
+/// The runtime's stand-ins for std's default panic and allocation-error hooks, put in place
+/// of std's by the link arguments of build.rs.
+#[path = "../../../src/c_api/std_hooks.rs"]
+#[allow(dead_code)] // `write_panic` is public for the runtime's own use
+mod std_hooks;
