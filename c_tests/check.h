@@ -289,4 +289,16 @@ static inline TVMObjectHandle make_string(const char* s) {
   return r.v_handle;
 }
 
+/*
+ * Whether the runtime under test has a usable CUDA device 0 (runtime.GetDeviceAttr kExist).
+ * The checks that a missing CUDA backend fails clearly run only where this is 0.
+ */
+static inline int cuda_present(void) {
+  TVMValue a[3], r;
+  int c[3] = {kTVMArgInt, kTVMArgInt, kTVMArgInt}, rc = -1;
+  a[0] = val_int(kDLCUDA), a[1] = val_int(0), a[2] = val_int(0);
+  if (call_global("runtime.GetDeviceAttr", a, c, 3, &r, &rc) != 0) return 0;
+  return rc == kTVMArgInt && r.v_int64 != 0;
+}
+
 #endif /* TVMRT_C_TESTS_CHECK_H_ */

@@ -292,10 +292,22 @@ fn two_loads_of_one_library_keep_the_context_alive() {
     let load = || Module::load(path.to_str().unwrap()).unwrap();
     // SAFETY: the test library is plain C without initialisers.
     let raw = unsafe { libloading::Library::new(&path) }.unwrap();
-    let a = NDArray::from_slice(&[1f32, 2.0], &[2]).unwrap();
+    // The host function launches its kernel on whatever pointers it gets: with a GPU the
+    // tensor must live on it (a host pointer would fault on the device and poison the
+    // context every test shares), without one a host tensor shows the call's error.
+    let gpu_here = cuda::device_count() > 0;
+    let a = if gpu_here {
+        let mut d = NDArray::empty(&[2], F32, cuda0()).unwrap();
+        d.copy_from_slice(&[1f32, 2.0]).unwrap();
+        d
+    } else {
+        NDArray::from_slice(&[1f32, 2.0], &[2]).unwrap()
+    };
     let host_call_is_clean = |m: &Module| {
         let r = m.function("vadd").unwrap().call(&[dl(&a), dl(&a), dl(&a)]);
-        if cuda::device_count() == 0 {
+        if gpu_here {
+            r.unwrap();
+        } else {
             let e = r.unwrap_err();
             assert!(e.message.contains("CUDA"), "{}", e.message);
         }
@@ -324,6 +336,10 @@ fn two_loads_of_one_library_keep_the_context_alive() {
             module_ctx(&raw).is_null(),
             "the context is cleared with its module"
         );
+    }
+    if gpu_here {
+        // vadd(a, a, a) doubled `a` in place once per pass.
+        assert_eq!(a.to_vec::<f32>().unwrap(), [4.0, 8.0]);
     }
 }
 

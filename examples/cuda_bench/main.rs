@@ -30,10 +30,6 @@ fn de(e: result::DriverError) -> Box<dyn std::error::Error> {
     format!("CUDA driver error: {e:?}").into()
 }
 
-fn best_of<F: FnMut() -> f64>(reps: usize, mut f: F) -> f64 {
-    (0..reps).map(|_| f()).fold(f64::INFINITY, f64::min)
-}
-
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if cuda::device_count() == 0 {
         println!(
@@ -118,22 +114,24 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     sync();
 
-    let ours = best_of(5, || {
+    // Ours and raw alternate, best of five each, so that load on a busy machine falls on both.
+    let launch_loop = |f: &mut dyn FnMut()| {
         let t = Instant::now();
         for _ in 0..launches {
+            f();
+        }
+        sync();
+        t.elapsed().as_secs_f64() / launches as f64
+    };
+    let (mut ours, mut raw) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..5 {
+        ours = ours.min(launch_loop(&mut || {
             kernel.call(&ours_args).unwrap();
-        }
-        sync();
-        t.elapsed().as_secs_f64() / launches as f64
-    });
-    let raw = best_of(5, || {
-        let t = Instant::now();
-        for _ in 0..launches {
+        }));
+        raw = raw.min(launch_loop(&mut || {
             raw_launch(&mut params).unwrap();
-        }
-        sync();
-        t.elapsed().as_secs_f64() / launches as f64
-    });
+        }));
+    }
     println!(
         "launch: ours {:.2} us, raw cudarc {:.2} us, ratio {:.3} (target <= 1.1)",
         ours * 1e6,
@@ -151,30 +149,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dptr = d.dltensor().data as u64;
     let bytes = (count * 4) as f64;
     let gbps = |s: f64| bytes / s / 1e9;
-    let ours_h2d = best_of(5, || {
+    // Device to host into a host array allocated (and touched) once, as raw copies into `back`.
+    let mut host_nd = NDArray::from_slice(&host, &[count as i64])?;
+    let (mut ours_h2d, mut raw_h2d, mut ours_d2h, mut raw_d2h) =
+        (f64::INFINITY, f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    for _ in 0..5 {
         let t = Instant::now();
-        d.copy_from_slice(&host).unwrap();
-        t.elapsed().as_secs_f64()
-    });
-    let raw_h2d = best_of(5, || {
+        d.copy_from_slice(&host)?;
+        ours_h2d = ours_h2d.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         // SAFETY: `d` holds `count` floats; `host` too.
-        unsafe { result::memcpy_htod_sync(dptr, &host) }.unwrap();
-        t.elapsed().as_secs_f64()
-    });
-    let ours_d2h = best_of(5, || {
+        unsafe { result::memcpy_htod_sync(dptr, &host) }.map_err(de)?;
+        raw_h2d = raw_h2d.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
-        let v = d.to_vec::<f32>().unwrap();
-        let e = t.elapsed().as_secs_f64();
-        std::hint::black_box(v);
-        e
-    });
-    let raw_d2h = best_of(5, || {
+        d.copy_to(&mut host_nd)?;
+        ours_d2h = ours_d2h.min(t.elapsed().as_secs_f64());
         let t = Instant::now();
         // SAFETY: as above.
-        unsafe { result::memcpy_dtoh_sync(&mut back, dptr) }.unwrap();
-        t.elapsed().as_secs_f64()
-    });
+        unsafe { result::memcpy_dtoh_sync(&mut back, dptr) }.map_err(de)?;
+        raw_d2h = raw_d2h.min(t.elapsed().as_secs_f64());
+    }
+    assert!(
+        host_nd.to_vec::<f32>()? == back,
+        "device-to-host copies differ"
+    );
     println!(
         "H2D {mib} MiB: ours {:.2} GB/s, raw cudarc {:.2} GB/s, ratio {:.3} (target >= 0.95)",
         gbps(ours_h2d),
