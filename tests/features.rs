@@ -160,6 +160,15 @@ fn plugins_name_the_missing_feature() {
     assert!(e.to_string().contains("built without `plugins`"), "{e}");
 }
 
+#[cfg(not(feature = "profiling"))]
+#[test]
+fn profiling_names_the_missing_feature() {
+    for name in ["runtime.RPCTimeEvaluator", "runtime.profiling.AsTable"] {
+        let e = Function::get_global(name).unwrap_err();
+        assert!(e.to_string().contains("built without `profiling`"), "{e}");
+    }
+}
+
 /// The lines of a Cargo.toml section, without comments and blank lines.
 fn toml_section(path: &str, name: &str) -> Vec<String> {
     let toml = std::fs::read_to_string(path).unwrap();

@@ -837,7 +837,13 @@ fn stateful_calls_and_saved_functions() {
     )
     .unwrap();
     assert_eq!(call(&vm, "bench", &[]).unwrap().as_i64().unwrap(), 16);
-    // Through the time evaluator, as TVM's Python VirtualMachine.time_evaluator does.
+    // Through the time evaluator, as TVM's Python VirtualMachine.time_evaluator does (with
+    // `profiling`; without it the global is missing and the error names the feature).
+    if !cfg!(feature = "profiling") {
+        let e = tvm_runtime::Function::get_global("runtime.RPCTimeEvaluator").unwrap_err();
+        assert!(e.message.contains("built without `profiling`"), "{e}");
+        return;
+    }
     let te = tvm_runtime::Function::get_global("runtime.RPCTimeEvaluator").unwrap();
     let vmo = vm.as_object().clone();
     // SAFETY: `vmo` is alive for the call.
@@ -1006,8 +1012,15 @@ fn profiler_reports_every_kernel_call() {
     assert_eq!(want.len(), 100, "relax_chain makes a hundred kernel calls");
     let vm = VirtualMachine::load(file.to_str().unwrap()).unwrap();
     vm.init(&[tvm_runtime::DLDevice::CPU]).unwrap();
-    // A profiler VM over the same executable.
+    // A profiler VM over the same executable (found without `profiling` too, failing when
+    // called with the feature's name).
     let m = Module::load(file.to_str().unwrap()).unwrap();
+    if !cfg!(feature = "profiling") {
+        let load = m.function("vm_profiler_load_executable").unwrap();
+        let e = load.call(&[]).unwrap_err();
+        assert!(e.message.contains("built without `profiling`"), "{e}");
+        return;
+    }
     let pvm = Module::from_object(
         m.function("vm_profiler_load_executable")
             .unwrap()

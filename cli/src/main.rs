@@ -290,6 +290,12 @@ fn run(
     repeat: usize,
     profile: bool,
 ) -> tvm_runtime::Result<()> {
+    if profile && !cfg!(feature = "profiling") {
+        return Err(tvm_runtime::packed_func::features::unavailable(
+            "--profile",
+            "profiling",
+        ));
+    }
     let dev = parse_device(device)?;
     let lib = Module::load(model)?;
     #[cfg(not(feature = "relax"))]
@@ -379,8 +385,8 @@ fn run(
                 .ok_or_else(|| Error::value(format!("input {} vanished", info.name)))?;
             dbg.set_input(&info.name, &ex.input(i)?)?;
         }
-        let report = dbg.profile(repeat.max(1))?;
-        println!("{}", report.table());
+        #[cfg(feature = "profiling")]
+        println!("{}", dbg.profile(repeat.max(1))?.table());
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! `profile_rpc`, which Python turns back into a `Report`).
 
 use crate::packed_func::json::{put, put_str, write_string};
-use crate::packed_func::types::{device_name, DLDevice};
+use crate::packed_func::types::{device_string, DLDevice};
 use std::fmt::Write;
 
 /// Timing of one node (one call of its op per run).
@@ -70,11 +70,6 @@ pub struct ProfileReport {
     pub runs: usize,
     /// The executor's devices.
     pub devices: Vec<DLDevice>,
-}
-
-/// The reference's device string: `cpu0`, `cuda1`.
-pub fn device_string(d: DLDevice) -> String {
-    format!("{}{}", device_name(d.device_type), d.device_id)
 }
 
 impl ProfileReport {
@@ -293,18 +288,6 @@ fn push_string(s: &mut String, v: &str) {
     put(s, b'}');
 }
 
-/// Packs `run_individual` results as the reference does: the node count (`i64`), then each
-/// node's `repeat` times (`f64`), little-endian.
-pub fn pack_run_individual(times: &[Vec<f64>]) -> Vec<u8> {
-    let mut out = (times.len() as i64).to_le_bytes().to_vec();
-    for t in times {
-        for x in t {
-            out.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -405,9 +388,5 @@ mod tests {
                      \n\
                      Mean over 5 run(s); total includes timing overhead.\n";
         assert_eq!(r.table(), table);
-        assert_eq!(
-            pack_run_individual(&[vec![1.0, 2.0], vec![]]),
-            [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 240, 63, 0, 0, 0, 0, 0, 0, 0, 64]
-        );
     }
 }

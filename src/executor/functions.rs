@@ -1,8 +1,8 @@
 //! The PackedFunc surface of executor modules (`module["set_input"]`, ...) and the argument
 //! conversions shared by the executors' global functions.
 
-use super::debug::pack_run_individual;
 use super::graph_executor::{executor_of, Executor, TensorArg};
+use super::time_eval::pack_run_individual;
 use super::time_eval::TimeEvalConfig;
 use crate::module::Module;
 use crate::object::containers::{ArrayObj, MapObj, ShapeTupleObj, StringObj};
@@ -318,6 +318,21 @@ fn body(name: &str, debug: bool) -> Option<Body> {
                 .into();
             Ok(())
         },
+        #[cfg(not(feature = "profiling"))]
+        "profile" => |_e, _a, _rv| {
+            Err(crate::packed_func::features::unavailable(
+                "profile",
+                "profiling",
+            ))
+        },
+        #[cfg(not(feature = "profiling"))]
+        "profile_rpc" => |_e, _a, _rv| {
+            Err(crate::packed_func::features::unavailable(
+                "profile_rpc",
+                "profiling",
+            ))
+        },
+        #[cfg(feature = "profiling")]
         "profile" => |e, a, rv| {
             if a.len() > 1 {
                 return Err(Error::value("profile expects ([collectors])"));
@@ -338,6 +353,7 @@ fn body(name: &str, debug: bool) -> Option<Body> {
             *rv = RetValue::Str(e.profile(0)?.table());
             Ok(())
         },
+        #[cfg(feature = "profiling")]
         "profile_rpc" => |e, _a, rv| {
             *rv = RetValue::Str(e.profile(0)?.to_json());
             Ok(())

@@ -8,12 +8,13 @@
 //!   `runtime.module.loadbinary_GraphRuntimeFactory`);
 //! - `runtime.SaveParams`, `runtime.LoadParams`, `runtime.SaveParamsToFile`,
 //!   `runtime.LoadParamsFromFile`;
-//! - `runtime.RPCTimeEvaluator` (local modules and global functions);
+//! - `runtime.RPCTimeEvaluator` (local modules and global functions; with `profiling`);
 //! - `tvm.relay._save_param_dict`, `tvm.relay._load_param_dict`: aliases of `SaveParams` and
 //!   `LoadParams` that TVM's compiler library registers and that the Python debug executor
 //!   of TVM 0.16 calls to dump tensors, so that it also works on this runtime alone.
 
 pub mod any_list;
+#[cfg(feature = "profiling")]
 pub mod debug;
 #[cfg(feature = "graph")]
 pub mod factory;
@@ -27,6 +28,7 @@ pub mod graph_executor;
 pub mod params;
 pub mod time_eval;
 
+#[cfg(feature = "profiling")]
 pub use debug::{NodeProfile, OpProfile, ProfileReport};
 #[cfg(feature = "graph")]
 pub use factory::FactoryNode;
@@ -45,6 +47,7 @@ use crate::packed_func::error::{Error, Result};
 use crate::packed_func::registry::Registrar;
 #[cfg(feature = "graph")]
 use crate::packed_func::value::{Args, RetValue};
+#[cfg(any(feature = "graph", feature = "relax", feature = "profiling"))]
 use std::fmt;
 
 /// `e` with `context` before its message: one cold, out-of-line instantiation of
@@ -52,6 +55,7 @@ use std::fmt;
 /// format in place and instantiate `context` for its own argument type).
 #[cold]
 #[inline(never)]
+#[cfg(any(feature = "graph", feature = "relax", feature = "profiling"))]
 pub(crate) fn ctx(
     e: crate::packed_func::error::Error,
     context: fmt::Arguments<'_>,
@@ -114,15 +118,26 @@ fn load_params_from_file(a: Args<'_>) -> Result<RetValue> {
     Ok(factory::params_to_map(&p).into())
 }
 
-/// Registers the executors' global functions (the time evaluator always; the graph
-/// executor, its factory, params and the cache-flush preprocessor with `graph`).
+/// Registers the executors' global functions (the graph executor, its factory and params
+/// with `graph`; the time evaluator and its cache-flush preprocessor with `profiling`).
+#[cfg_attr(
+    not(any(feature = "graph", feature = "profiling")),
+    allow(unused_variables)
+)]
 pub fn register(b: &mut Registrar) {
     #[cfg(feature = "graph")]
     register_graph(b);
-    b.add("runtime.RPCTimeEvaluator", |a, rv| {
-        *rv = time_eval::rpc_time_evaluator(a)?.into_object().into();
-        Ok(())
-    });
+    #[cfg(feature = "profiling")]
+    {
+        b.add("runtime.RPCTimeEvaluator", |a, rv| {
+            *rv = time_eval::rpc_time_evaluator(a)?.into_object().into();
+            Ok(())
+        });
+        #[cfg(feature = "graph")]
+        b.add("cache_flush_cpu_non_first_arg", |a, _rv| {
+            time_eval::cpu_cache_flush(&a, 1)
+        });
+    }
 }
 
 /// The graph executor's global functions.
@@ -164,8 +179,5 @@ fn register_graph(b: &mut Registrar) {
     b.add("runtime.LoadParamsFromFile", |a, rv| {
         *rv = load_params_from_file(a)?;
         Ok(())
-    });
-    b.add("cache_flush_cpu_non_first_arg", |a, _rv| {
-        time_eval::cpu_cache_flush(&a, 1)
     });
 }

@@ -4,14 +4,18 @@
 //! reference's `WrapTimeEvaluator`.
 
 use crate::device;
-use crate::module::Module;
 use crate::ndarray::NDArray;
 use crate::packed_func::error::{Error, Result};
-use crate::packed_func::function::Function;
-use crate::packed_func::registry;
-use crate::packed_func::types::{DLDataType, DLDevice, TVMValue, DL_CPU, DL_INT};
-use crate::packed_func::value::{Args, RetValue};
+use crate::packed_func::types::{DLDataType, DLDevice, DL_CPU, DL_INT};
 use crate::sync::Instant;
+#[cfg(feature = "profiling")]
+use crate::{
+    module::Module,
+    packed_func::function::Function,
+    packed_func::registry,
+    packed_func::types::TVMValue,
+    packed_func::value::{Args, RetValue},
+};
 use std::time::Duration;
 
 /// How to measure.
@@ -51,6 +55,7 @@ impl TimeEvalConfig {
     /// The settings in their argument order: `number, repeat, min_repeat_ms,
     /// limit_zero_time_iterations, cooldown_interval_ms, repeats_to_cooldown` (`v` holds at
     /// least six), then `cache_flush_bytes`.
+    #[cfg(any(feature = "graph", feature = "profiling"))]
     pub(crate) fn from_values(v: &[i64], cache_flush_bytes: i64) -> Self {
         let v = &v[..6];
         TimeEvalConfig {
@@ -183,8 +188,21 @@ pub fn pack_f64(v: &[f64]) -> Vec<u8> {
     out
 }
 
+/// Packs `run_individual` results as the reference does: the node count (`i64`), then each
+/// node's `repeat` times (`f64`), little-endian.
+pub fn pack_run_individual(times: &[Vec<f64>]) -> Vec<u8> {
+    let mut out = (times.len() as i64).to_le_bytes().to_vec();
+    for t in times {
+        for x in t {
+            out.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    out
+}
+
 /// Calls `g` with copies of a caller's arguments (the time evaluator's function and its
 /// preprocessor), dropping what it returns.
+#[cfg(feature = "profiling")]
 fn call_with(g: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result<()> {
     let mut tmp = RetValue::Null;
     // SAFETY: the copies hold `values.len()` entries of the caller's arguments, whose
@@ -201,6 +219,7 @@ fn call_with(g: &Function, values: &mut [TVMValue], codes: &mut [i32]) -> Result
 
 /// Wraps `pf` in a PackedFunc that measures it with the arguments it is called with and
 /// returns the packed seconds.
+#[cfg(feature = "profiling")]
 pub fn wrap_time_evaluator(
     pf: Function,
     dev: DLDevice,
@@ -238,6 +257,7 @@ pub fn wrap_time_evaluator(
 /// cooldown_interval_ms, repeats_to_cooldown, cache_flush_bytes, f_preproc_name)`. The function
 /// is looked up in the module and its imports, or in the global registry when the module is
 /// NULL.
+#[cfg(feature = "profiling")]
 pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
     const NAME: &str = "runtime.RPCTimeEvaluator";
     if args.len() < 10 {
@@ -313,7 +333,7 @@ pub fn rpc_time_evaluator(args: Args<'_>) -> Result<Function> {
 /// Evicts every CPU-side tensor among `args[begin..]` from the CPU caches, line by line
 /// (TVM's `cache_flush_cpu_non_first_arg` preprocessor, with `begin` = 1): measurements then
 /// start from memory, as autotvm's `enable_cpu_cache_flush` asks. Other arguments are skipped.
-#[cfg(feature = "graph")]
+#[cfg(all(feature = "profiling", feature = "graph"))]
 pub fn cpu_cache_flush(args: &Args<'_>, begin: usize) -> Result<()> {
     use super::graph_executor::TensorArg;
     for i in begin..args.len() {
@@ -332,7 +352,7 @@ pub fn cpu_cache_flush(args: &Args<'_>, begin: usize) -> Result<()> {
     Ok(())
 }
 
-#[cfg(all(feature = "graph", target_arch = "x86_64"))]
+#[cfg(all(feature = "profiling", feature = "graph", target_arch = "x86_64"))]
 fn flush_range(start: *const u8, n: usize) {
     const LINE: usize = 64;
     let mut p = start as usize & !(LINE - 1);
@@ -347,11 +367,22 @@ fn flush_range(start: *const u8, n: usize) {
     unsafe { std::arch::x86_64::_mm_mfence() };
 }
 
-#[cfg(all(feature = "graph", not(target_arch = "x86_64")))]
+#[cfg(all(feature = "profiling", feature = "graph", not(target_arch = "x86_64")))]
 fn flush_range(start: *const u8, n: usize) {
     // No portable cache-line eviction: read through a buffer larger than the usual last-level
     // cache instead, which pushes the tensor's lines out.
     let _ = (start, n);
     let junk = vec![1u8; 64 << 20];
     std::hint::black_box(junk.iter().map(|&b| b as u64).sum::<u64>());
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn run_individual_packing() {
+        assert_eq!(
+            super::pack_run_individual(&[vec![1.0, 2.0], vec![]]),
+            [2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 240, 63, 0, 0, 0, 0, 0, 0, 0, 64]
+        );
+    }
 }

@@ -15,6 +15,7 @@ pub const FEATURES: &[(&str, bool)] = &[
     ("dso", cfg!(feature = "dso")),
     ("threads", cfg!(feature = "threads")),
     ("plugins", cfg!(feature = "plugins")),
+    ("profiling", cfg!(feature = "profiling")),
     ("cuda", cfg!(feature = "cuda")),
     ("vulkan", cfg!(feature = "vulkan")),
     ("opencl", cfg!(feature = "opencl")),
@@ -33,13 +34,14 @@ pub const PREFIXES: &[(&str, &str)] = &[
     ("runtime.LoadParams", "graph"),
     ("tvm.relay._save_param_dict", "graph"),
     ("tvm.relay._load_param_dict", "graph"),
-    ("cache_flush_cpu_non_first_arg", "graph"),
+    ("cache_flush_cpu_non_first_arg", "profiling"),
+    ("runtime.RPCTimeEvaluator", "profiling"),
     ("runtime.module.loadbinary_relax.", "relax"),
     ("runtime.module.loadfile_relax.", "relax"),
     ("relax.", "relax"),
     ("vm.builtin.", "relax"),
     ("tvm.contrib.sort.", "relax"),
-    ("runtime.profiling.", "relax"),
+    ("runtime.profiling.", "profiling"),
     ("vm.builtin.attention_kv_cache", "llm"),
     ("vm.builtin.sample_top_p", "llm"),
     ("vm.builtin.multinomial_from_uniform", "llm"),
@@ -87,6 +89,16 @@ pub fn missing(name: &str) -> Option<&'static str> {
 /// "built without `<feature>`" for a name whose feature this build lacks; `None` otherwise.
 pub fn built_without(name: &str) -> Option<String> {
     missing(name).map(|f| format!("{name} is not available: this library was built without `{f}`"))
+}
+
+/// The error of a function that is present (a lookup finds it, as in the full library, so
+/// that callers which fetch it up front keep working) but whose `feature` this build left out.
+#[cold]
+#[inline(never)]
+pub fn unavailable(name: &str, feature: &str) -> super::error::Error {
+    super::error::Error::tvm_fmt(format_args!(
+        "{name} is not available: this library was built without `{feature}`"
+    ))
 }
 
 /// The message for a lookup of `name` that missed: [`built_without`] when a left-out feature

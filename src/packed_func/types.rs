@@ -254,6 +254,11 @@ pub mod type_code {
     }
 }
 
+/// The reference's device string: `cpu0`, `cuda1`.
+pub fn device_string(d: DLDevice) -> String {
+    format!("{}{}", device_name(d.device_type), d.device_id)
+}
+
 /// Device type names as TVM prints them, and back.
 pub fn device_name(device_type: i32) -> &'static str {
     match device_type {

@@ -829,7 +829,7 @@ fn describe(a: &Args<'_>, i: usize) -> String {
                     "<NDArray {} {:?} on {}>",
                     dtype_to_string(t.dtype()),
                     t.shape(),
-                    crate::executor::debug::device_string(t.device())
+                    crate::packed_func::types::device_string(t.device())
                 )
             } else {
                 o.to_ref().type_key()

@@ -112,6 +112,7 @@ impl SharedValues {
 }
 
 /// A profiled call.
+#[cfg(feature = "profiling")]
 pub(crate) struct CallRecord {
     pub name: String,
     pub device: DLDevice,
@@ -172,6 +173,7 @@ pub struct VmCore {
     pub(crate) outputs: Mutex<Named<RetValue>>,
     pub(crate) saved: Mutex<Named<ObjectRef>>,
     instrument: RwLock<Option<Function>>,
+    #[cfg(feature = "profiling")]
     profile: Mutex<Option<Vec<CallRecord>>>,
     step_limit: AtomicU64,
     hooks: AtomicBool,
@@ -301,6 +303,7 @@ impl VmCore {
             outputs: Mutex::new(Named::default()),
             saved: Mutex::new(Named::default()),
             instrument: RwLock::new(None),
+            #[cfg(feature = "profiling")]
             profile: Mutex::new(None),
             step_limit: AtomicU64::new(0),
             hooks: AtomicBool::new(false),
@@ -319,6 +322,7 @@ impl VmCore {
     }
 
     /// Starts (`true`) or stops collecting per-call timings; stopping returns them.
+    #[cfg(feature = "profiling")]
     pub(crate) fn set_profiling(&self, on: bool) -> Vec<CallRecord> {
         let old = std::mem::replace(
             &mut *self.profile.lock().unwrap_or_else(|e| e.into_inner()),
@@ -334,12 +338,20 @@ impl VmCore {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .is_some()
-            || self
-                .profile
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .is_some();
+            || self.profiling();
         self.hooks.store(on, Ordering::Release);
+    }
+
+    /// Whether per-call timings are being collected.
+    fn profiling(&self) -> bool {
+        #[cfg(feature = "profiling")]
+        return self
+            .profile
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some();
+        #[cfg(not(feature = "profiling"))]
+        false
     }
 
     /// The context pointer builtins and closures receive.
@@ -739,19 +751,18 @@ impl VmCore {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let profiling = self
-            .profile
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_some();
+        #[cfg(feature = "profiling")]
+        let profiling = self.profiling();
         let mut skip = false;
         if let Some(ins) = &instrument {
             skip = self.run_instrument(ins, st, frame, func, true, &RetValue::Null)? == 1;
         }
         let mut ret = RetValue::Null;
         if !skip {
+            #[cfg(feature = "profiling")]
             let t0 = crate::sync::Instant::now();
             ret = self.dispatch(st, frame, func)?;
+            #[cfg(feature = "profiling")]
             if profiling {
                 self.record(st, frame, func, t0.elapsed().as_secs_f64() * 1e6);
             }
@@ -969,6 +980,7 @@ impl VmCore {
         })
     }
 
+    #[cfg(feature = "profiling")]
     fn record(&self, st: &VmState, frame: &Frame, func: usize, micros: f64) {
         let mut dev = None;
         let mut shapes = Vec::new();

@@ -19,6 +19,7 @@ pub mod interp;
 #[cfg(feature = "llm")]
 pub mod llm;
 pub mod memory;
+#[cfg(feature = "profiling")]
 pub mod report;
 mod sort;
 pub mod vm_module;
@@ -36,6 +37,7 @@ pub(crate) fn register(r: &mut Registrar) {
     use crate::object::ObjectType;
     interp::ClosureObj::type_index();
     memory::StorageObj::type_index();
+    #[cfg(feature = "profiling")]
     report::ReportObj::type_index();
     // The two type keys' loaders: plain functions over one body each.
     fn loadbinary(a: Args<'_>, rv: &mut RetValue, key: &'static str) -> Result<()> {
@@ -70,6 +72,7 @@ pub(crate) fn register(r: &mut Registrar) {
     });
     builtins::register(r);
     sort::register(r);
+    #[cfg(feature = "profiling")]
     report::register(r);
     #[cfg(feature = "llm")]
     llm::register(r);

@@ -2,19 +2,24 @@
 //! v0.20) with its loaders, and the VM (`relax.VirtualMachine`) with everything TVM's Python
 //! `VirtualMachine` calls.
 
-use super::bytecode::{self, owned, push};
+#[cfg(feature = "profiling")]
+use super::bytecode::push;
+use super::bytecode::{self, owned};
 use super::exec::{Executable, FuncInfo, FuncKind};
 use super::interp::{regs_of, to_device, VmCore};
+#[cfg(feature = "profiling")]
 use super::report::{metric, set};
-use crate::executor::debug::device_string;
 use crate::module::blob::with_lent_reader;
 use crate::module::{property, Module, ModuleNode};
 use crate::object::containers::ArrayObj;
 use crate::object::ObjectRef;
 use crate::packed_func::error::{Error, Result};
 use crate::packed_func::function::{Function, PackedFuncObj};
+#[cfg(feature = "profiling")]
 use crate::packed_func::json::{Map, Value};
 use crate::packed_func::registry;
+#[cfg(feature = "profiling")]
+use crate::packed_func::types::device_string;
 use crate::packed_func::types::DLDevice;
 use crate::packed_func::value::{ArgValue, Args, RetValue};
 use std::sync::Arc;
@@ -68,6 +73,9 @@ enum ExecFn {
     HasFunction,
     /// `vm_load_executable` (or, `true`, `vm_profiler_load_executable`) of this module.
     Load(Module, bool),
+    /// `vm_profiler_load_executable` in a build without `profiling`.
+    #[cfg(not(feature = "profiling"))]
+    NoProfiler,
 }
 
 impl ModuleNode for ExecutableNode {
@@ -81,6 +89,10 @@ impl ModuleNode for ExecutableNode {
             "as_text" => ExecFn::AsText,
             "as_python" => ExecFn::AsPython,
             "has_function" => ExecFn::HasFunction,
+            #[cfg(not(feature = "profiling"))]
+            "vm_profiler_load_executable" => ExecFn::NoProfiler,
+            // (Reached by the profiler's name only in builds with `profiling`.)
+            #[allow(unreachable_patterns)]
             "vm_load_executable" | "vm_profiler_load_executable" => {
                 let Some(this) = this else { return Ok(None) };
                 let m = Module::from_object(this.clone())?;
@@ -98,6 +110,13 @@ impl ModuleNode for ExecutableNode {
                 // An int, as v0.16 returns bools (its frontend has no bool code).
                 ExecFn::HasFunction => RetValue::Int(exec.func_index(a.str(0)?).is_some() as i64),
                 ExecFn::Load(m, profiler) => RetValue::Object(load_vm(m, *profiler)?.into_object()),
+                #[cfg(not(feature = "profiling"))]
+                ExecFn::NoProfiler => {
+                    return Err(crate::packed_func::features::unavailable(
+                        "vm_profiler_load_executable",
+                        "profiling",
+                    ))
+                }
             };
             Ok(())
         })))
@@ -151,6 +170,7 @@ pub fn load_binary(args: Args<'_>, type_key: &'static str) -> Result<Module> {
 /// The VM module.
 pub struct VmNode {
     core: Arc<VmCore>,
+    #[cfg_attr(not(feature = "profiling"), allow(dead_code))]
     profiler: bool,
 }
 
@@ -283,6 +303,7 @@ impl VmNode {
             })
     }
 
+    #[cfg(feature = "profiling")]
     #[inline(never)]
     fn profile(core: &VmCore, args: &Args<'_>) -> Result<String> {
         let fname = args.str(0)?;
@@ -315,6 +336,7 @@ impl VmNode {
 
 /// The columns a call and a device total share: `Duration (us)`, `Count` (1), `Name` and
 /// `Device`.
+#[cfg(feature = "profiling")]
 #[inline(never)]
 fn report_row(micros: f64, name: &str, device: String) -> Map {
     let mut row = Map::new();
@@ -331,6 +353,7 @@ fn report_row(micros: f64, name: &str, device: String) -> Map {
 
 /// The report's JSON: the calls, a total per device (of a known type, `device_type > 0`) and
 /// the configuration.
+#[cfg(feature = "profiling")]
 fn report_json(calls: &[super::interp::CallRecord], total_us: f64, devices: &[DLDevice]) -> String {
     let mut out_calls = Vec::new();
     for c in calls {
@@ -389,6 +412,7 @@ enum VmFn {
     SetInput(bool),
     FunctionArity,
     ParamName,
+    #[cfg(feature = "profiling")]
     Profile,
     /// A closure saved by `save_function`.
     Saved(ObjectRef),
@@ -530,6 +554,7 @@ fn vm_fn(core: &VmCore, op: &VmFn, a: Args<'_>) -> Result<Option<RetValue>> {
                 })?;
             Ok(Some(RetValue::Str(n.clone())))
         }
+        #[cfg(feature = "profiling")]
         VmFn::Profile => Ok(Some(RetValue::Str(VmNode::profile(core, &a)?))),
         VmFn::Saved(clo) => {
             // SAFETY: the call's own arguments, valid for their codes during it.
@@ -563,6 +588,7 @@ impl ModuleNode for VmNode {
             "set_input_with_param_module" => VmFn::SetInput(true),
             "get_function_arity" => VmFn::FunctionArity,
             "get_function_param_name" => VmFn::ParamName,
+            #[cfg(feature = "profiling")]
             "profile" if self.profiler => VmFn::Profile,
             _ => {
                 let core = &self.core;
@@ -599,7 +625,7 @@ impl ModuleNode for VmNode {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "profiling"))]
 mod tests {
     use super::*;
     use crate::packed_func::json::object;

@@ -229,6 +229,7 @@ impl GraphExecutor {
 
     /// Profiles `runs` runs of the graph (after three warm-up runs): time per node and per
     /// op, with shares of the total. `runs == 0` picks 1 to 100 runs to fill about 100 ms.
+    #[cfg(feature = "profiling")]
     pub fn profile(&self, runs: usize) -> Result<super::super::debug::ProfileReport> {
         self.exec.profile(runs)
     }

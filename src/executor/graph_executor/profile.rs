@@ -1,22 +1,28 @@
 //! Profiling: per-node timing (`run_individual`, `run_individual_node`) and the profile
 //! report of the debug executor.
 
+#[cfg(feature = "profiling")]
 use super::super::debug::{NodeProfile, ProfileReport};
-use super::super::time_eval::{sync_device, time_evaluate, TimeEvalConfig};
+#[cfg(feature = "profiling")]
+use super::super::time_eval::sync_device;
+use super::super::time_eval::{time_evaluate, TimeEvalConfig};
 use super::ops::OpKind;
 use super::{Executor, State};
 use crate::packed_func::error::Result;
 use crate::packed_func::types::DLDevice;
+#[cfg(feature = "profiling")]
 use crate::sync::Instant;
 
 impl Executor {
     /// Device of node `nid`'s first output (where its op runs).
+    #[cfg(feature = "profiling")]
     fn node_device(&self, st: &State, nid: usize) -> DLDevice {
         let eid = self.graph.entry_id(nid as u32, 0);
         st.data_entry.get(eid).map_or(DLDevice::CPU, |a| a.device())
     }
 
     /// Data type name and shape of entry `eid`.
+    #[cfg(feature = "profiling")]
     #[inline(never)]
     fn entry_desc(&self, eid: usize) -> (String, Vec<i64>) {
         let g = &self.graph;
@@ -68,6 +74,7 @@ impl Executor {
 
     /// Times every op over `runs` full runs (after three warm-up runs); `runs == 0` picks
     /// between 1 and 100 runs to fill about 100 ms.
+    #[cfg(feature = "profiling")]
     pub(crate) fn profile(&self, runs: usize) -> Result<ProfileReport> {
         let mut st = self.state.lock_cold()?;
         let st = &mut *st;
