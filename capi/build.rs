@@ -20,6 +20,7 @@ fn main() {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,libtvm_runtime.so");
         println!("cargo:rustc-cdylib-link-arg=-Wl,--push-state,--no-as-needed,-lm,--pop-state");
     }
+    aarch64_lld();
     let hooks = std_hook_link_args();
     for arg in &hooks {
         println!("cargo:rustc-cdylib-link-arg={arg}");
@@ -33,5 +34,44 @@ fn main() {
         if std::fs::read_to_string(&file).ok().as_deref() != Some(text.as_str()) {
             std::fs::write(&file, text).expect("writing libtvm_runtime.ldflags");
         }
+    }
+}
+
+/// aarch64 Linux: the shared library is linked by the toolchain's own lld, as rustc links
+/// x86-64 by default (`gcc-ld/ld.lld` in the host toolchain, through the C compiler's
+/// `-fuse-ld=lld -B<dir>`). GNU ld pads the file so that the end of RELRO falls on a 64 KB
+/// boundary (aarch64's largest page size), up to 64 KB of zeros in the file (issue 32:
+/// minimal 395,912 B with GNU ld, 348,160 with lld); lld pads only the address space.
+/// `TVMRT_AARCH64_LLD=0` keeps the C compiler's linker; a toolchain without lld keeps it too.
+fn aarch64_lld() {
+    println!("cargo:rerun-if-env-changed=TVMRT_AARCH64_LLD");
+    let env = |k: &str| std::env::var(k).unwrap_or_default();
+    if env("CARGO_CFG_TARGET_ARCH") != "aarch64"
+        || env("CARGO_CFG_TARGET_OS") != "linux"
+        || env("TVMRT_AARCH64_LLD") == "0"
+    {
+        return;
+    }
+    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let Ok(out) = std::process::Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+    else {
+        return;
+    };
+    let sysroot = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let dir = std::path::Path::new(&sysroot)
+        .join("lib/rustlib")
+        .join(env("HOST"))
+        .join("bin/gcc-ld");
+    if dir.join("ld.lld").exists() {
+        println!("cargo:rustc-cdylib-link-arg=-fuse-ld=lld");
+        println!("cargo:rustc-cdylib-link-arg=-B{}", dir.display());
+    } else {
+        println!(
+            "cargo:warning=no lld in the toolchain ({}): the aarch64 library is linked by the C \
+             compiler's linker",
+            dir.display()
+        );
     }
 }

@@ -506,47 +506,9 @@ fn write_f64(f: f64, out: &mut String) {
         put_str(out, "0.0");
         return;
     }
-    // core's shortest round-trip digits, as `Display` lays them out: fixed notation, padded
-    // with zeros (`0.00012`, `123.45`, `1000000000000000000000`). (`Display` rather than
-    // `Debug` or `LowerExp`, whose scientific layout's code would be in the library for this
-    // one use; `Display` for floats is there anyway.)
-    let mut buf = String::new();
-    let _ = write!(buf, "{a}");
-    let text = buf.as_bytes();
-    let mut digits = [0u8; 20];
-    let mut n = 0;
-    // Digits before the point (leading zeros included), and leading zeros.
-    let mut before_point = None;
-    let mut seen = 0i32;
-    let mut lead = 0i32;
-    for &c in text {
-        match c {
-            b'.' => before_point = Some(seen),
-            b'0' if n == 0 => {
-                seen += 1;
-                lead += 1;
-            }
-            // At most 17 significant digits: the rest are the layout's zeros.
-            b'0'..=b'9' => {
-                seen += 1;
-                if n < digits.len() {
-                    digits[n] = c;
-                    n += 1;
-                }
-            }
-            _ => {}
-        }
-    }
-    // The first significant digit's power of ten, and no trailing zeros (shortest digits
-    // never end in one; these are the layout's padding).
-    let exp = before_point.unwrap_or(seen) - 1 - lead;
-    while n > 0 && digits[n - 1] == b'0' {
-        n -= 1;
-    }
-    if n == 0 {
-        put_str(out, "0.0");
-        return;
-    }
+    // The shortest round-trip digits (the ones core prints), the first one's power of ten.
+    let (mut digits, n, k) = super::float_text::shortest(a);
+    let exp = k - 1;
     // Between two equally near shortest forms core takes the upper, serde_json the even one.
     if is_even_tie_below(a, &digits[..n], exp - n as i32) {
         digits[n - 1] -= 1;

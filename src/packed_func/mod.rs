@@ -5,6 +5,7 @@ pub mod dtype;
 pub mod env_capi;
 pub mod error;
 pub mod features;
+pub(crate) mod float_text;
 pub mod function;
 pub mod json;
 pub mod order;

@@ -590,10 +590,15 @@ pub enum RetValue {
 /// all the variants instead of one per variant.
 impl std::fmt::Debug for RetValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let float;
         let (name, v): (&str, &dyn std::fmt::Debug) = match self {
             RetValue::Null => return f.write_str("Null"),
             RetValue::Int(v) => ("Int", v),
-            RetValue::Float(v) => ("Float", v),
+            RetValue::Float(v) => {
+                // As `f64`'s Debug prints it, without core's float formatting.
+                float = super::float_text::DebugF64(*v);
+                ("Float", &float)
+            }
             RetValue::Bool(v) => ("Bool", v),
             RetValue::Handle(v) => ("Handle", v),
             RetValue::DataType(v) => ("DataType", v),

@@ -814,7 +814,11 @@ fn describe_from(a: &Args<'_>, from: usize) -> Vec<String> {
 fn describe(a: &Args<'_>, i: usize) -> String {
     match a.get(i) {
         Ok(ArgValue::Int(v)) => v.to_string(),
-        Ok(ArgValue::Float(v)) => v.to_string(),
+        Ok(ArgValue::Float(v)) => {
+            let mut s = String::new();
+            crate::packed_func::float_text::write_display(v, &mut s);
+            s
+        }
         Ok(ArgValue::Bool(v)) => owned(if v { "True" } else { "False" }),
         Ok(ArgValue::Str(s)) => s.to_string_lossy().into_owned(),
         Ok(ArgValue::Null) => owned("None"),
