@@ -608,9 +608,7 @@ impl Executable {
                     s.push('"');
                 }
                 Constant::Int(i) => num(&mut s, "", *i, ""),
-                Constant::Float(f) => {
-                    let _ = std::fmt::Write::write_fmt(&mut s, format_args!("{f}"));
-                }
+                Constant::Float(f) => crate::packed_func::float_text::write_display(*f, &mut s),
                 Constant::DataType(t) => {
                     push(&mut s, &crate::packed_func::dtype::dtype_to_string(*t))
                 }
