@@ -12,6 +12,12 @@ fn runtime_build(root: &std::path::Path) {
     println!("cargo:rerun-if-env-changed=CC");
     println!("cargo:rustc-check-cfg=cfg(tvmrt_ffi_arms)");
     let feature = |name: &str| std::env::var_os(format!("CARGO_FEATURE_{name}")).is_some();
+    // The model-checked build (feature `loom`): a cfg of this crate only, so that its
+    // dependencies are the ones the plain test build compiled (a RUSTFLAGS `--cfg` would
+    // rebuild them all).
+    if feature("LOOM") {
+        println!("cargo:rustc-cfg=loom");
+    }
     if (feature("DSO") || feature("FFI_SYSLIB")) && !feature("BENCH_NO_FAST_PATHS") {
         println!("cargo:rustc-cfg=tvmrt_ffi_arms");
     }

@@ -58,6 +58,26 @@ if [ "$quick" = 1 ]; then
   exit 0
 fi
 
+# The fixtures are compiled by TVM's Python (one core, some ten minutes on a fresh machine) in
+# the background while the release build, clippy and rustdoc keep the other core busy; their
+# installs (apt) run first, here, since apt takes one caller at a time. Everything they build
+# is cached; the stages that need them start after the wait below.
+step "installs for the fixtures: POCL (OpenCL on the CPU), the cross compilers"
+bash scripts/setup_opencl.sh
+bash scripts/cross_setup.sh
+step "fixtures: building in the background (cached; log in build/fixtures.log)"
+build_fixtures() {
+  set -e
+  "$TVMRT_PYTHON" scripts/build_fixtures.py --models
+  "$TVMRT_FFI_PYTHON" scripts/build_ffi_fixtures.py
+  "$TVMRT_PYTHON" scripts/build_llm_fixtures.py
+  "$TVMRT_PYTHON" scripts/build_opencl_fixtures.py
+  "$TVMRT_PYTHON" scripts/build_cross_fixtures.py
+}
+build_fixtures >build/fixtures.log 2>&1 &
+fixtures_pid=$!
+trap 'kill "$fixtures_pid" 2>/dev/null || true; skip_summary' EXIT
+
 step "build (release: the shipped library and the tvmrt binary, which the Python suite's RPC tests need on both runtimes)"
 cargo build --release
 
@@ -75,39 +95,8 @@ cargo fmt --all -- --check
 step "rustdoc (no broken or private links in the public docs)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib -p tvm-runtime
 
-step "fixtures incl. resnet18 and mobilenet (cached)"
-"$TVMRT_PYTHON" scripts/build_fixtures.py --models
-step "tvm-ffi fixtures (compiled by TVM 0.27, cached)"
-"$TVMRT_FFI_PYTHON" scripts/build_ffi_fixtures.py
-step "LLM decoder fixture (cached)"; "$TVMRT_PYTHON" scripts/build_llm_fixtures.py
-# Tests that need fixtures fail instead of skipping from here on.
-export TVMRT_REQUIRE_FIXTURES=1 TVMRT_REQUIRE_MODELS=1
-# setup.sh installed lavapipe: the Vulkan tests must run on it, not skip.
-if [ -n "${VK_ICD_FILENAMES:-}" ] && [ -f "$VK_ICD_FILENAMES" ]; then
-  export TVMRT_REQUIRE_VULKAN=1
-fi
-
-# Issue 30: OpenCL on POCL (an OpenCL driver running on the CPU): install it, build the OpenCL
-# fixtures (kernels, a small CNN, a heterogeneous graph, a Relax model and MobileNet for mali,
-# intel_graphics and adreno; cached: several minutes the first time); the OpenCL tests (Rust
-# and Python), MobileNet's included, fail instead of skipping from here on.
-step "OpenCL: POCL and the OpenCL fixtures (cached)"
-bash scripts/setup_opencl.sh
-"$TVMRT_PYTHON" scripts/build_opencl_fixtures.py
-export TVMRT_REQUIRE_OPENCL=1 TVMRT_REQUIRE_OPENCL_MODELS=1
-
-step "rust tests (profile quick)"
-cargo test --profile quick
-
-if [ -f c_tests/CMakeLists.txt ]; then
-  step "C suite on the reference runtime"
-  bash scripts/run_c_tests.sh ref
-  step "C suite on our runtime"
-  bash scripts/run_c_tests.sh ours
-  step "C suite on our runtime under valgrind"
-  bash scripts/run_c_tests.sh ours --valgrind
-fi
-
+# The stages that need no fixtures run while they build: the feature sets, the Rust tests' build
+# and loom.
 # Feature sets (issue 32): every set builds, the C suite runs on `deploy` and `minimal`, the
 # Rust tests on `deploy` run for aarch64 in the cross stage below (tests that need a feature a
 # set lacks report their skip). Each set's
@@ -124,6 +113,47 @@ for set in minimal deploy cpu; do
   needed="$(readelf -d "target/sets/$set/release/libtvm_runtime.so")"
   grep -q 'NEEDED.*\[libm\.so' <<<"$needed" || { echo "the $set library does not link libm"; exit 1; }
 done
+
+# The C library's package (capi) is left out: it holds no tests, and the C stages below use the
+# release build of it.
+step "rust tests: build (profile quick; they run once the fixtures are ready)"
+cargo test --profile quick --workspace --exclude tvm-runtime-capi --no-run
+
+# Issue 29 part 5 (weak memory): the lock-free protocols model-checked with loom (src/sync.rs;
+# the dependencies are the quick build's, just built).
+step "loom: the pool's launch/done/barrier words and sleeps, reference counts, registry start-up"
+bash scripts/loom.sh
+
+step "fixtures: waiting for the background build (resnet18 and mobilenet, tvm-ffi by TVM 0.27, the LLM decoder, OpenCL, the boards)"
+fixtures_rc=0
+wait "$fixtures_pid" || fixtures_rc=$?
+cat build/fixtures.log
+[ "$fixtures_rc" = 0 ] || { echo "the fixture build failed (exit $fixtures_rc)"; exit 1; }
+# Tests that need fixtures fail instead of skipping from here on.
+export TVMRT_REQUIRE_FIXTURES=1 TVMRT_REQUIRE_MODELS=1
+# setup.sh installed lavapipe: the Vulkan tests must run on it, not skip.
+if [ -n "${VK_ICD_FILENAMES:-}" ] && [ -f "$VK_ICD_FILENAMES" ]; then
+  export TVMRT_REQUIRE_VULKAN=1
+fi
+
+# Issue 30: OpenCL on POCL (an OpenCL driver running on the CPU, installed above), with the
+# OpenCL fixtures built above (kernels, a small CNN, a heterogeneous graph, a Relax model and
+# MobileNet for mali, intel_graphics and adreno): the OpenCL tests (Rust and Python), MobileNet's
+# included, fail instead of skipping from here on.
+export TVMRT_REQUIRE_OPENCL=1 TVMRT_REQUIRE_OPENCL_MODELS=1
+
+step "rust tests (profile quick)"
+cargo test --profile quick --workspace --exclude tvm-runtime-capi
+
+if [ -f c_tests/CMakeLists.txt ]; then
+  step "C suite on the reference runtime"
+  bash scripts/run_c_tests.sh ref
+  step "C suite on our runtime"
+  bash scripts/run_c_tests.sh ours
+  step "C suite on our runtime under valgrind"
+  bash scripts/run_c_tests.sh ours --valgrind
+fi
+
 if [ -f c_tests/CMakeLists.txt ]; then
   step "C suite on the deploy and minimal sets"
   bash scripts/run_c_tests.sh ours --features deploy
@@ -136,10 +166,8 @@ fi
 # (32-bit) and riscv64 on `deploy`: the build, the C suite and one model each. Models are
 # compiled for each board by the reference compiler (build_cross_fixtures.py, cached in
 # $TVMRT_CACHE/fixtures-<arch>) and run by the cross-built tvmrt against the x86-64 reference
-# runtime's outputs.
+# runtime's outputs (the cross compilers and the board fixtures came with the fixtures above).
 step "cross: aarch64 (build, Rust tests, C suite, mlp and relax_mlp), armv7 and riscv64 (build, C suite, one model) under qemu"
-bash scripts/cross_setup.sh
-"$TVMRT_PYTHON" scripts/build_cross_fixtures.py
 deploy="--no-default-features --features deploy"
 TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="mlp relax_mlp" \
   bash scripts/cross.sh aarch64 build test c-suite models
@@ -150,10 +178,6 @@ bash scripts/cross.sh aarch64 check
 TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="mlp" bash scripts/cross.sh armv7 build c-suite models
 TVMRT_CROSS_FEATURES="$deploy" TVMRT_CROSS_MODELS="relax_mlp" \
   bash scripts/cross.sh riscv64 build c-suite models
-
-# Issue 29 part 5 (weak memory): the lock-free protocols model-checked with loom (src/sync.rs).
-step "loom: the pool's launch/done/barrier words and sleeps, reference counts, registry start-up"
-bash scripts/loom.sh
 
 # Issue 28 (JavaScript): the runtime compiled to WebAssembly with Debian's emscripten (installed
 # when missing), driven by the unchanged npm tvmjs (@mlc-ai/web-runtime@0.18.0-dev2) in node and,

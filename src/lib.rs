@@ -8,8 +8,8 @@
 //! From the bottom up; a room uses only the rooms listed before it (and itself).
 //! `tests/layers.rs` reads this list (the names before the colon of each numbered line) and
 //! every `crate::` path in `src/`, and fails on an edge that points up.
-//! 0. `sync`: the atomics, locks and clock the lock-free code uses (std's, or loom's under
-//!    `--cfg loom`);
+//! 0. `sync`: the atomics, locks and clock the lock-free code uses (std's, or loom's with the
+//!    `loom` feature);
 //! 1. [`packed_func`] + [`object`], one room: C value types, errors, DLTensor arithmetic,
 //!    PackedFunc and the global registry; the object header, the type table, the
 //!    containers. They are one room because each is made of the other: a PackedFunc *is* an
@@ -70,4 +70,17 @@ pub(crate) fn register_all(r: &mut packed_func::registry::Registrar) {
     #[cfg(feature = "rpc")]
     rpc::register(r);
     c_api::register(r);
+}
+
+/// How many times fewer cases the randomised unit tests draw (the JSON reader and writer, the
+/// float printer): `TVMRT_TEST_SCALE` when set (scripts/cross.sh sets it under qemu-user, where
+/// they run some fifty times slower), else 100 in unoptimised builds (the sanitizer stages),
+/// else 1. The fixed cases (powers, boundaries, ties) always run.
+#[cfg(test)]
+pub(crate) fn test_scale() -> u32 {
+    std::env::var("TVMRT_TEST_SCALE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(if cfg!(debug_assertions) { 100 } else { 1 })
 }

@@ -1,9 +1,10 @@
 //! The synchronisation primitives of the lock-free protocols (the thread pool's launch, done
 //! and barrier words, object reference counts, the registry's start-up flag), from one place
-//! so that a build with `--cfg loom` can model-check the very code the library runs.
+//! so that a build with the `loom` feature (which sets the `loom` cfg) can model-check the very
+//! code the library runs.
 //!
 //! In a normal build everything here is a re-export of `std` (no wrapper, no indirection).
-//! With `RUSTFLAGS="--cfg loom"` (see `scripts/loom.sh`) the atomics, the mutex, spinning,
+//! With the `loom` feature (see `scripts/loom.sh`) the atomics, the mutex, spinning,
 //! yielding, thread-locals and statics come from the `loom` model checker instead, the clock
 //! stands still (the pool's adaptive spinning reads it; the model must be deterministic), and
 //! the futex becomes a model of the kernel's (wait compares and sleeps atomically with

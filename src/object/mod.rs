@@ -337,7 +337,7 @@ pub(crate) fn register(r: &mut crate::packed_func::registry::Registrar) {
     functions::register(r);
 }
 
-/// Model checks of the reference count (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
+/// Model checks of the reference count (the `loom` feature, `scripts/loom.sh`): the
 /// real `ObjectRef` on loom's atomics; the payload's cell reports a deletion that is not
 /// ordered after another owner's last use.
 #[cfg(all(test, loom))]

@@ -356,10 +356,8 @@ mod tests {
             check(f64::from_bits(p.to_bits() + 1));
             check(f64::from_bits(p.to_bits().saturating_sub(1)));
         }
-        // Unoptimised builds (the sanitizer runs) take a hundredth of the values: the
-        // big-integer arithmetic costs some 50 µs a float there, several times that under
-        // ThreadSanitizer. The optimised test runs take them all.
-        let scale = if cfg!(debug_assertions) { 100 } else { 1 };
+        // The random and counted cases, fewer in slow builds (`crate::test_scale`).
+        let scale = crate::test_scale();
         // Integers, halves and short decimals.
         for i in 0..20_000 / scale {
             check(i as f64);

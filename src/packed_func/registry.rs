@@ -353,7 +353,7 @@ mod tests {
     }
 }
 
-/// Model check of the start-up flag (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
+/// Model check of the start-up flag (the `loom` feature, `scripts/loom.sh`): the
 /// registry's fast and slow paths (`is_set`, `run_once`) on a flag, lock and data of the
 /// test's own; loom's cell reports a thread that uses the data before `init` is ordered
 /// before it, its assertions a second `init`.

@@ -27,7 +27,7 @@ use crate::packed_func::error::{last_error_string, set_last_error_message, Error
 use std::cell::Cell;
 use std::ffi::c_void;
 // The protocols' atomics, mutex, spinning and clock come from `crate::sync`: `std`'s, or the
-// model checker's under `--cfg loom` (the loom tests at the end of this file).
+// model checker's under the `loom` cfg (the loom tests at the end of this file).
 use crate::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use crate::sync::{sync_static, Instant, Mutex};
 #[cfg(any(loom, target_os = "emscripten"))]
@@ -1889,7 +1889,7 @@ mod tests {
     }
 }
 
-/// Model checks of the pool's protocols (`RUSTFLAGS="--cfg loom"`, `scripts/loom.sh`): the
+/// Model checks of the pool's protocols (the `loom` feature, `scripts/loom.sh`): the
 /// launch (job line, claim word, wake counter), the count of finished tasks, the barrier,
 /// the sleeps on all three, the shutdown and the pool's holder. The pools are the real ones
 /// (`Pool::new`) with loom threads running the real `worker_loop`, and launches go through
