@@ -33,7 +33,10 @@ cd "$(dirname "$0")/.."
 
 out_wasm=target/wasm/tvmjs_runtime.wasm
 objs=()
-if [ "${1:-}" = "--link" ]; then
+setup_only=0
+if [ "${1:-}" = "--setup" ]; then
+  setup_only=1
+elif [ "${1:-}" = "--link" ]; then
   [ $# -ge 2 ] || { echo "usage: $0 [--link OUT.wasm OBJ.o...]" >&2; exit 2; }
   out_wasm="$2"
   shift 2
@@ -42,7 +45,7 @@ if [ "${1:-}" = "--link" ]; then
     [ -f "$o" ] || { echo "build_wasm: no such object: $o" >&2; exit 2; }
   done
 elif [ $# -gt 0 ]; then
-  echo "usage: $0 [--link OUT.wasm OBJ.o...]" >&2
+  echo "usage: $0 [--setup | --link OUT.wasm OBJ.o...]" >&2
   exit 2
 fi
 case "$out_wasm" in
@@ -66,6 +69,7 @@ if ! rustup target list --installed 2>/dev/null | grep -qx "$triple"; then
   echo "build_wasm: adding the rustup target $triple"
   rustup target add "$triple" >/dev/null
 fi
+[ "$setup_only" = 0 ] || exit 0
 
 # The static library. No debug info (it would be linked into the wasm).
 panic="${TVMRT_WASM_PANIC:-unwind}"

@@ -130,7 +130,7 @@ stage_test() {
   # test of this one does not build it).
   cargo build "${cargo_args[@]}" -p tvmrt
   # The randomised unit tests (JSON, float printing) draw a twentieth of their cases: emulated,
-  # they would take minutes (src/lib.rs, test_scale).
+  # they would take minutes (src/packed_func/mod.rs, test_scale).
   TVMRT_TEST_SCALE="${TVMRT_TEST_SCALE:-20}" \
     cargo test "${cargo_args[@]}" --no-fail-fast -p tvm-runtime --lib --tests -- "${test_args[@]}" 2>&1 |
     tee "$log" || rc=$?

@@ -73,6 +73,9 @@ build_fixtures() {
   "$TVMRT_PYTHON" scripts/build_llm_fixtures.py
   "$TVMRT_PYTHON" scripts/build_opencl_fixtures.py
   "$TVMRT_PYTHON" scripts/build_cross_fixtures.py
+  # The JavaScript stage's installs (emscripten, Chromium, tvmjs) and kernels; the foreground
+  # runs no apt until the wait below.
+  bash scripts/test_wasm.sh --prepare
 }
 build_fixtures >build/fixtures.log 2>&1 &
 fixtures_pid=$!

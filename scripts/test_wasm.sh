@@ -10,7 +10,11 @@
 #   5. headless Chromium (Debian's `chromium`, installed when missing) runs the MLP in a page;
 #      the screenshot is kept as target/wasm/browser.png
 #
-#   scripts/test_wasm.sh [--no-browser]
+#   scripts/test_wasm.sh [--no-browser | --prepare]
+#
+# --prepare: only what needs no build of ours (the installs: emscripten, Chromium, the rustup
+# target, tvmjs from npm; the TVM 0.27 kernels), which the test command runs in the background
+# while it builds; a later full run finds them in place.
 #
 # Environment: TVMRT_WASM_MODEL_OPT (emcc optimisation of the test model, default -O1: the
 # runtime's own link is -O3, binaryen's -O3 pass over the model adds half a minute for nothing
@@ -20,10 +24,30 @@ cd "$(dirname "$0")/.."
 source scripts/env.sh
 
 browser=1
-[ "${1:-}" = "--no-browser" ] && browser=0
+prepare=0
+case "${1:-}" in
+  --no-browser) browser=0 ;;
+  --prepare) prepare=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--no-browser | --prepare]" >&2; exit 2 ;;
+esac
 
-echo "== wasm: building the runtime (scripts/build_wasm.sh)"
-bash scripts/build_wasm.sh
+install_chromium() {
+  if ! command -v chromium >/dev/null; then
+    echo "== wasm: installing chromium"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
+  fi
+}
+
+if [ "$prepare" = 1 ]; then
+  bash scripts/build_wasm.sh --setup
+  install_chromium
+else
+  echo "== wasm: building the runtime (scripts/build_wasm.sh)"
+  bash scripts/build_wasm.sh
+fi
 
 npm_dir="$TVMRT_CACHE/npm-web"
 pkg="@mlc-ai/web-runtime"
@@ -46,6 +70,7 @@ if [ -x "${TVMRT_FFI_PYTHON:-}" ]; then
   echo "== wasm: kernels compiled by TVM 0.27 for wasm32"
   "$TVMRT_FFI_PYTHON" scripts/wasm/build_wasm_fixtures.py 2>&1 | grep -v "native vector bits" || true
   fx="$TVMRT_CACHE/wasm_fixtures"
+  [ "$prepare" = 0 ] || exit 0
   if [ -f "$fx/stamp" ]; then
     mapfile -t objs < <(ls "$fx"/objs/mlp*.o)
     TVMRT_WASM_OPT="${TVMRT_WASM_MODEL_OPT:--O1}" \
@@ -53,6 +78,7 @@ if [ -x "${TVMRT_FFI_PYTHON:-}" ]; then
     have_model=1
   fi
 fi
+[ "$prepare" = 0 ] || exit 0
 if [ "$have_model" = 0 ]; then
   rm -f target/wasm/test_model.wasm
   tvmrt_skip "the TVM 0.27 environment (\$TVMRT_FFI_PYTHON, scripts/setup.sh) is missing: no kernels, model tests skipped"
@@ -62,12 +88,7 @@ echo "== wasm: node tests through tvmjs"
 node --test tests/wasm/
 
 if [ "$browser" = 1 ] && [ "$have_model" = 1 ]; then
-  if ! command -v chromium >/dev/null; then
-    echo "== wasm: installing chromium"
-    SUDO=""; [ "$(id -u)" = 0 ] || SUDO=sudo
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null
-  fi
+  install_chromium
   echo "== wasm: headless Chromium page"
   node tests/wasm/browser.js target/wasm/browser.png
 elif [ "$browser" = 1 ]; then

@@ -356,8 +356,8 @@ mod tests {
             check(f64::from_bits(p.to_bits() + 1));
             check(f64::from_bits(p.to_bits().saturating_sub(1)));
         }
-        // The random and counted cases, fewer in slow builds (`crate::test_scale`).
-        let scale = crate::test_scale();
+        // The random and counted cases, fewer in slow builds (`packed_func::test_scale`).
+        let scale = crate::packed_func::test_scale();
         // Integers, halves and short decimals.
         for i in 0..20_000 / scale {
             check(i as f64);

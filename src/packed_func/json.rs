@@ -1343,8 +1343,8 @@ mod tests {
             check(f64::from_bits(i << 52 | ((1 << 52) - 1)));
         }
         let mut r = Rng(0x9e37_79b9_7f4a_7c15);
-        // Fewer in slow builds (`crate::test_scale`).
-        let n = 200_000 / crate::test_scale();
+        // Fewer in slow builds (`packed_func::test_scale`).
+        let n = 200_000 / crate::packed_func::test_scale();
         for _ in 0..n {
             let x = r.next();
             check(f64::from_bits(x));
@@ -1359,7 +1359,7 @@ mod tests {
     fn numbers_read_like_serde_json() {
         let mut r = Rng(0x1234_5678_9abc_def1);
         let mut text = String::new();
-        for _ in 0..200_000 / crate::test_scale() {
+        for _ in 0..200_000 / crate::packed_func::test_scale() {
             text.clear();
             let x = r.next();
             if x & 1 == 1 {
@@ -1388,7 +1388,7 @@ mod tests {
             same(&text);
         }
         // Floats as the runtime writes them read back to what serde_json read.
-        for _ in 0..100_000 / crate::test_scale() {
+        for _ in 0..100_000 / crate::packed_func::test_scale() {
             let f = (r.next() >> 11) as f64 / (1u64 << 53) as f64 * 1e6;
             same(&Value::from(f).to_string());
             same(&format!("{f:.17}"));
@@ -1443,7 +1443,7 @@ mod tests {
         let alphabet = b"{}[]\",:.-+0123456789eEtrufalsn \\\nu\x01";
         let mut r = Rng(0x0bad_5eed_dead_beef);
         let mut seen = [0u32; 2];
-        for _ in 0..100_000 / crate::test_scale() {
+        for _ in 0..100_000 / crate::packed_func::test_scale() {
             let mut b = base.as_bytes().to_vec();
             for _ in 0..1 + r.next() % 3 {
                 let at = (r.next() % b.len() as u64) as usize;
