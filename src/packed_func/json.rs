@@ -1443,7 +1443,8 @@ mod tests {
         let alphabet = b"{}[]\",:.-+0123456789eEtrufalsn \\\nu\x01";
         let mut r = Rng(0x0bad_5eed_dead_beef);
         let mut seen = [0u32; 2];
-        for _ in 0..100_000 / crate::packed_func::test_scale() {
+        let n = 100_000 / crate::packed_func::test_scale();
+        for _ in 0..n {
             let mut b = base.as_bytes().to_vec();
             for _ in 0..1 + r.next() % 3 {
                 let at = (r.next() % b.len() as u64) as usize;
@@ -1461,8 +1462,9 @@ mod tests {
                 seen[usize::from(parse(text).is_ok())] += 1;
             }
         }
-        // Both kinds came up often: the sweep compares acceptance as well as output.
-        assert!(seen[0] > 10_000 && seen[1] > 10_000, "{seen:?}");
+        // Both kinds came up often (each a tenth of the cases at least): the sweep compares
+        // acceptance as well as output.
+        assert!(seen[0] > n / 10 && seen[1] > n / 10, "{seen:?}");
     }
 
     #[test]
