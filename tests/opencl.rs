@@ -576,6 +576,25 @@ fn streams_are_command_queues() {
     );
 }
 
+/// Runs the test `name` of this binary alone in a child process with `env` set to 1, and fails
+/// unless it passed there.
+fn run_alone_in_a_child(name: &str, env: &str) {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(env, "1")
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && text.contains("1 passed"),
+        "{name} run alone with {env}=1 failed:\n{text}"
+    );
+}
+
 /// Set in the child process [`workspace_pages_are_reused_and_work_as_kernel_arguments`] runs
 /// itself in.
 const ALONE_ENV: &str = "TVMRT_OPENCL_TEST_ALONE";
@@ -591,20 +610,7 @@ fn workspace_pages_are_reused_and_work_as_kernel_arguments() {
     }
     const NAME: &str = "workspace_pages_are_reused_and_work_as_kernel_arguments";
     if std::env::var_os(ALONE_ENV).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
-            .env(ALONE_ENV, "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && text.contains("1 passed"),
-            "the run alone failed:\n{text}"
-        );
+        run_alone_in_a_child(NAME, ALONE_ENV);
         return;
     }
     let api = device::api(CL0).unwrap();
@@ -1073,25 +1079,7 @@ fn texture_scopes_need_image_support() {
         return;
     }
     if std::env::var_os(opencl::NO_IMAGES_ENV).is_none() {
-        let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "texture_scopes_need_image_support",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(opencl::NO_IMAGES_ENV, "1")
-            .output()
-            .unwrap();
-        let text = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        assert!(
-            out.status.success() && text.contains("1 passed"),
-            "the run without image support failed:\n{text}"
-        );
+        run_alone_in_a_child("texture_scopes_need_image_support", opencl::NO_IMAGES_ENV);
         // The child's skips (a missing fixture) go to the skip log from the child itself.
         return;
     }
