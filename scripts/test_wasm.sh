@@ -66,19 +66,18 @@ if ! grep -q "\"version\": \"$ver\"" "$TVMJS/package.json" 2>/dev/null; then
 fi
 
 have_model=0
+fx="$TVMRT_CACHE/wasm_fixtures"
 if [ -x "${TVMRT_FFI_PYTHON:-}" ]; then
   echo "== wasm: kernels compiled by TVM 0.27 for wasm32"
   "$TVMRT_FFI_PYTHON" scripts/wasm/build_wasm_fixtures.py 2>&1 | grep -v "native vector bits" || true
-  fx="$TVMRT_CACHE/wasm_fixtures"
-  [ "$prepare" = 0 ] || exit 0
-  if [ -f "$fx/stamp" ]; then
-    mapfile -t objs < <(ls "$fx"/objs/mlp*.o)
-    TVMRT_WASM_OPT="${TVMRT_WASM_MODEL_OPT:--O1}" \
-      bash scripts/build_wasm.sh --link target/wasm/test_model.wasm "${objs[@]}"
-    have_model=1
-  fi
 fi
 [ "$prepare" = 0 ] || exit 0
+if [ -x "${TVMRT_FFI_PYTHON:-}" ] && [ -f "$fx/stamp" ]; then
+  mapfile -t objs < <(ls "$fx"/objs/mlp*.o)
+  TVMRT_WASM_OPT="${TVMRT_WASM_MODEL_OPT:--O1}" \
+    bash scripts/build_wasm.sh --link target/wasm/test_model.wasm "${objs[@]}"
+  have_model=1
+fi
 if [ "$have_model" = 0 ]; then
   rm -f target/wasm/test_model.wasm
   tvmrt_skip "the TVM 0.27 environment (\$TVMRT_FFI_PYTHON, scripts/setup.sh) is missing: no kernels, model tests skipped"
