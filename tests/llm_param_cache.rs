@@ -348,3 +348,86 @@ fn bad_shards_fail_cleanly_and_leave_nothing_mapped_or_cached() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&dir2).unwrap();
 }
+
+/// A thread serving a remote peer is confined to its work directory: the cache's metadata may
+/// not name a shard outside it (`..`, a symbolic link), while shards inside still load and an
+/// absolute `dataPath` names a file under the cache directory, as the reference appends it.
+#[cfg(feature = "rpc")]
+#[test]
+fn shards_named_by_the_metadata_stay_in_the_confinement() {
+    use std::ffi::CString;
+    use tvm_runtime::packed_func::confine::Confinement;
+    use tvm_runtime::{ArgValue, Function};
+
+    let root = tmp_dir("confined");
+    let secret = tmp_dir("confined-outside").join("secret.bin");
+    std::fs::write(&secret, f32_bytes(4, 7.0)).unwrap();
+    let load = Function::get_global("vm.builtin.ndarray_cache.load").unwrap();
+    let call = |dir: &Path| {
+        let d = CString::new(dir.to_str().unwrap()).unwrap();
+        let _g = Confinement::dir(&root).enter();
+        load.call(&[ArgValue::Str(&d), ArgValue::Int(1), ArgValue::Int(0)])
+    };
+    let rec = |name: &str| Rec {
+        name: name.to_string(),
+        shape: vec![4],
+        format: "raw",
+        offset: 0,
+        bytes: f32_bytes(4, 7.0),
+    };
+    // Inside: loads.
+    let inside = root.join("inside");
+    std::fs::create_dir_all(&inside).unwrap();
+    write_cache(&inside, &[rec("confined.inside")]);
+    call(&inside).unwrap();
+    assert!(ndarray_cache::get("confined.inside").is_some());
+    ndarray_cache::remove("confined.inside");
+    // Each way out: refused, nothing cached.
+    let escapes = [
+        format!(
+            "../../{}/secret.bin",
+            secret
+                .parent()
+                .unwrap()
+                .file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+        ),
+        "link.bin".to_string(),
+    ];
+    for (i, data_path) in escapes.iter().enumerate() {
+        let dir = root.join(format!("out{i}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        write_cache(&dir, &[rec("confined.out")]);
+        std::os::unix::fs::symlink(&secret, dir.join("link.bin")).unwrap();
+        let meta = std::fs::read_to_string(dir.join("ndarray-cache.json")).unwrap();
+        let meta = meta.replace("\"params_shard_0.bin\"", &format!("\"{data_path}\""));
+        std::fs::write(dir.join("ndarray-cache.json"), meta).unwrap();
+        let e = call(&dir).unwrap_err().to_string();
+        assert!(e.contains("ndarray_cache.load"), "{data_path}: {e}");
+        assert!(ndarray_cache::get("confined.out").is_none(), "{data_path}");
+    }
+    // An absolute dataPath is under the cache directory (here: not there, so not found).
+    let dir = root.join("abs");
+    std::fs::create_dir_all(&dir).unwrap();
+    write_cache(&dir, &[rec("confined.abs")]);
+    let meta = std::fs::read_to_string(dir.join("ndarray-cache.json")).unwrap();
+    let meta = meta.replace(
+        "\"params_shard_0.bin\"",
+        &format!("\"{}\"", secret.display()),
+    );
+    std::fs::write(dir.join("ndarray-cache.json"), meta).unwrap();
+    assert!(call(&dir).is_err());
+    assert!(ndarray_cache::get("confined.abs").is_none());
+    // Unconfined, the same absolute dataPath is still taken under the directory.
+    let (sub, file) = (secret.parent().unwrap(), secret.file_name().unwrap());
+    let mirror = dir.join(sub.strip_prefix("/").unwrap());
+    std::fs::create_dir_all(&mirror).unwrap();
+    std::fs::write(mirror.join(file), f32_bytes(4, 1.0)).unwrap();
+    let arrays =
+        ndarray_cache::read_cache_dir_copied(dir.to_str().unwrap(), DLDevice::CPU).unwrap();
+    assert_eq!(bytes_of(&arrays[0].1), f32_bytes(4, 1.0));
+    let _ = std::fs::remove_dir_all(&root);
+    let _ = std::fs::remove_dir_all(secret.parent().unwrap());
+}

@@ -195,6 +195,19 @@ fn check_record(rec: &ParamRecord, file: &FileRecord) -> Result<()> {
     Ok(())
 }
 
+/// The file of a shard: `dataPath` appended to the directory as the reference appends it
+/// (`<dir>/<dataPath>`, so an absolute `dataPath` still names a file under the directory). A
+/// thread serving a remote peer confined to its work directory (see `confine`) may not reach
+/// out of it through the metadata either (`..`, a symbolic link): the directory was checked,
+/// and so is each file it names.
+fn shard_path(dir: &str, data_path: &str) -> Result<PathBuf> {
+    let p = format!("{dir}/{data_path}");
+    if crate::packed_func::confine::active() {
+        return crate::packed_func::confine::resolve(&p, "ndarray_cache.load");
+    }
+    Ok(PathBuf::from(p))
+}
+
 /// Opens a shard and checks its size against the metadata.
 fn open_shard(path: &Path, expect_len: u64) -> Result<std::fs::File> {
     let f = std::fs::File::open(path).map_err(|e| {
@@ -422,7 +435,7 @@ fn read_cache_dir_in(dir: &str, dev: DLDevice, map: bool) -> Result<Vec<(String,
     let shards = files
         .iter()
         .map(|f| {
-            let p = dir_path.join(&f.data_path);
+            let p = shard_path(dir, &f.data_path)?;
             open_shard(&p, f.nbytes).map(|h| (h, p))
         })
         .collect::<Result<Vec<_>>>()?;
