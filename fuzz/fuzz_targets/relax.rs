@@ -59,14 +59,19 @@ fn cap_allocations() {
             let mut v = a.values().to_vec();
             let mut c = a.codes().to_vec();
             // SAFETY: forwarding this call's own arguments, valid during the call.
-            unsafe { real.obj().call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, rv) }
+            unsafe {
+                real.obj()
+                    .call_raw(v.as_mut_ptr(), c.as_mut_ptr(), v.len() as i32, rv)
+            }
         });
     });
 }
 
 fuzz_target!(|data: &[u8]| {
     cap_allocations();
-    let Ok(exec) = Executable::load(data) else { return };
+    let Ok(exec) = Executable::load(data) else {
+        return;
+    };
     let vm_funcs: Vec<(String, i64)> = exec
         .funcs
         .iter()
@@ -74,7 +79,10 @@ fuzz_target!(|data: &[u8]| {
         .map(|f| (f.name.clone(), f.num_args))
         .collect();
     let saved = exec.save().expect("a parsed executable saves");
-    assert_eq!(Executable::load(&saved).expect("reloads").save().unwrap(), saved);
+    assert_eq!(
+        Executable::load(&saved).expect("reloads").save().unwrap(),
+        saved
+    );
     let m = Module::new(Box::new(ExecutableNode::new(exec, "relax.Executable")));
     m.import(&Module::new(Box::new(AnyKernels))).unwrap();
     let Ok(vm) = load_vm(&m, false) else { return };
@@ -93,10 +101,16 @@ fuzz_target!(|data: &[u8]| {
     {
         return;
     }
-    let t = NDArray::empty(&[2, 2], DLDataType::new(2, 32, 1), tvm_runtime::DLDevice::CPU)
-        .unwrap();
+    let t = NDArray::empty(
+        &[2, 2],
+        DLDataType::new(2, 32, 1),
+        tvm_runtime::DLDevice::CPU,
+    )
+    .unwrap();
     for (name, n) in vm_funcs.iter().take(8) {
-        let Ok(Some(f)) = vm.get_function(name, false) else { continue };
+        let Ok(Some(f)) = vm.get_function(name, false) else {
+            continue;
+        };
         let n = (*n).clamp(0, 16) as usize;
         let tensors: Vec<ArgValue<'_>> = (0..n).map(|_| ArgValue::from(&t)).collect();
         let ints: Vec<ArgValue<'_>> = (0..n).map(|i| ArgValue::Int(i as i64)).collect();
