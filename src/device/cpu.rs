@@ -159,7 +159,7 @@ fn huge_pages_cold() -> bool {
 fn reports_free_huge_pages(sys: &std::path::Path) -> bool {
     use crate::packed_func::text::read_file_text;
     let order = read_file_text(&sys.join("module/page_reporting/parameters/page_reporting_order"))
-        .and_then(|s| crate::packed_func::text::parse_dec(s.trim(), u32::MAX));
+        .and_then(|s| crate::packed_func::text::parse_dec(s.trim_ascii(), u32::MAX));
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(1) as usize;
     let huge_order = (HUGE_PAGE / page).trailing_zeros();

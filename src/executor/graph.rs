@@ -176,7 +176,7 @@ fn attr_string(v: &Value) -> String {
 
 fn attr_uint(v: &Value, key: &str, node: &str) -> Result<u32> {
     let s = attr_string(v);
-    match crate::packed_func::text::parse_dec(s.trim(), u32::MAX) {
+    match crate::packed_func::text::parse_dec(s.trim_ascii(), u32::MAX) {
         Some(x) => Ok(x),
         None => Err(bad(format_args!(
             "node '{node}': attribute {key} must be a non-negative integer, got {v}"

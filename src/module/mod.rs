@@ -389,11 +389,15 @@ fn extension(path: &str) -> &str {
             None => break,
         }
     }
-    let name = rest.rsplit('/').next().unwrap_or(rest);
+    // Byte searches: `/` and `.` are ASCII (std's `char` searchers are more code).
+    let name = match rest.bytes().rposition(|b| b == b'/') {
+        Some(i) => &rest[i + 1..],
+        None => rest,
+    };
     if name == ".." {
         return "";
     }
-    match name.rfind('.') {
+    match name.bytes().rposition(|b| b == b'.') {
         Some(i) if i > 0 => &name[i + 1..],
         _ => "",
     }

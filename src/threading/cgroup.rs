@@ -182,7 +182,7 @@ fn quota_v1_at(mount: &[u8], group: &[u8]) -> Option<usize> {
     while p.starts_with(&mount) {
         let read = |name| {
             read_file_text(path(&p.file(name)))?
-                .trim()
+                .trim_ascii()
                 .parse::<usize>()
                 .ok()
         };
@@ -202,7 +202,7 @@ fn find_mountpoint(group: &[u8]) -> Option<(Vec<u8>, Vec<u8>)> {
     let data = std::fs::read("/proc/self/mountinfo").ok()?;
     let g = parts(group);
     for line in data.split_inclusive(|&b| b == b'\n') {
-        let line = std::str::from_utf8(line).ok()?.trim();
+        let line = std::str::from_utf8(line).ok()?.trim_ascii();
         let mut items = line.split(' ');
         let sub = items.nth(3)?;
         let mount_point = items.next()?;

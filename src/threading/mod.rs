@@ -171,7 +171,7 @@ fn read_topology(cpu: usize, what: &str) -> Option<i64> {
 /// the CPU lists; out of line where there are several callers).
 #[cfg_attr(feature = "threads", inline(never))]
 fn int(s: &str) -> Option<i64> {
-    s.trim().parse().ok()
+    s.trim_ascii().parse().ok()
 }
 
 /// Registers the thread-pool functions (`runtime.NumThreads`, `runtime.config_threadpool`).
