@@ -382,6 +382,16 @@ fn shards_named_by_the_metadata_stay_in_the_confinement() {
     call(&inside).unwrap();
     assert!(ndarray_cache::get("confined.inside").is_some());
     ndarray_cache::remove("confined.inside");
+    // A cache under the root whose one shard is named `data_path`.
+    let cache_naming = |sub: &str, name: &str, data_path: &str| {
+        let dir = root.join(sub);
+        std::fs::create_dir_all(&dir).unwrap();
+        write_cache(&dir, &[rec(name)]);
+        let meta = std::fs::read_to_string(dir.join("ndarray-cache.json")).unwrap();
+        let meta = meta.replace("\"params_shard_0.bin\"", &format!("\"{data_path}\""));
+        std::fs::write(dir.join("ndarray-cache.json"), meta).unwrap();
+        dir
+    };
     // Each way out: refused, nothing cached.
     let escapes = [
         format!(
@@ -397,27 +407,14 @@ fn shards_named_by_the_metadata_stay_in_the_confinement() {
         "link.bin".to_string(),
     ];
     for (i, data_path) in escapes.iter().enumerate() {
-        let dir = root.join(format!("out{i}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        write_cache(&dir, &[rec("confined.out")]);
+        let dir = cache_naming(&format!("out{i}"), "confined.out", data_path);
         std::os::unix::fs::symlink(&secret, dir.join("link.bin")).unwrap();
-        let meta = std::fs::read_to_string(dir.join("ndarray-cache.json")).unwrap();
-        let meta = meta.replace("\"params_shard_0.bin\"", &format!("\"{data_path}\""));
-        std::fs::write(dir.join("ndarray-cache.json"), meta).unwrap();
         let e = call(&dir).unwrap_err().to_string();
         assert!(e.contains("ndarray_cache.load"), "{data_path}: {e}");
         assert!(ndarray_cache::get("confined.out").is_none(), "{data_path}");
     }
     // An absolute dataPath is under the cache directory (here: not there, so not found).
-    let dir = root.join("abs");
-    std::fs::create_dir_all(&dir).unwrap();
-    write_cache(&dir, &[rec("confined.abs")]);
-    let meta = std::fs::read_to_string(dir.join("ndarray-cache.json")).unwrap();
-    let meta = meta.replace(
-        "\"params_shard_0.bin\"",
-        &format!("\"{}\"", secret.display()),
-    );
-    std::fs::write(dir.join("ndarray-cache.json"), meta).unwrap();
+    let dir = cache_naming("abs", "confined.abs", secret.to_str().unwrap());
     assert!(call(&dir).is_err());
     assert!(ndarray_cache::get("confined.abs").is_none());
     // Unconfined, the same absolute dataPath is still taken under the directory.

@@ -201,11 +201,7 @@ fn check_record(rec: &ParamRecord, file: &FileRecord) -> Result<()> {
 /// out of it through the metadata either (`..`, a symbolic link): the directory was checked,
 /// and so is each file it names.
 fn shard_path(dir: &str, data_path: &str) -> Result<PathBuf> {
-    let p = format!("{dir}/{data_path}");
-    if crate::packed_func::confine::active() {
-        return crate::packed_func::confine::resolve(&p, "ndarray_cache.load");
-    }
-    Ok(PathBuf::from(p))
+    crate::packed_func::confine::resolve(&format!("{dir}/{data_path}"), "ndarray_cache.load")
 }
 
 /// Opens a shard and checks its size against the metadata.
